@@ -1,0 +1,56 @@
+"""Tessera: an explicit tile/SPMD kernel language for Python, JIT-compiled through Numba.
+
+>>> import numpy as np
+>>> import tessera as ts
+>>> ts.f32(1.5)
+np.float32(1.5)
+
+See README.md for a first kernel and docs/language.md for the language.
+"""
+
+from . import tile
+from .config import config
+from .dtypes import (
+    KiB,
+    MiB,
+    bf16,
+    bool_,
+    constexpr,
+    f16,
+    f32,
+    f64,
+    i8,
+    i16,
+    i32,
+    i64,
+    mut,
+    u8,
+    u16,
+    u32,
+    u64,
+)
+from .errors import KernelError, KernelRuntimeError, LaunchError, TesseraError
+from .kernel.helpers import func
+from .kernel.kernel import Kernel, kernel
+from .stats import stats
+from .tile import (
+    cp_async,
+    group_id,
+    group_linear_id,
+    group_tile_count,
+    reduce_max,
+    reduce_min,
+    reduce_sum,
+    tbarrier,
+    tshared,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Kernel", "KernelError", "KernelRuntimeError", "KiB", "LaunchError", "MiB", "TesseraError",
+    "bf16", "bool_", "config", "constexpr", "cp_async", "f16", "f32", "f64", "func",
+    "group_id", "group_linear_id", "group_tile_count", "i8", "i16", "i32", "i64", "kernel",
+    "mut", "reduce_max", "reduce_min", "reduce_sum", "stats", "tbarrier", "tile", "tshared",
+    "u8", "u16", "u32", "u64",
+]

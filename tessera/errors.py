@@ -1,0 +1,82 @@
+"""Errors a Tessera user sees.
+
+Every error raised for a kernel names the kernel; an error that comes from kernel source
+also carries a :class:`SourceLoc` and renders ``file:line:col``, the source line and a
+caret under the offending column, the way a compiler would.
+"""
+
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    """A position in a user's Python file (1-based line, 0-based column)."""
+
+    file: str
+    line: int
+    col: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col + 1}"
+
+    def source_line(self) -> str:
+        return linecache.getline(self.file, self.line).rstrip("\n")
+
+    def render(self) -> str:
+        """``file:line:col`` then the line and a caret under the column."""
+        text = self.source_line()
+        if not text:
+            return str(self)
+        stripped = text.lstrip()
+        indent = len(text) - len(stripped)
+        caret = " " * max(self.col - indent, 0) + "^"
+        return f"{self}\n    {stripped}\n    {caret}"
+
+
+class TesseraError(Exception):
+    """Base class of every error Tessera raises on purpose."""
+
+
+class KernelError(TesseraError):
+    """A problem found in a kernel's source when it is compiled.
+
+    ``notes`` are extra locations (for instance the lane-dependent condition that makes a
+    collective divergent) rendered after the main one.
+    """
+
+    def __init__(
+        self,
+        kernel: str,
+        message: str,
+        loc: SourceLoc | None = None,
+        notes: tuple[tuple[str, SourceLoc], ...] = (),
+    ):
+        self.kernel = kernel
+        self.message = message
+        self.loc = loc
+        self.notes = notes
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = [f"in kernel '{self.kernel}': {self.message}"]
+        if self.loc is not None:
+            parts.append(self.loc.render())
+        for text, loc in self.notes:
+            parts.append(f"note: {text}\n{loc.render()}")
+        return "\n".join(parts)
+
+
+class LaunchError(TesseraError):
+    """A launch was refused before anything ran; no argument was modified."""
+
+    def __init__(self, kernel: str, message: str):
+        self.kernel = kernel
+        self.message = message
+        super().__init__(f"launch of kernel '{kernel}': {message}")
+
+
+class KernelRuntimeError(TesseraError):
+    """A kernel failed while running (for instance a bounds check on a fast target)."""

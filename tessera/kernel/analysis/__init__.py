@@ -1,0 +1,1 @@
+"""Analyses over the kernel IR, shared by every backend."""

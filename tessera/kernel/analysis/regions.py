@@ -1,0 +1,154 @@
+"""Region formation: cut a grouped kernel's body at collectives (LANGUAGE.md §7).
+
+Statements are split into *group-level* ones, run once per group (collectives, shared
+allocations, assignments of lane-uniform variables, and control flow whose condition is
+uniform) and *lane-level* ones (everything a single lane does: stores, varying
+assignments, divergent control flow). Maximal runs of lane-level statements form a
+:class:`LaneRegion`; a backend runs each region as a loop over the lanes of a group.
+
+Because a region holds no collective, lanes inside it cannot observe one another, so any
+interleaving is a valid execution: uniform loops can stay *outside* the lane loops
+(the lane loop becomes innermost and vectorisable), and a lane's values only need
+memory of their own when they live from one region into another. Those variables are
+listed in :attr:`Schedule.lane_arrays`; all others stay scalars inside one lane loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import ir
+from .uniformity import Uniformity
+
+
+@dataclass(eq=False)
+class LaneRegion:
+    stmts: list[ir.Stmt]
+    index: int
+    reads: set[str] = field(default_factory=set)
+    writes: set[str] = field(default_factory=set)
+    exposed: set[str] = field(default_factory=set)  # read before surely written here
+
+
+@dataclass(eq=False)
+class GroupIf:
+    stmt: ir.If
+    body: list
+    orelse: list
+
+
+@dataclass(eq=False)
+class GroupLoop:
+    stmt: ir.For | ir.While
+    body: list
+
+
+GroupItem = LaneRegion | GroupIf | GroupLoop | ir.Stmt
+
+
+@dataclass
+class Schedule:
+    items: list[GroupItem]
+    regions: list[LaneRegion]
+    lane_arrays: set[str]  # varying variables that need one slot per lane
+    lane_reduce_sources: set[str]
+
+
+def form_regions(kir: ir.KernelIR, u: Uniformity) -> Schedule:
+    builder = _Builder(u)
+    items = builder.block(kir.body)
+    counts: dict[str, int] = {}
+    lane_arrays: set[str] = set()
+    for r in builder.regions:
+        r.reads, r.writes = _names(r.stmts)
+        r.exposed = _exposed(r.stmts, set())
+        for name in (r.reads | r.writes) & u.varying:
+            counts[name] = counts.get(name, 0) + 1
+        lane_arrays |= r.exposed & u.varying
+    lane_arrays |= {n for n, c in counts.items() if c > 1}
+    lane_arrays |= builder.reduce_sources
+    return Schedule(items, builder.regions, lane_arrays, builder.reduce_sources)
+
+
+class _Builder:
+    def __init__(self, u: Uniformity):
+        self.u = u
+        self.regions: list[LaneRegion] = []
+        self.reduce_sources: set[str] = set()
+
+    def group_level(self, s: ir.Stmt) -> bool:
+        if ir.is_collective(s) or isinstance(s, (ir.SharedAlloc, ir.Break, ir.Continue)):
+            return True
+        if isinstance(s, ir.Assign):
+            return s.target not in self.u.varying
+        if isinstance(s, ir.If):
+            return not self.u.expr_varies(s.cond)
+        if isinstance(s, (ir.For, ir.While)):
+            return not self.u.loop_diverges(s)
+        return False
+
+    def block(self, body: list[ir.Stmt]) -> list[GroupItem]:
+        items: list[GroupItem] = []
+        run: list[ir.Stmt] = []
+
+        def flush() -> None:
+            if run:
+                region = LaneRegion(list(run), len(self.regions))
+                self.regions.append(region)
+                items.append(region)
+                run.clear()
+
+        for s in body:
+            if not self.group_level(s):
+                run.append(s)
+                continue
+            flush()
+            if isinstance(s, ir.If):
+                items.append(GroupIf(s, self.block(s.body), self.block(s.orelse)))
+            elif isinstance(s, (ir.For, ir.While)):
+                items.append(GroupLoop(s, self.block(s.body)))
+            else:
+                if isinstance(s, ir.Assign) and isinstance(s.value, ir.Reduce):
+                    src = s.value.source
+                    if s.value.over == "lanes" and isinstance(src, ir.Name):
+                        self.reduce_sources.add(src.name)
+                items.append(s)
+        flush()
+        return items
+
+
+def _names(stmts: list[ir.Stmt]) -> tuple[set[str], set[str]]:
+    reads: set[str] = set()
+    writes: set[str] = set()
+    for s in ir.walk_stmts(stmts):
+        for e in ir.stmt_exprs(s):
+            if isinstance(e, ir.Name):
+                reads.add(e.name)
+        if isinstance(s, ir.Assign):
+            writes.add(s.target)
+        elif isinstance(s, ir.For):
+            writes.add(s.var)
+    return reads, writes
+
+
+def _reads_of(s: ir.Stmt) -> set[str]:
+    return {e.name for e in ir.stmt_exprs(s) if isinstance(e, ir.Name)}
+
+
+def _exposed(stmts: list[ir.Stmt], defined: set[str]) -> set[str]:
+    """Names read in ``stmts`` before they are surely assigned (``defined`` is updated)."""
+    out: set[str] = set()
+    for s in stmts:
+        out |= _reads_of(s) - defined
+        if isinstance(s, ir.Assign):
+            defined.add(s.target)
+        elif isinstance(s, ir.If):
+            d1, d2 = set(defined), set(defined)
+            out |= _exposed(s.body, d1) | _exposed(s.orelse, d2)
+            defined |= d1 & d2
+        elif isinstance(s, (ir.For, ir.While)):
+            inner = set(defined) | ({s.var} if isinstance(s, ir.For) else set())
+            # a read before the body's own assignment sees the previous trip's value,
+            # and the body starts from ``defined`` only: both cases show up as exposed
+            out |= _exposed(s.body, inner)
+    return out

@@ -1,0 +1,717 @@
+"""Python AST → kernel IR.
+
+The kernel body is parsed from source, never run as Python. Names resolve as Python would
+(locals, then parameters and symbols, then the function's globals); what a name resolves
+to decides what a call means: a :class:`~tessera.tile.Primitive`, a dtype cast, a
+``math`` function, ``min/max/abs``, or a ``@tessera.func`` helper, which is inlined.
+
+Anything outside the kernel subset is a :class:`KernelError` naming the construct and
+pointing at its line. Collective calls and helper calls are hoisted out of expressions
+into statements of their own, so later stages see them as statements.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import itertools
+import math
+from dataclasses import dataclass, field
+
+from .. import dtypes
+from ..errors import KernelError, SourceLoc
+from ..tile import primitives as P
+from . import ir
+from .returns import eliminate_returns
+from .signature import GRID_GROUPS, ParamSpec
+
+MATH_FUNCS = {
+    getattr(math, n): n
+    for n in (
+        "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "asin",
+        "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "floor",
+        "ceil", "trunc", "fabs", "pow", "hypot", "erf", "erfc", "copysign", "isnan", "isinf",
+        "isfinite", "fmod",
+    )
+}
+BUILTIN_FUNCS = {builtins.min: "min", builtins.max: "max", builtins.abs: "abs"}
+BUILTIN_CASTS = {builtins.int: dtypes.i64, builtins.float: dtypes.f64, builtins.bool: dtypes.bool_}
+BINOPS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+    ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
+    ast.RShift: ">>",
+}
+CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+UNARYOPS = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.Invert: "~"}
+REDUCE_PRIMS = {
+    P.reduce_sum: ("sum", "shared"), P.reduce_max: ("max", "shared"),
+    P.reduce_min: ("min", "shared"), P.sum_: ("sum", "lanes"), P.max_: ("max", "lanes"),
+    P.min_: ("min", "lanes"),
+}
+
+
+@dataclass
+class SourceInfo:
+    """Where a function's source lives: its AST, file and the line offset of the AST."""
+
+    fn_node: ast.FunctionDef
+    filename: str
+    line_offset: int
+    globals: dict
+
+
+@dataclass
+class Scope:
+    """Name bindings of the function being lowered (the kernel or an inlined helper)."""
+
+    info: SourceInfo
+    locals: set[str]
+    rename: dict[str, str] = field(default_factory=dict)  # source name → IR name
+    array_aliases: dict[str, str] = field(default_factory=dict)  # helper array param → IR name
+    result: str | None = None  # helper: the IR variable that receives the return value
+
+
+class Frontend:
+    """Lowers one kernel's AST to IR. Use :func:`build_ir`."""
+
+    def __init__(self, kernel_name: str, params: list[ParamSpec], grouped: bool,
+                 symbols: list[str]):
+        self.kernel = kernel_name
+        self.params = {p.name: p for p in params}
+        self.grouped = grouped
+        self.symbols = set(symbols) | ({GRID_GROUPS} if grouped else set())
+        self.shared_vars: set[str] = set()
+        self.allocs: list[ir.SharedAlloc] = []
+        self._counter = itertools.count()
+        self._inlining: list[object] = []
+
+    # ------------------------------------------------------------------ helpers
+    def error(self, scope: Scope, node: ast.AST, message: str) -> KernelError:
+        return KernelError(self.kernel, message, self.loc(scope, node))
+
+    def loc(self, scope: Scope, node: ast.AST) -> SourceLoc:
+        return SourceLoc(
+            scope.info.filename,
+            getattr(node, "lineno", 1) + scope.info.line_offset,
+            getattr(node, "col_offset", 0),
+        )
+
+    def fresh(self, hint: str) -> str:
+        return f"_{hint}{next(self._counter)}"
+
+    # ------------------------------------------------------------------ entry
+    def lower_function(self, info: SourceInfo) -> list[ir.Stmt]:
+        scope = Scope(info, _assigned_names(info.fn_node.body))
+        for name in scope.locals & set(self.params):
+            node = _first_assignment(info.fn_node.body, name)
+            raise self.error(scope, node, f"cannot assign to parameter '{name}'")
+        return self.block(scope, _strip_docstring(info.fn_node.body))
+
+    def block(self, scope: Scope, stmts: list[ast.stmt]) -> list[ir.Stmt]:
+        out: list[ir.Stmt] = []
+        for s in stmts:
+            out.extend(self.stmt(scope, s))
+        return out
+
+    # ------------------------------------------------------------------ statements
+    def stmt(self, scope: Scope, node: ast.stmt) -> list[ir.Stmt]:
+        loc = self.loc(scope, node)
+        if isinstance(node, ast.Pass):
+            return []
+        if isinstance(node, ast.Assign):
+            if len(node.targets) != 1:
+                raise self.error(scope, node, "chained assignment (a = b = c) is not supported")
+            return self.assign(scope, node.targets[0], node.value, loc)
+        if isinstance(node, ast.AugAssign):
+            op = BINOPS.get(type(node.op))
+            target = node.target
+            read = ast.copy_location(
+                ast.Subscript(target.value, target.slice, ast.Load())
+                if isinstance(target, ast.Subscript)
+                else ast.Name(getattr(target, "id", "?"), ast.Load()),
+                target,
+            )
+            value = ast.copy_location(ast.BinOp(read, node.op, node.value), node)
+            if op is None:
+                raise self.error(scope, node, "unsupported augmented assignment operator")
+            return self.assign(scope, target, value, loc)
+        if isinstance(node, ast.Expr):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                return []
+            return self.expr_statement(scope, node.value, loc)
+        if isinstance(node, ast.If):
+            pre, cond = self.expr(scope, node.test)
+            return pre + [
+                ir.If(loc, cond, self.block(scope, node.body), self.block(scope, node.orelse))
+            ]
+        if isinstance(node, ast.For):
+            return self.for_loop(scope, node, loc)
+        if isinstance(node, ast.While):
+            if node.orelse:
+                raise self.error(scope, node, "'while ... else' is not supported in kernels")
+            pre, cond = self.expr(scope, node.test)
+            body = self.block(scope, node.body)
+            if pre:  # the condition needs statements: evaluate it at the top of each trip
+                flag = self.fresh("cond")
+                body = pre + [ir.Assign(loc, flag, cond),
+                              ir.If(loc, ir.UnaryOp(loc, "not", ir.Name(loc, flag)),
+                                    [ir.Break(loc)], [])] + body
+                return [ir.While(loc, ir.Const(loc, True), body)]
+            return [ir.While(loc, cond, body)]
+        if isinstance(node, ast.Break):
+            return [ir.Break(loc)]
+        if isinstance(node, ast.Continue):
+            return [ir.Continue(loc)]
+        if isinstance(node, ast.Return):
+            if scope.result is None:
+                if node.value is not None:
+                    raise self.error(
+                        scope, node, "a kernel returns nothing; write results to a mut parameter"
+                    )
+                return [ir.Return(loc)]
+            if node.value is None:
+                raise self.error(scope, node, "a helper used as a value must return a value")
+            pre, value = self.expr(scope, node.value)
+            return pre + [ir.Assign(loc, scope.result, value), ir.Return(loc)]
+        raise self.error(
+            scope, node, f"'{type(node).__name__}' statements are not supported in kernels"
+        )
+
+    def assign(self, scope: Scope, target: ast.expr, value: ast.expr,
+               loc: SourceLoc) -> list[ir.Stmt]:
+        if isinstance(target, ast.Tuple):
+            return self.unpack(scope, target, value, loc)
+        if isinstance(target, ast.Name):
+            alloc = self.try_shared_alloc(scope, target, value, loc)
+            if alloc is not None:
+                return [alloc]
+            pre, val = self.expr(scope, value)
+            return pre + [ir.Assign(loc, self.local_name(scope, target), val)]
+        if isinstance(target, ast.Subscript):
+            array = self.array_ref(scope, target.value)
+            pre_i, indices = self.indices(scope, target.slice)
+            pre_v, val = self.expr(scope, value)
+            return pre_i + pre_v + [ir.Store(loc, array, indices, val)]
+        raise self.error(scope, target, "can only assign to a name, an element or a tuple")
+
+    def unpack(self, scope: Scope, target: ast.Tuple, value: ast.expr,
+               loc: SourceLoc) -> list[ir.Stmt]:
+        elts = target.elts
+        if isinstance(value, ast.Attribute) and value.attr == "shape":
+            array = self.array_ref(scope, value.value)
+            ndim = self.array_ndim(scope, array, value)
+            if ndim != len(elts):
+                raise self.error(scope, target, f"unpacking {ndim} dims into {len(elts)} names")
+            values = [ir.Shape(loc, array, k) for k in range(ndim)]
+            pre: list[ir.Stmt] = []
+        elif isinstance(value, ast.Tuple):
+            if len(value.elts) != len(elts):
+                raise self.error(
+                    scope, target, f"unpacking {len(value.elts)} values into {len(elts)} targets"
+                )
+            pre, values = [], []
+            for v in value.elts:
+                p, e = self.expr(scope, v)
+                pre += p
+                values.append(e)
+        else:
+            raise self.error(scope, value, "can only unpack a tuple or an array's .shape")
+        # evaluate every value before assigning any target: a, b = b, a swaps
+        temps = []
+        for v in values:
+            if isinstance(v, (ir.Const, ir.Shape)):
+                temps.append(v)
+                continue
+            t = self.fresh("t")
+            pre.append(ir.Assign(loc, t, v))
+            temps.append(ir.Name(loc, t))
+        for tgt, v in zip(elts, temps):
+            if isinstance(tgt, ast.Name):
+                pre.append(ir.Assign(loc, self.local_name(scope, tgt), v))
+            elif isinstance(tgt, ast.Subscript):
+                array = self.array_ref(scope, tgt.value)
+                p, idx = self.indices(scope, tgt.slice)
+                pre += p + [ir.Store(loc, array, idx, v)]
+            else:
+                raise self.error(scope, tgt, "can only unpack into names or elements")
+        return pre
+
+    def try_shared_alloc(self, scope: Scope, target: ast.Name, value: ast.expr,
+                         loc: SourceLoc) -> ir.SharedAlloc | None:
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Subscript)):
+            return None
+        if self.resolve_global(scope, value.func.value) is not P.alloc:
+            return None
+        if not self.grouped:
+            raise self.flat_error(scope, value, "tshared.alloc")
+        dtype = self.resolve_global(scope, value.func.slice)
+        if not isinstance(dtype, dtypes.DType):
+            raise self.error(scope, value.func.slice, "tshared.alloc[...] needs a dtype")
+        if len(value.args) != 1 or value.keywords:
+            raise self.error(scope, value, "tshared.alloc[dtype](shape) takes one shape")
+        shape_node = value.args[0]
+        dims = shape_node.elts if isinstance(shape_node, ast.Tuple) else [shape_node]
+        shape = []
+        for d in dims:
+            pre, e = self.expr(scope, d)
+            if pre:
+                raise self.error(scope, d, "a shared array's size must be a compile-time constant")
+            shape.append(e)
+        name = self.local_name(scope, target)
+        self.shared_vars.add(name)
+        alloc = ir.SharedAlloc(loc, name, dtype, tuple(shape), slot=len(self.allocs))
+        self.allocs.append(alloc)
+        return alloc
+
+    def for_loop(self, scope: Scope, node: ast.For, loc: SourceLoc) -> list[ir.Stmt]:
+        if node.orelse:
+            raise self.error(scope, node, "'for ... else' is not supported in kernels")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(scope, node.target, "a loop variable must be a single name")
+        it = node.iter
+        fn = self.resolve_global(scope, it.func) if isinstance(it, ast.Call) else None
+        if fn is builtins.range:
+            tile_range = False
+        elif fn is P.range_:
+            tile_range = True
+            if not self.grouped:
+                raise self.flat_error(scope, it, "tile.range")
+        else:
+            raise self.error(
+                scope, it, "kernels loop only over range(...) or tile.range(...)"
+            )
+        kwargs = {k.arg: k.value for k in it.keywords}
+        allowed = {"prefetch"} if tile_range else set()
+        allowed |= {"start", "stop", "step"} if tile_range else set()
+        for key in kwargs:
+            if key not in allowed:
+                raise self.error(scope, it, f"unexpected keyword '{key}' in {P.range_.name if tile_range else 'range'}")
+        args = list(it.args)
+        for key in ("start", "stop", "step"):
+            if key in kwargs:
+                args.append(kwargs[key])
+        if not 1 <= len(args) <= 3:
+            raise self.error(scope, it, "range takes 1 to 3 arguments")
+        pre: list[ir.Stmt] = []
+        parts = []
+        for a in args:
+            p, e = self.expr(scope, a)
+            pre += p
+            parts.append(e)
+        one, zero = ir.Const(loc, 1), ir.Const(loc, 0)
+        start, stop, step = (
+            (zero, parts[0], one) if len(parts) == 1
+            else (parts[0], parts[1], one) if len(parts) == 2 else tuple(parts)
+        )
+        prefetch = None
+        if "prefetch" in kwargs:
+            pnode = kwargs["prefetch"]
+            value = self.constant_value(scope, pnode)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise self.error(scope, pnode, "prefetch must be a positive integer constant")
+            prefetch = value
+        var = self.local_name(scope, node.target)
+        body = self.block(scope, node.body)
+        return pre + [ir.For(loc, var, start, stop, step, body, tile_range, prefetch)]
+
+    def expr_statement(self, scope: Scope, node: ast.expr, loc: SourceLoc) -> list[ir.Stmt]:
+        if not isinstance(node, ast.Call):
+            raise self.error(scope, node, "an expression statement must be a call")
+        fn = self.resolve_global(scope, node.func)
+        if fn is P.barrier or fn is P.copy_wait:
+            self.no_args(scope, node, fn)
+            if not self.grouped:
+                raise self.flat_error(scope, node, fn.name)
+            return [ir.Barrier(loc) if fn is P.barrier else ir.CopyWait(loc)]
+        if fn is P.copy_async:
+            return self.copy_async(scope, node, loc)
+        if fn is P.store:
+            args = self.call_args(scope, node, ("a", "index", "value", "mask"), 3)
+            array = self.array_ref(scope, args["a"])
+            pre, idx = self.indices(scope, args["index"])
+            p2, val = self.expr(scope, args["value"])
+            mask = None
+            if "mask" in args:
+                p3, mask = self.expr(scope, args["mask"])
+                p2 += p3
+            return pre + p2 + [ir.Store(loc, array, idx, val, mask)]
+        pre, e = self.expr(scope, node)
+        if isinstance(e, ir.Name) and e.name.startswith("_ret"):
+            return pre  # a helper called for its effects
+        return pre + [ir.ExprStmt(loc, e)]
+
+    def copy_async(self, scope: Scope, node: ast.Call, loc: SourceLoc) -> list[ir.Stmt]:
+        if not self.grouped:
+            raise self.flat_error(scope, node, P.copy_async.name)
+        args = self.call_args(scope, node, ("dst", "src"), 2)
+        dst = self.array_ref(scope, args["dst"])
+        if dst.name not in self.shared_vars:
+            raise self.error(scope, args["dst"], "cp_async destination must be a shared array")
+        src_node = args["src"]
+        pre: list[ir.Stmt] = []
+        if isinstance(src_node, ast.Subscript):
+            src = self.array_ref(scope, src_node.value)
+            items = src_node.slice.elts if isinstance(src_node.slice, ast.Tuple) else [src_node.slice]
+            starts, stops, sliced = [], [], []
+            for item in items:
+                if isinstance(item, ast.Slice):
+                    if item.step is not None:
+                        raise self.error(scope, item, "cp_async source slices take no step")
+                    if item.lower is None:
+                        starts.append(ir.Const(loc, 0))
+                    else:
+                        p, e = self.expr(scope, item.lower)
+                        pre += p
+                        starts.append(e)
+                    if item.upper is None:
+                        stops.append(None)
+                    else:
+                        p, e = self.expr(scope, item.upper)
+                        pre += p
+                        stops.append(e)
+                    sliced.append(True)
+                else:
+                    p, e = self.expr(scope, item)
+                    pre += p
+                    starts.append(e)
+                    stops.append(None)
+                    sliced.append(False)
+        else:
+            src = self.array_ref(scope, src_node)
+            starts, stops, sliced = [], [], []
+        return pre + [ir.CopyAsync(loc, dst, src, starts, stops, sliced)]
+
+    # ------------------------------------------------------------------ expressions
+    def expr(self, scope: Scope, node: ast.expr) -> tuple[list[ir.Stmt], ir.Expr]:
+        """Lower an expression; returns statements that must run first, and the value."""
+        loc = self.loc(scope, node)
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, (bool, int, float)):
+                return [], ir.Const(loc, node.value)
+            raise self.error(scope, node, f"constant {node.value!r} is not a number or bool")
+        if isinstance(node, ast.Name):
+            return [], self.name_expr(scope, node, loc)
+        if isinstance(node, ast.BinOp):
+            op = BINOPS.get(type(node.op))
+            if op is None:
+                raise self.error(scope, node, f"operator {type(node.op).__name__} is not supported")
+            p1, a = self.expr(scope, node.left)
+            p2, b = self.expr(scope, node.right)
+            return p1 + p2, ir.BinOp(loc, op, a, b)
+        if isinstance(node, ast.UnaryOp):
+            p, a = self.expr(scope, node.operand)
+            return p, ir.UnaryOp(loc, UNARYOPS[type(node.op)], a)
+        if isinstance(node, ast.Compare):
+            return self.compare(scope, node, loc)
+        if isinstance(node, ast.BoolOp):
+            op = "and" if isinstance(node.op, ast.And) else "or"
+            return self.short_circuit(scope, op, node.values, loc)
+        if isinstance(node, ast.IfExp):
+            pc, c = self.expr(scope, node.test)
+            pa, a = self.expr(scope, node.body)
+            pb, b = self.expr(scope, node.orelse)
+            if not pa and not pb:
+                return pc, ir.IfExp(loc, c, a, b)
+            t = self.fresh("sel")
+            stmt = ir.If(loc, c, pa + [ir.Assign(loc, t, a)], pb + [ir.Assign(loc, t, b)])
+            return pc + [stmt], ir.Name(loc, t)
+        if isinstance(node, ast.Subscript):
+            return self.subscript(scope, node, loc)
+        if isinstance(node, ast.Attribute):
+            value = self.resolve_global(scope, node)
+            if isinstance(value, (bool, int, float)):
+                return [], ir.Const(loc, value)
+            raise self.error(scope, node, f"'{ast.unparse(node)}' cannot be used as a value")
+        if isinstance(node, ast.Call):
+            return self.call(scope, node, loc)
+        raise self.error(
+            scope, node, f"'{type(node).__name__}' expressions are not supported in kernels"
+        )
+
+    def compare(self, scope: Scope, node: ast.Compare, loc: SourceLoc):
+        pre, left = self.expr(scope, node.left)
+        parts = []
+        for op, comparator in zip(node.ops, node.comparators):
+            if type(op) not in CMPOPS:
+                raise self.error(scope, node, f"comparison {type(op).__name__} is not supported")
+            p, right = self.expr(scope, comparator)
+            pre += p
+            parts.append(ir.Compare(loc, CMPOPS[type(op)], left, right))
+            left = right
+        return pre, parts[0] if len(parts) == 1 else ir.BoolOp(loc, "and", parts)
+
+    def short_circuit(self, scope: Scope, op: str, values: list[ast.expr], loc: SourceLoc):
+        pre, first = self.expr(scope, values[0])
+        lowered = [self.expr(scope, v) for v in values[1:]]
+        if not any(p for p, _ in lowered):
+            return pre, ir.BoolOp(loc, op, [first] + [e for _, e in lowered])
+        # a later operand needs statements: keep Python's short-circuit with an if-chain
+        t = self.fresh("bool")
+        out = pre + [ir.Assign(loc, t, ir.Cast(loc, dtypes.bool_, first))]
+        for p, e in lowered:
+            test = ir.Name(loc, t) if op == "and" else ir.UnaryOp(loc, "not", ir.Name(loc, t))
+            out.append(ir.If(loc, test, p + [ir.Assign(loc, t, ir.Cast(loc, dtypes.bool_, e))], []))
+        return out, ir.Name(loc, t)
+
+    def subscript(self, scope: Scope, node: ast.Subscript, loc: SourceLoc):
+        base = node.value
+        if isinstance(base, ast.Attribute) and base.attr == "shape":
+            array = self.array_ref(scope, base.value)
+            axis = self.constant_value(scope, node.slice)
+            ndim = self.array_ndim(scope, array, node)
+            if not isinstance(axis, int) or not -ndim <= axis < ndim:
+                raise self.error(scope, node.slice, f"shape index must be a constant in [0, {ndim})")
+            return [], ir.Shape(loc, array, axis % ndim)
+        array = self.array_ref(scope, base)
+        pre, idx = self.indices(scope, node.slice)
+        return pre, ir.Load(loc, array, idx)
+
+    def indices(self, scope: Scope, node: ast.expr) -> tuple[list[ir.Stmt], list[ir.Expr]]:
+        items = node.elts if isinstance(node, ast.Tuple) else [node]
+        pre: list[ir.Stmt] = []
+        out = []
+        for item in items:
+            if isinstance(item, ast.Slice):
+                raise self.error(
+                    scope, item, "slices are only allowed as the source of cp_async; index "
+                    "one element at a time"
+                )
+            p, e = self.expr(scope, item)
+            pre += p
+            out.append(e)
+        return pre, out
+
+    def call(self, scope: Scope, node: ast.Call, loc: SourceLoc):
+        fn = self.resolve_global(scope, node.func)
+        if isinstance(fn, P.Primitive):
+            return self.primitive_call(scope, fn, node, loc)
+        if isinstance(fn, dtypes.DType) or fn in BUILTIN_CASTS:
+            dtype = fn if isinstance(fn, dtypes.DType) else BUILTIN_CASTS[fn]
+            if len(node.args) != 1 or node.keywords:
+                raise self.error(scope, node, f"the cast {ast.unparse(node.func)}(x) takes one value")
+            p, v = self.expr(scope, node.args[0])
+            return p, ir.Cast(loc, dtype, v)
+        name = MATH_FUNCS.get(fn) or BUILTIN_FUNCS.get(fn)
+        if name is not None:
+            if node.keywords:
+                raise self.error(scope, node, f"{name}() takes no keyword arguments")
+            pre, args = [], []
+            for a in node.args:
+                p, e = self.expr(scope, a)
+                pre += p
+                args.append(e)
+            return pre, ir.MathCall(loc, name, args)
+        from .helpers import Func  # late: helpers import the frontend
+
+        if isinstance(fn, Func):
+            return self.inline(scope, fn, node, loc)
+        if fn is builtins.range:
+            raise self.error(scope, node, "range() can only be the iterable of a for loop")
+        raise self.error(scope, node.func, f"cannot call '{ast.unparse(node.func)}' in a kernel")
+
+    def primitive_call(self, scope: Scope, fn: P.Primitive, node: ast.Call, loc: SourceLoc):
+        if fn.grouped_only and not self.grouped:
+            raise self.flat_error(scope, node, fn.name)
+        if fn is P.linear_id or fn is P.group_linear_id or fn is P.group_tile_count:
+            self.no_args(scope, node, fn)
+            if fn is P.group_tile_count:
+                return [], ir.GroupSize(loc)
+            return [], (ir.LaneId(loc, None) if fn is P.linear_id else ir.GroupId(loc, None))
+        if fn is P.id or fn is P.group_id:
+            args = self.call_args(scope, node, ("axis",), 1)
+            axis = self.constant_value(scope, args["axis"])
+            if not isinstance(axis, int) or isinstance(axis, bool) or not 0 <= axis < 3:
+                raise self.error(scope, args["axis"], f"{fn.name}(axis) needs a constant axis 0, 1 or 2")
+            return [], (ir.LaneId(loc, axis) if fn is P.id else ir.GroupId(loc, axis))
+        if fn is P.load:
+            args = self.call_args(scope, node, ("a", "index", "mask", "other"), 2)
+            array = self.array_ref(scope, args["a"])
+            pre, idx = self.indices(scope, args["index"])
+            mask = other = None
+            if "mask" in args:
+                p, mask = self.expr(scope, args["mask"])
+                pre += p
+            if "other" in args:
+                p, other = self.expr(scope, args["other"])
+                pre += p
+            return pre, ir.Load(loc, array, idx, mask, other if other is not None else ir.Const(loc, 0))
+        if fn is P.atomic_add:
+            args = self.call_args(scope, node, ("a", "index", "value"), 3)
+            array = self.array_ref(scope, args["a"])
+            pre, idx = self.indices(scope, args["index"])
+            p, v = self.expr(scope, args["value"])
+            return pre + p, ir.AtomicAdd(loc, array, idx, v)
+        if fn in REDUCE_PRIMS:
+            op, over = REDUCE_PRIMS[fn]
+            args = self.call_args(scope, node, ("value",), 1)
+            if over == "shared":
+                src: ir.Expr = self.array_ref(scope, args["value"])
+                if src.name not in self.shared_vars:
+                    raise self.error(scope, args["value"], f"{fn.name} reduces a shared array")
+                pre = []
+            else:
+                pre, src = self.expr(scope, args["value"])
+            t = self.fresh("red")
+            return pre + [ir.Assign(loc, t, ir.Reduce(loc, op, over, src))], ir.Name(loc, t)
+        if fn in (P.barrier, P.copy_wait, P.copy_async, P.store):
+            raise self.error(scope, node, f"{fn.name}(...) is a statement, not a value")
+        if fn is P.alloc:
+            raise self.error(scope, node, "tshared.alloc must be assigned directly to a name")
+        raise self.error(scope, node, f"{fn.name} cannot be used here")
+
+    def inline(self, scope: Scope, fn, node: ast.Call, loc: SourceLoc):
+        if fn in self._inlining:
+            raise self.error(scope, node, f"helper '{fn.name}' is recursive; kernels cannot recurse")
+        info = fn.source_info()
+        fparams = info.fn_node.args.args
+        if node.keywords or len(node.args) != len(fparams):
+            raise self.error(
+                scope, node, f"helper '{fn.name}' takes {len(fparams)} positional arguments"
+            )
+        inner = Scope(info, _assigned_names(info.fn_node.body))
+        prefix = self.fresh(f"{fn.name}_")
+        pre: list[ir.Stmt] = []
+        for param, arg in zip(fparams, node.args):
+            if param.arg in inner.locals:
+                raise self.error(inner, _first_assignment(info.fn_node.body, param.arg),
+                                 f"cannot assign to parameter '{param.arg}' of helper '{fn.name}'")
+            if self.is_array_expr(scope, arg):
+                inner.array_aliases[param.arg] = self.array_ref(scope, arg).name
+                continue
+            p, e = self.expr(scope, arg)
+            inner.rename[param.arg] = f"{prefix}_{param.arg}"
+            pre += p + [ir.Assign(loc, inner.rename[param.arg], e)]
+        for name in inner.locals:
+            inner.rename[name] = f"{prefix}_{name}"
+        inner.result = f"_ret{prefix}"
+        self._inlining.append(fn)
+        try:
+            body = self.block(inner, _strip_docstring(info.fn_node.body))
+        finally:
+            self._inlining.pop()
+        body = eliminate_returns(body, f"{prefix}_done")
+        return pre + body, ir.Name(loc, inner.result)
+
+    # ------------------------------------------------------------------ names
+    def name_expr(self, scope: Scope, node: ast.Name, loc: SourceLoc) -> ir.Expr:
+        name = node.id
+        if name in scope.array_aliases:
+            return ir.Name(loc, scope.array_aliases[name])
+        if name in scope.rename:
+            return ir.Name(loc, scope.rename[name])
+        if name in scope.locals or name in self.params or name in self.symbols:
+            return ir.Name(loc, name)
+        value = self.resolve_global(scope, node)
+        if isinstance(value, (bool, int, float)):
+            return ir.Const(loc, value)
+        raise self.error(scope, node, f"'{name}' cannot be used as a value in a kernel")
+
+    def local_name(self, scope: Scope, node: ast.Name) -> str:
+        if node.id in scope.array_aliases:
+            raise self.error(scope, node, f"cannot assign to parameter '{node.id}'")
+        return scope.rename.get(node.id, node.id)
+
+    def resolve_global(self, scope: Scope, node: ast.expr) -> object:
+        """The Python object a dotted name refers to in the function's globals."""
+        if isinstance(node, ast.Name):
+            if node.id in scope.locals or node.id in scope.rename or node.id in self.params:
+                return _LOCAL
+            if node.id in scope.info.globals:
+                return scope.info.globals[node.id]
+            if hasattr(builtins, node.id):
+                return getattr(builtins, node.id)
+            raise self.error(scope, node, f"name '{node.id}' is not defined")
+        if isinstance(node, ast.Attribute):
+            base = self.resolve_global(scope, node.value)
+            if base is _LOCAL:
+                return _LOCAL
+            try:
+                return getattr(base, node.attr)
+            except AttributeError:
+                raise self.error(scope, node, f"'{ast.unparse(node)}' is not defined") from None
+        return _LOCAL
+
+    def constant_value(self, scope: Scope, node: ast.expr) -> object:
+        pre, e = self.expr(scope, node)
+        if not pre and isinstance(e, ir.Const):
+            return e.value
+        if isinstance(e, ir.UnaryOp) and e.op == "-" and isinstance(e.operand, ir.Const):
+            return -e.operand.value
+        return None
+
+    def array_ref(self, scope: Scope, node: ast.expr) -> ir.Name:
+        if isinstance(node, ast.Name):
+            name = scope.array_aliases.get(node.id) or scope.rename.get(node.id, node.id)
+            p = self.params.get(name)
+            if (p is not None and p.kind == "array") or name in self.shared_vars:
+                return ir.Name(self.loc(scope, node), name)
+            if name in scope.locals or name.startswith("_"):
+                return ir.Name(self.loc(scope, node), name)  # a variable holding a shared array
+        raise self.error(scope, node, f"'{ast.unparse(node)}' is not an array")
+
+    def is_array_expr(self, scope: Scope, node: ast.expr) -> bool:
+        if not isinstance(node, ast.Name):
+            return False
+        name = scope.array_aliases.get(node.id) or scope.rename.get(node.id, node.id)
+        p = self.params.get(name)
+        return (p is not None and p.kind == "array") or name in self.shared_vars
+
+    def array_ndim(self, scope: Scope, array: ir.Name, node: ast.AST) -> int:
+        p = self.params.get(array.name)
+        if p is not None:
+            return p.ndim
+        for a in self.allocs:
+            if a.target == array.name:
+                return len(a.shape)
+        raise self.error(scope, node, f"'{array.name}' is not an array")
+
+    # ------------------------------------------------------------------ argument helpers
+    def call_args(self, scope: Scope, node: ast.Call, names: tuple[str, ...],
+                  required: int) -> dict[str, ast.expr]:
+        fname = ast.unparse(node.func)
+        if len(node.args) > len(names):
+            raise self.error(scope, node, f"{fname}() takes at most {len(names)} arguments")
+        out = dict(zip(names, node.args))
+        for kw in node.keywords:
+            if kw.arg not in names or kw.arg in out:
+                raise self.error(scope, node, f"{fname}() got an unexpected argument '{kw.arg}'")
+            out[kw.arg] = kw.value
+        missing = [n for n in names[:required] if n not in out]
+        if missing:
+            raise self.error(scope, node, f"{fname}() is missing argument '{missing[0]}'")
+        return out
+
+    def no_args(self, scope: Scope, node: ast.Call, fn: P.Primitive) -> None:
+        if node.args or node.keywords:
+            raise self.error(scope, node, f"{fn.name}() takes no arguments")
+
+    def flat_error(self, scope: Scope, node: ast.AST, what: str) -> KernelError:
+        return self.error(
+            scope, node,
+            f"{what} needs a grouped kernel: declare the group shape with "
+            "@kernel(tile=(...,), shared=...)",
+        )
+
+
+_LOCAL = object()  # resolve_global's answer for names that are not globals
+
+
+def _strip_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        return body[1:]
+    return body
+
+
+def _assigned_names(body: list[ast.stmt]) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def _first_assignment(body: list[ast.stmt], name: str) -> ast.AST:
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            return node
+    return body[0]

@@ -1,0 +1,420 @@
+"""The kernel IR: a small, typed, structured tree with a source location on every node.
+
+The frontend builds it from Python's AST, the typer fills in ``type`` on expressions, the
+analyses read it and the backends lower it. It stays structured (if/for/while, no CFG):
+region formation on the CPU and one-thread-per-lane on CUDA both want the structure.
+
+Collective calls and helper calls never sit inside an expression: the frontend hoists
+them into their own ``Assign`` so that analyses and backends see them as statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ..dtypes import DType
+from ..errors import SourceLoc
+
+# ----------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class ScalarType:
+    dtype: DType
+    weak: bool = False  # an untyped Python literal: takes the type of what it meets
+
+    def __repr__(self) -> str:
+        return f"{self.dtype.name}{'?' if self.weak else ''}"
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    dtype: DType
+    ndim: int
+    space: str  # "global" (a parameter) or "shared" (tshared.alloc)
+    mutable: bool
+
+    def __repr__(self) -> str:
+        prefix = "mut " if self.mutable and self.space == "global" else ""
+        return f"{prefix}{self.space} {self.dtype.name}[{','.join(':' * self.ndim)}]"
+
+
+Type = ScalarType | ArrayType
+
+# ----------------------------------------------------------------------------- expressions
+
+
+@dataclass(eq=False)
+class Expr:
+    loc: SourceLoc
+
+    def children(self) -> Iterator[Expr]:
+        return iter(())
+
+
+@dataclass(eq=False)
+class Const(Expr):
+    value: bool | int | float
+    type: Type | None = None
+
+
+@dataclass(eq=False)
+class Name(Expr):
+    """A local variable, a parameter, a symbol (``n``, ``grid_groups``) or a constexpr."""
+
+    name: str
+    type: Type | None = None
+
+
+@dataclass(eq=False)
+class BinOp(Expr):
+    op: str  # + - * / // % ** & | ^ << >>
+    left: Expr
+    right: Expr
+    type: Type | None = None
+
+    def children(self) -> Iterator[Expr]:
+        yield self.left
+        yield self.right
+
+
+@dataclass(eq=False)
+class UnaryOp(Expr):
+    op: str  # - + not ~
+    operand: Expr
+    type: Type | None = None
+
+    def children(self) -> Iterator[Expr]:
+        yield self.operand
+
+
+@dataclass(eq=False)
+class Compare(Expr):
+    op: str  # < <= > >= == !=
+    left: Expr
+    right: Expr
+    type: Type | None = None
+
+    def children(self) -> Iterator[Expr]:
+        yield self.left
+        yield self.right
+
+
+@dataclass(eq=False)
+class BoolOp(Expr):
+    op: str  # and, or
+    values: list[Expr]
+    type: Type | None = None
+
+    def children(self) -> Iterator[Expr]:
+        yield from self.values
+
+
+@dataclass(eq=False)
+class IfExp(Expr):
+    cond: Expr
+    then: Expr
+    orelse: Expr
+    type: Type | None = None
+
+    def children(self) -> Iterator[Expr]:
+        yield self.cond
+        yield self.then
+        yield self.orelse
+
+
+@dataclass(eq=False)
+class Cast(Expr):
+    dtype: DType
+    value: Expr
+    type: Type | None = None
+
+    def children(self) -> Iterator[Expr]:
+        yield self.value
+
+
+@dataclass(eq=False)
+class MathCall(Expr):
+    """``math.exp(x)``, ``min(a, b)``, ``abs(x)``, ...: pure elementwise functions."""
+
+    func: str
+    args: list[Expr]
+    type: Type | None = None
+
+    def children(self) -> Iterator[Expr]:
+        yield from self.args
+
+
+@dataclass(eq=False)
+class Load(Expr):
+    """``a[i, j]`` or ``tile.load(a, index, mask=, other=)``."""
+
+    array: Name
+    indices: list[Expr]
+    mask: Expr | None = None
+    other: Expr | None = None
+    type: Type | None = None
+
+    def children(self) -> Iterator[Expr]:
+        yield self.array
+        yield from self.indices
+        if self.mask is not None:
+            yield self.mask
+        if self.other is not None:
+            yield self.other
+
+
+@dataclass(eq=False)
+class Shape(Expr):
+    array: Name
+    axis: int
+    type: Type | None = None
+
+    def children(self) -> Iterator[Expr]:
+        yield self.array
+
+
+@dataclass(eq=False)
+class LaneId(Expr):
+    """``tile.linear_id()`` (axis None) or ``tile.id(axis)``."""
+
+    axis: int | None
+    type: Type | None = None
+
+
+@dataclass(eq=False)
+class GroupId(Expr):
+    """``group_linear_id()`` (axis None) or ``group_id(axis)``."""
+
+    axis: int | None
+    type: Type | None = None
+
+
+@dataclass(eq=False)
+class GroupSize(Expr):
+    """``group_tile_count()``: a compile-time constant."""
+
+    type: Type | None = None
+
+
+@dataclass(eq=False)
+class AtomicAdd(Expr):
+    array: Name
+    indices: list[Expr]
+    value: Expr
+    type: Type | None = None
+
+    def children(self) -> Iterator[Expr]:
+        yield self.array
+        yield from self.indices
+        yield self.value
+
+
+@dataclass(eq=False)
+class Reduce(Expr):
+    """A group reduction: ``reduce_sum(shared)`` (over="shared") or ``tile.sum(v)``
+    (over="lanes"). Collective: only ever the whole value of an ``Assign``."""
+
+    op: str  # sum, max, min
+    over: str
+    source: Expr
+    type: Type | None = None
+
+    def children(self) -> Iterator[Expr]:
+        yield self.source
+
+
+# ----------------------------------------------------------------------------- statements
+
+
+@dataclass(eq=False)
+class Stmt:
+    loc: SourceLoc
+
+    def bodies(self) -> Iterator[list[Stmt]]:
+        return iter(())
+
+    def exprs(self) -> Iterator[Expr]:
+        return iter(())
+
+
+@dataclass(eq=False)
+class Assign(Stmt):
+    target: str
+    value: Expr
+
+    def exprs(self) -> Iterator[Expr]:
+        yield self.value
+
+
+@dataclass(eq=False)
+class Store(Stmt):
+    array: Name
+    indices: list[Expr]
+    value: Expr
+    mask: Expr | None = None
+
+    def exprs(self) -> Iterator[Expr]:
+        yield self.array
+        yield from self.indices
+        yield self.value
+        if self.mask is not None:
+            yield self.mask
+
+
+@dataclass(eq=False)
+class ExprStmt(Stmt):
+    value: Expr
+
+    def exprs(self) -> Iterator[Expr]:
+        yield self.value
+
+
+@dataclass(eq=False)
+class If(Stmt):
+    cond: Expr
+    body: list[Stmt]
+    orelse: list[Stmt]
+
+    def bodies(self) -> Iterator[list[Stmt]]:
+        yield self.body
+        yield self.orelse
+
+    def exprs(self) -> Iterator[Expr]:
+        yield self.cond
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    """``for var in range(start, stop, step)``; ``tile_range`` for ``tile.range``."""
+
+    var: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: list[Stmt]
+    tile_range: bool = False
+    prefetch: int | None = None
+
+    def bodies(self) -> Iterator[list[Stmt]]:
+        yield self.body
+
+    def exprs(self) -> Iterator[Expr]:
+        yield self.start
+        yield self.stop
+        yield self.step
+
+
+@dataclass(eq=False)
+class While(Stmt):
+    cond: Expr
+    body: list[Stmt]
+
+    def bodies(self) -> Iterator[list[Stmt]]:
+        yield self.body
+
+    def exprs(self) -> Iterator[Expr]:
+        yield self.cond
+
+
+@dataclass(eq=False)
+class Break(Stmt):
+    pass
+
+
+@dataclass(eq=False)
+class Continue(Stmt):
+    pass
+
+
+@dataclass(eq=False)
+class Return(Stmt):
+    """Only before return elimination; the pipeline's later stages never see one."""
+
+
+@dataclass(eq=False)
+class Barrier(Stmt):
+    pass
+
+
+@dataclass(eq=False)
+class CopyWait(Stmt):
+    pass
+
+
+@dataclass(eq=False)
+class CopyAsync(Stmt):
+    """``cp_async.shared.global_(dst, src[a:b, c])``: per source axis either a scalar
+    index (``stop`` None, the axis is dropped) or a slice ``[start, stop)``."""
+
+    dst: Name
+    src: Name
+    starts: list[Expr]
+    stops: list[Expr | None]
+    sliced: list[bool]
+
+    def exprs(self) -> Iterator[Expr]:
+        yield self.dst
+        yield self.src
+        yield from self.starts
+        yield from (s for s in self.stops if s is not None)
+
+
+@dataclass(eq=False)
+class SharedAlloc(Stmt):
+    target: str
+    dtype: DType
+    shape: tuple[int, ...]
+    slot: int = 0  # index of the allocation in the kernel, for backends to reuse storage
+
+
+COLLECTIVE_STMTS = (Barrier, CopyWait, CopyAsync)
+
+# ----------------------------------------------------------------------------- kernel
+
+
+@dataclass(eq=False)
+class KernelIR:
+    name: str
+    params: list  # list[signature.ParamSpec]
+    body: list[Stmt]
+    grouped: bool
+    tile_shape: tuple[int, ...]
+    shared_budget: int | None
+    loc: SourceLoc
+    var_types: dict[str, Type] = field(default_factory=dict)
+    allocs: list[SharedAlloc] = field(default_factory=list)
+    symbols: list[str] = field(default_factory=list)
+
+
+def walk_stmts(body: list[Stmt]) -> Iterator[Stmt]:
+    """Every statement in ``body``, nested ones included, in source order."""
+    for stmt in body:
+        yield stmt
+        for inner in stmt.bodies():
+            yield from walk_stmts(inner)
+
+
+def walk_expr(expr: Expr) -> Iterator[Expr]:
+    yield expr
+    for child in expr.children():
+        yield from walk_expr(child)
+
+
+def stmt_exprs(stmt: Stmt) -> Iterator[Expr]:
+    """Every expression node directly owned by ``stmt`` (not its nested statements)."""
+    for e in stmt.exprs():
+        yield from walk_expr(e)
+
+
+def is_collective(stmt: Stmt) -> bool:
+    if isinstance(stmt, COLLECTIVE_STMTS):
+        return True
+    if isinstance(stmt, For) and stmt.tile_range:
+        return True
+    return isinstance(stmt, Assign) and isinstance(stmt.value, Reduce)
+
+
+def contains_collective(body: list[Stmt]) -> bool:
+    return any(is_collective(s) for s in walk_stmts(body))

@@ -1,0 +1,123 @@
+"""``@kernel``, the :class:`Kernel` object and ``k[grid](...)`` launches.
+
+The decorator parses and checks the kernel at once (LANGUAGE.md §8: errors that do not
+depend on the arguments surface when the decorator runs). A launch binds and checks the
+arguments, looks the specialisation up in the in-memory cache, compiles on a miss, and
+runs on the CPU target.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ..config import get as setting
+from ..config import get_int as int_setting
+from ..errors import KernelError, LaunchError, TesseraError
+from ..stats import _counters
+from . import launch
+from .backend.cpu import CpuProgram
+from .cache import SpecialisationCache
+from .pipeline import KernelOptions, front, specialise
+from .signature import parse_params
+from .source import source_info_of
+
+TARGETS = ("auto", "cpu")
+
+
+class Kernel:
+    """A compiled-on-demand kernel. Launch it with ``k[grid](*args)``."""
+
+    def __init__(self, fn: Callable, tile: tuple[int, ...] | int | None = None,
+                 shared: int | None = None, target: str | None = None):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+        if target is not None and target not in TARGETS:
+            raise TesseraError(f"kernel '{self.name}': unknown target {target!r}; "
+                               f"choose one of {TARGETS}")
+        self.target = target
+        tile = (tile,) if isinstance(tile, int) else tile
+        info = source_info_of(fn, "kernel")
+        if tile is not None:
+            tile = tuple(tile)
+            if not 1 <= len(tile) <= 3 or not all(isinstance(t, int) and t > 0 for t in tile):
+                raise KernelError(self.name, f"tile={tile!r} must be 1 to 3 positive ints",
+                                  None)
+        if shared is not None and (not isinstance(shared, int) or shared < 0):
+            raise KernelError(self.name, f"shared={shared!r} must be a number of bytes", None)
+        self.params = parse_params(self.name, info.fn_node, fn.__globals__, info.filename,
+                                   info.line_offset)
+        self.options = KernelOptions(tile, shared)
+        self.ir = front(self.name, info, self.params, self.options)
+        self.grouped = tile is not None
+        self.lanes = math.prod(tile) if tile else 1
+        self._cache = SpecialisationCache()
+
+    def __repr__(self) -> str:
+        sig = ", ".join(f"{p.name}: {p.describe()}" for p in self.params)
+        kind = f"tile={self.options.tile}" if self.grouped else "flat"
+        return f"<tessera.kernel {self.name}({sig}) {kind}>"
+
+    def __getitem__(self, grid: object) -> Callable[..., None]:
+        grid_t = launch.normalise_grid(self.name, grid)
+        return lambda *args: self.launch(grid_t, args)
+
+    def __call__(self, *args: object) -> None:
+        raise TesseraError(
+            f"kernel '{self.name}' must be launched with a grid: {self.name}[grid](...)"
+        )
+
+    def _target(self) -> str:
+        target = self.target or setting("target")
+        if target not in TARGETS:
+            raise LaunchError(self.name, f"unknown target {target!r} (TESSERA_TARGET)")
+        return target
+
+    def launch(self, grid: tuple[int, ...], args: tuple) -> None:
+        self._target()
+        bound = launch.bind(self.name, self.params, self.ir.symbols, args, grid, self.grouped)
+        program = self._cache.get(bound.key)
+        if program is None:
+            program = self._compile(bound)
+        _counters["launches"] += 1
+        if math.prod(grid) == 0:
+            return
+        lanes = math.prod(grid) * self.lanes
+        parallel = lanes >= int_setting("parallel_threshold")
+        program.run(bound.call_args, grid, parallel)
+
+    def _compile(self, bound: launch.Bound) -> CpuProgram:
+        spec = specialise(self.ir, bound.constexprs)
+        program = CpuProgram(spec, len(bound.grid))
+        self._cache.put(bound.key, program)
+        return program
+
+    def inspect(self, stage: str, *args: object, grid: object = 1) -> str:
+        """The text of a compiler stage for the given arguments: "ir", "regions" or "cpu"."""
+        from .ir_print import format_kernel, format_schedule
+
+        bound = launch.bind(self.name, self.params, self.ir.symbols, args,
+                            launch.normalise_grid(self.name, grid), self.grouped)
+        program = self._cache.get(bound.key) or self._compile(bound)
+        if stage == "ir":
+            return format_kernel(program.spec.kir)
+        if stage == "regions":
+            if program.spec.schedule is None:
+                return "flat kernel: one region, run once per tile\n"
+            return format_schedule(program.spec.schedule)
+        if stage == "cpu":
+            return program.source
+        raise TesseraError(f"unknown stage {stage!r}; choose ir, regions or cpu")
+
+
+def kernel(fn: Callable | None = None, *, tile: tuple[int, ...] | int | None = None,
+           shared: int | None = None, target: str | None = None):
+    """Declare a kernel: ``@kernel`` (flat) or ``@kernel(tile=(128,), shared=8 * KiB)``.
+
+    See docs/language.md for the language. ``target`` forces a target ("cpu", "auto").
+    """
+    if fn is not None:
+        return Kernel(fn)
+    return lambda f: Kernel(f, tile=tile, shared=shared, target=target)

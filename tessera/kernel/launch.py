@@ -1,0 +1,136 @@
+"""Argument binding and launch checks (LANGUAGE.md §5).
+
+Everything is checked before anything runs, so a refused launch leaves every argument
+untouched: argument count, array type, dtype, ndim, literal dims, consistent symbol
+binding, writability of ``mut`` arrays, the device of each array, scalar conversion and
+the grid. The result is a :class:`Bound` with the specialisation key and the values to
+pass to the compiled code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dtypes import ShardedDim, Symbol
+from ..errors import LaunchError
+from .signature import GRID_GROUPS, ParamSpec
+
+HALF_NAMES = ("f16", "bf16")
+
+
+@dataclass
+class Bound:
+    key: tuple
+    call_args: tuple  # arrays, then scalars, then symbol values, in the codegen's order
+    grid: tuple[int, ...]
+    constexprs: dict[str, object]
+
+
+def normalise_grid(kernel: str, grid: object) -> tuple[int, ...]:
+    dims = grid if isinstance(grid, tuple) else (grid,)
+    if not 1 <= len(dims) <= 3:
+        raise LaunchError(kernel, f"grid {grid!r} must be an int or a tuple of 1 to 3 ints")
+    out = []
+    for d in dims:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 0:
+            raise LaunchError(kernel, f"grid {grid!r} must hold non-negative ints")
+        out.append(int(d))
+    return tuple(out)
+
+
+def _layout(a: np.ndarray) -> str:
+    flags = a.flags
+    return "C" if flags.c_contiguous else ("F" if flags.f_contiguous else "A")
+
+
+def bind(kernel: str, params: list[ParamSpec], symbols: list[str], args: tuple,
+         grid: tuple[int, ...], grouped: bool, axis_size=lambda axis: 1) -> Bound:
+    if len(args) != len(params):
+        names = ", ".join(p.name for p in params)
+        raise LaunchError(kernel, f"takes {len(params)} arguments ({names}) but "
+                                  f"{len(args)} were given")
+    bound: dict[str, int] = {}
+    bound_by: dict[str, str] = {}
+    if grouped:
+        groups = 1
+        for g in grid:
+            groups *= g
+        bound[GRID_GROUPS], bound_by[GRID_GROUPS] = groups, "the launch grid"
+    arrays, scalars, key = [], [], [len(grid)]
+    constexprs: dict[str, object] = {}
+    for p, a in zip(params, args):
+        if p.kind == "array":
+            arrays.append(_check_array(kernel, p, a, bound, bound_by, axis_size))
+            key.append((_layout(a), a.flags.writeable, a.flags.aligned))
+        elif p.kind == "scalar":
+            scalars.append(_convert_scalar(kernel, p, a))
+        else:
+            if isinstance(a, (np.generic,)):
+                a = a.item()
+            if not isinstance(a, (bool, int, float)):
+                raise LaunchError(kernel, f"constexpr parameter '{p.name}' must be an int, "
+                                          f"float or bool, got {type(a).__name__}")
+            constexprs[p.name] = a
+            key.append((p.name, type(a).__name__, a))
+    sym_values = tuple(bound[s] for s in symbols)
+    return Bound(tuple(key), tuple(arrays) + tuple(scalars) + sym_values, grid, constexprs)
+
+
+def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size) -> np.ndarray:
+    if not isinstance(a, np.ndarray):
+        if hasattr(a, "__cuda_array_interface__") or type(a).__name__ == "DeviceNDArray":
+            raise LaunchError(
+                kernel, f"parameter '{p.name}' is a GPU array but this launch runs on the CPU "
+                "target; pass NumPy arrays (the CUDA target is not available in this build)"
+            )
+        raise LaunchError(kernel, f"parameter '{p.name}' expects a NumPy array "
+                                  f"{p.describe()}, got {type(a).__name__}")
+    if a.dtype != p.dtype.np_dtype:
+        raise LaunchError(kernel, f"parameter '{p.name}' expects dtype {p.dtype.name} "
+                                  f"({p.dtype.np_dtype}), got {a.dtype}; Tessera never converts "
+                                  "arrays silently")
+    if a.ndim != p.ndim:
+        raise LaunchError(kernel, f"parameter '{p.name}' expects {p.ndim} dims "
+                                  f"({p.describe()}), got an array of shape {a.shape}")
+    if p.mutable and not a.flags.writeable:
+        raise LaunchError(kernel, f"parameter '{p.name}' is mut[...] but the array passed is "
+                                  "read-only")
+    for axis, (dim, extent) in enumerate(zip(p.dims, a.shape)):
+        if isinstance(dim, int):
+            if extent != dim:
+                raise LaunchError(kernel, f"parameter '{p.name}' has shape {a.shape} but dim "
+                                          f"{axis} must be {dim}")
+            continue
+        sym = dim.symbol.name if isinstance(dim, ShardedDim) else dim.name
+        value = extent * axis_size(dim.axis) if isinstance(dim, ShardedDim) else extent
+        if sym in bound and bound[sym] != value:
+            raise LaunchError(kernel, f"{p.name} has shape {a.shape} but {sym}={bound[sym]} "
+                                      f"was bound by {bound_by[sym]}")
+        bound[sym] = value
+        bound_by.setdefault(sym, p.name)
+    if p.dtype.name in HALF_NAMES:
+        return a.view(np.uint16)
+    return a
+
+
+def _convert_scalar(kernel, p: ParamSpec, value) -> np.generic:
+    dtype = p.dtype
+    if isinstance(value, np.ndarray) or not isinstance(
+        value, (bool, int, float, np.bool_, np.integer, np.floating)
+    ):
+        raise LaunchError(kernel, f"parameter '{p.name}' expects a {dtype.name} scalar, got "
+                                  f"{type(value).__name__}")
+    if dtype.is_int and isinstance(value, (float, np.floating)) and not float(value).is_integer():
+        raise LaunchError(kernel, f"parameter '{p.name}' is {dtype.name} but got the "
+                                  f"non-integral value {value!r}")
+    if dtype.is_int:
+        info = np.iinfo(dtype.np_dtype)
+        if not info.min <= int(value) <= info.max:
+            raise LaunchError(kernel, f"parameter '{p.name}' is {dtype.name}; {value!r} is out "
+                                      "of range")
+        return dtype.np_dtype.type(int(value))
+    if dtype.name in HALF_NAMES:
+        return np.float32(dtype.np_dtype.type(value))  # rounded to 16 bits, computed in f32
+    return dtype.np_dtype.type(value)

@@ -1,0 +1,156 @@
+"""Kernel signatures: parameter annotations → :class:`ParamSpec` objects.
+
+Annotations are read from the kernel's AST and evaluated in the function's globals, with
+every name Python cannot resolve turned into a :class:`~tessera.dtypes.Symbol`. So
+``f32[n]`` works with or without ``from __future__ import annotations``, and string dims
+(``f32["n"]``, ``f16["K/tp"]``) mean the same as bare ones.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from dataclasses import dataclass
+
+from ..dtypes import (
+    ArrayAnnotation,
+    DType,
+    MutAnnotation,
+    ShardedDim,
+    Symbol,
+    _Constexpr,
+)
+from ..errors import KernelError, SourceLoc
+
+GRID_GROUPS = "grid_groups"
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One kernel parameter as the rest of the compiler sees it."""
+
+    name: str
+    kind: str  # "array", "scalar" or "constexpr"
+    dtype: DType | None = None
+    dims: tuple[int | Symbol | ShardedDim, ...] = ()
+    mutable: bool = False
+    loc: SourceLoc | None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.dims)
+
+    def describe(self) -> str:
+        if self.kind == "constexpr":
+            return "constexpr"
+        if self.kind == "scalar":
+            return self.dtype.name
+        dims = ", ".join(repr(d) for d in self.dims)
+        text = f"{self.dtype.name}[{dims}]"
+        return f"mut[{text}]" if self.mutable else text
+
+
+class _SymbolScope(dict):
+    """Locals for evaluating annotations: unknown names become symbols."""
+
+    def __init__(self, globals_: dict):
+        super().__init__()
+        self._globals = globals_
+
+    def __missing__(self, key: str) -> object:
+        if key in self._globals or hasattr(builtins, key):
+            raise KeyError(key)
+        return Symbol(key)
+
+
+def _parse_dim(dim: object) -> int | Symbol | ShardedDim:
+    if isinstance(dim, bool):
+        raise TypeError(f"dimension {dim!r} is a bool")
+    if isinstance(dim, int):
+        if dim < 0:
+            raise TypeError(f"dimension {dim} is negative")
+        return dim
+    if isinstance(dim, (Symbol, ShardedDim)):
+        return dim
+    if isinstance(dim, str):
+        text = dim.strip()
+        if "/" in text:
+            sym, axis = (part.strip() for part in text.split("/", 1))
+            if sym.isidentifier() and axis.isidentifier():
+                return ShardedDim(Symbol(sym), axis)
+        elif text.isidentifier():
+            return Symbol(text)
+        elif text.isdigit():
+            return int(text)
+    raise TypeError(f"{dim!r} is not a dimension (an int, a name like n, or 'K/tp')")
+
+
+def _evaluate(node: ast.expr, globals_: dict, filename: str) -> object:
+    code = compile(ast.Expression(body=node), filename, "eval")
+    return eval(code, globals_, _SymbolScope(globals_))  # noqa: S307 - user's own annotation
+
+
+def parse_params(
+    kernel_name: str, fn_node: ast.FunctionDef, globals_: dict, filename: str, line_offset: int
+) -> list[ParamSpec]:
+    """Read every parameter's annotation; errors name the parameter and its line."""
+    args = fn_node.args
+    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
+        raise KernelError(
+            kernel_name,
+            "kernel parameters must be plain positional parameters (no defaults, *args, "
+            "**kwargs or keyword-only parameters)",
+            SourceLoc(filename, fn_node.lineno + line_offset, fn_node.col_offset),
+        )
+    specs: list[ParamSpec] = []
+    for arg in args.args:
+        loc = SourceLoc(filename, arg.lineno + line_offset, arg.col_offset)
+        if arg.annotation is None:
+            raise KernelError(
+                kernel_name,
+                f"parameter '{arg.arg}' has no annotation; write e.g. 'x: f32[n]', "
+                "'y: mut[f32[n]]', 'alpha: f32' or 'BM: constexpr'",
+                loc,
+            )
+        ann_node = arg.annotation
+        if isinstance(ann_node, ast.Constant) and isinstance(ann_node.value, str):
+            ann_node = ast.parse(ann_node.value, mode="eval").body
+        try:
+            ann = _evaluate(ann_node, globals_, filename)
+            specs.append(_spec_from_annotation(arg.arg, ann, loc))
+        except KernelError:
+            raise
+        except Exception as exc:  # the annotation is user code; any failure is theirs
+            raise KernelError(
+                kernel_name, f"bad annotation for parameter '{arg.arg}': {exc}", loc
+            ) from None
+    return specs
+
+
+def _spec_from_annotation(name: str, ann: object, loc: SourceLoc) -> ParamSpec:
+    mutable = False
+    if isinstance(ann, MutAnnotation):
+        mutable, ann = True, ann.array
+    if isinstance(ann, ArrayAnnotation):
+        dims = tuple(_parse_dim(d) for d in ann.dims)
+        if not dims:
+            raise TypeError("an array needs at least one dimension")
+        return ParamSpec(name, "array", ann.dtype, dims, mutable, loc)
+    if isinstance(ann, DType):
+        return ParamSpec(name, "scalar", ann, loc=loc)
+    if isinstance(ann, _Constexpr):
+        return ParamSpec(name, "constexpr", loc=loc)
+    raise TypeError(
+        f"{ann!r} is not a Tessera annotation (expected f32[n], mut[f32[n]], f32 or constexpr)"
+    )
+
+
+def symbols_of(params: list[ParamSpec]) -> list[str]:
+    """Every symbol the signature mentions, in order of first appearance."""
+    seen: list[str] = []
+    for p in params:
+        for d in p.dims:
+            sym = d.symbol if isinstance(d, ShardedDim) else d
+            if isinstance(sym, Symbol) and sym.name not in seen:
+                seen.append(sym.name)
+    return seen

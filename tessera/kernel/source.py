@@ -1,0 +1,40 @@
+"""Reading a Python function's source: its AST, file and line numbers.
+
+Kernels and helpers are compiled from their source text, so the function must be
+defined in a file (a script, a module or a notebook cell that linecache knows).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+
+from ..errors import TesseraError
+from .frontend import SourceInfo
+
+
+def source_info_of(fn: object, what: str) -> SourceInfo:
+    """Parse ``fn``'s source into a :class:`SourceInfo` whose lines match the file."""
+    try:
+        lines, first_line = inspect.getsourcelines(fn)
+        filename = inspect.getsourcefile(fn) or inspect.getfile(fn)
+    except (OSError, TypeError) as exc:
+        raise TesseraError(
+            f"cannot read the source of {what} '{getattr(fn, '__name__', fn)}': {exc}; "
+            "kernels must be defined in a file, not typed at an interactive prompt"
+        ) from None
+    source = textwrap.dedent("".join(lines))
+    module = ast.parse(source)
+    fn_node = next(
+        (n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None
+    )
+    if not isinstance(fn_node, ast.FunctionDef):
+        raise TesseraError(f"{what} '{fn.__name__}' must be a plain 'def' function")
+    fn_node.decorator_list = []
+    indent = len(lines[0]) - len(lines[0].lstrip())
+    if indent:  # dedent shifted columns; shift them back so carets line up with the file
+        for node in ast.walk(fn_node):
+            if hasattr(node, "col_offset"):
+                node.col_offset += indent
+    return SourceInfo(fn_node, filename, first_line - 1, fn.__globals__)

@@ -1,0 +1,324 @@
+"""Type inference for the kernel IR.
+
+Parameters are typed by their annotations, symbols and ids are i64, and each local
+variable takes the join of every value assigned to it (found by iterating to a fixed
+point, as Numba does). Python literals are *weak*: ``alpha * 2.0`` stays f32 when
+``alpha`` is f32; a lone float literal is f32 and a lone int literal i64.
+
+Promotion (documented in docs/language.md): float beats int; two floats give the wider
+(f16 with bf16 gives f32); two ints of one signedness give the wider; mixed signedness
+gives the unsigned type if it is at least as wide, else the signed one; ``int / int``
+is f64, as in Python.
+"""
+
+from __future__ import annotations
+
+from .. import dtypes as D
+from ..errors import KernelError
+from . import ir
+from .ir import ArrayType, ScalarType
+
+I64 = ScalarType(D.i64)
+BOOL = ScalarType(D.bool_)
+WEAK_INT = ScalarType(D.i64, weak=True)
+WEAK_FLOAT = ScalarType(D.f32, weak=True)
+FLOAT_RESULT_MATH = {
+    "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "asin",
+    "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "fabs", "pow",
+    "hypot", "erf", "erfc", "copysign", "fmod",
+}
+BOOL_RESULT_MATH = {"isnan", "isinf", "isfinite"}
+INT_RESULT_MATH = {"floor", "ceil", "trunc"}
+MATH_ARITY = {"atan2": 2, "pow": 2, "hypot": 2, "copysign": 2, "fmod": 2}
+
+
+def concrete(t: ScalarType) -> ScalarType:
+    return ScalarType(t.dtype) if t.weak else t
+
+
+def promote(a: ScalarType, b: ScalarType) -> ScalarType:
+    """The type two scalar operands are computed in."""
+    if a.weak and b.weak:
+        return WEAK_FLOAT if (a.dtype.is_float or b.dtype.is_float) else a
+    if a.weak or b.weak:
+        weak, strong = (a, b) if a.weak else (b, a)
+        if weak.dtype.is_float and not strong.dtype.is_float:
+            return ScalarType(D.f32)
+        if strong.dtype == D.bool_ and weak.dtype != D.bool_:
+            return ScalarType(D.i64)
+        return strong
+    da, db = a.dtype, b.dtype
+    if da == db:
+        return a
+    if da.is_float or db.is_float:
+        if da.is_float and db.is_float:
+            if da.bits == db.bits:  # f16 with bf16
+                return ScalarType(D.f32)
+            return a if da.bits > db.bits else b
+        return a if da.is_float else b
+    if da == D.bool_:
+        return b
+    if db == D.bool_:
+        return a
+    if da.kind == db.kind:
+        return a if da.bits >= db.bits else b
+    unsigned, signed = (a, b) if da.kind == "u" else (b, a)
+    return unsigned if unsigned.dtype.bits >= signed.dtype.bits else signed
+
+
+def to_float(t: ScalarType) -> ScalarType:
+    if t.dtype.is_float:
+        return t
+    return WEAK_FLOAT if t.weak else ScalarType(D.f64)
+
+
+class Typer:
+    """Fills in ``type`` on every expression of a kernel IR and ``var_types``."""
+
+    def __init__(self, kir: ir.KernelIR):
+        self.kir = kir
+        self.env: dict[str, ir.Type] = {}
+        for p in kir.params:
+            if p.kind == "array":
+                self.env[p.name] = ArrayType(p.dtype, p.ndim, "global", p.mutable)
+            elif p.kind == "scalar":
+                self.env[p.name] = ScalarType(p.dtype)
+        for s in kir.symbols:
+            self.env[s] = I64
+        if kir.grouped:
+            self.env["grid_groups"] = I64
+        for a in kir.allocs:
+            self.env[a.target] = ArrayType(a.dtype, len(a.shape), "shared", True)
+        self.fixed = set(self.env)
+        self.locals: dict[str, ir.Type] = {}
+
+    def error(self, node: ir.Expr | ir.Stmt, message: str) -> KernelError:
+        return KernelError(self.kir.name, message, node.loc)
+
+    def run(self) -> None:
+        for _ in range(50):
+            before = dict(self.locals)
+            self.block(self.kir.body, final=False)
+            if self.locals == before:
+                break
+        for name, t in self.locals.items():
+            self.locals[name] = concrete(t) if isinstance(t, ScalarType) else t
+        self.block(self.kir.body, final=True)
+        self.kir.var_types = {**self.env, **self.locals}
+
+    # ------------------------------------------------------------------ statements
+    def block(self, body: list[ir.Stmt], final: bool) -> None:
+        for s in body:
+            self.stmt(s, final)
+
+    def bind(self, stmt: ir.Stmt, name: str, t: ir.Type, final: bool) -> None:
+        if name in self.fixed:
+            raise self.error(stmt, f"cannot assign to '{name}'")
+        old = self.locals.get(name)
+        if isinstance(t, ArrayType) or isinstance(old, ArrayType):
+            if old is not None and old != t:
+                raise self.error(stmt, f"'{name}' holds {old} here but {t} elsewhere")
+            self.locals[name] = t
+        elif not final:
+            self.locals[name] = t if old is None else promote(old, t)
+
+    def stmt(self, s: ir.Stmt, final: bool) -> None:
+        if isinstance(s, ir.Assign):
+            t = self.expr(s.value, final)
+            self.bind(s, s.target, t, final)
+        elif isinstance(s, ir.Store):
+            at = self.array(s.array)
+            if at.space == "global" and not at.mutable:
+                raise self.error(
+                    s, f"cannot write to '{s.array.name}': it is not declared mut[...]"
+                )
+            self.check_indices(s, s.array, at, s.indices, final)
+            self.scalar(s.value, final)
+            if s.mask is not None:
+                self.scalar(s.mask, final)
+        elif isinstance(s, ir.ExprStmt):
+            self.expr(s.value, final)
+        elif isinstance(s, (ir.If, ir.While)):
+            self.scalar(s.cond, final)
+            for b in s.bodies():
+                self.block(b, final)
+        elif isinstance(s, ir.For):
+            for e in (s.start, s.stop, s.step):
+                if not self.scalar(e, final).dtype.is_int:
+                    raise self.error(e, "range bounds must be integers")
+            self.bind(s, s.var, I64, final)
+            self.block(s.body, final)
+        elif isinstance(s, ir.CopyAsync):
+            dst, src = self.array(s.dst), self.array(s.src)
+            if dst.dtype != src.dtype:
+                raise self.error(s, f"cp_async copies {src.dtype} into a {dst.dtype} array")
+            if s.sliced and len(s.sliced) != src.ndim:
+                raise self.error(s, f"'{s.src.name}' has {src.ndim} dims, indexed with "
+                                    f"{len(s.sliced)}")
+            kept = sum(s.sliced) if s.sliced else src.ndim
+            if kept != dst.ndim:
+                raise self.error(s, f"cp_async copies a {kept}-d slice into a {dst.ndim}-d "
+                                    "shared array")
+            for e in s.starts + [x for x in s.stops if x is not None]:
+                if not self.scalar(e, final).dtype.is_int:
+                    raise self.error(e, "slice bounds must be integers")
+        elif isinstance(s, (ir.Barrier, ir.CopyWait, ir.SharedAlloc, ir.Break, ir.Continue)):
+            pass
+        else:
+            raise self.error(s, f"internal: untyped statement {type(s).__name__}")
+
+    # ------------------------------------------------------------------ expressions
+    def array(self, e: ir.Expr) -> ArrayType:
+        t = None
+        if isinstance(e, ir.Name):
+            t = self.env.get(e.name) or self.locals.get(e.name)
+        if not isinstance(t, ArrayType):
+            raise self.error(e, f"'{getattr(e, 'name', '?')}' is not an array")
+        e.type = t
+        return t
+
+    def scalar(self, e: ir.Expr, final: bool) -> ScalarType:
+        t = self.expr(e, final)
+        if isinstance(t, ArrayType):
+            raise self.error(e, f"array '{getattr(e, 'name', '?')}' used as a value; index it")
+        return t
+
+    def check_indices(self, node, name: ir.Name, at: ArrayType, indices: list[ir.Expr],
+                      final: bool) -> None:
+        if len(indices) != at.ndim:
+            raise self.error(node, f"'{name.name}' has {at.ndim} dims but is indexed with "
+                                   f"{len(indices)}")
+        for i in indices:
+            if not self.scalar(i, final).dtype.is_int:
+                raise self.error(i, f"index into '{name.name}' must be an integer, "
+                                    f"not {self.scalar(i, final).dtype}")
+
+    def expr(self, e: ir.Expr, final: bool) -> ir.Type:
+        t = self._expr(e, final)
+        e.type = concrete(t) if (final and isinstance(t, ScalarType) and not
+                                 isinstance(e, ir.Const)) else t
+        return t
+
+    def _expr(self, e: ir.Expr, final: bool) -> ir.Type:
+        if isinstance(e, ir.Const):
+            if isinstance(e.value, bool):
+                return BOOL
+            return WEAK_INT if isinstance(e.value, int) else WEAK_FLOAT
+        if isinstance(e, ir.Name):
+            t = self.env.get(e.name) or self.locals.get(e.name)
+            if t is None:
+                if final:
+                    raise self.error(e, f"'{e.name}' is used but never assigned")
+                return WEAK_INT  # not yet known during the fixed-point iteration
+            return t
+        if isinstance(e, ir.BinOp):
+            a, b = self.scalar(e.left, final), self.scalar(e.right, final)
+            t = promote(a, b)
+            if e.op in ("&", "|", "^", "<<", ">>"):
+                if t.dtype.is_float:
+                    raise self.error(e, f"operator {e.op} needs integers, not {t.dtype}")
+                return t
+            if e.op == "/":
+                return to_float(t)
+            if t.dtype == D.bool_:
+                return ScalarType(D.i64, weak=t.weak)
+            return t
+        if isinstance(e, ir.UnaryOp):
+            t = self.scalar(e.operand, final)
+            if e.op == "not":
+                return BOOL
+            if e.op == "~" and t.dtype.is_float:
+                raise self.error(e, "operator ~ needs an integer")
+            if e.op in "-+" and t.dtype == D.bool_:
+                return I64
+            return t
+        if isinstance(e, ir.Compare):
+            self.scalar(e.left, final)
+            self.scalar(e.right, final)
+            return BOOL
+        if isinstance(e, ir.BoolOp):
+            for v in e.values:
+                self.scalar(v, final)
+            return BOOL
+        if isinstance(e, ir.IfExp):
+            self.scalar(e.cond, final)
+            return promote(self.scalar(e.then, final), self.scalar(e.orelse, final))
+        if isinstance(e, ir.Cast):
+            self.scalar(e.value, final)
+            return ScalarType(e.dtype)
+        if isinstance(e, ir.MathCall):
+            return self.math(e, final)
+        if isinstance(e, ir.Load):
+            at = self.array(e.array)
+            self.check_indices(e, e.array, at, e.indices, final)
+            if e.mask is not None:
+                self.scalar(e.mask, final)
+            if e.other is not None:
+                self.scalar(e.other, final)
+            return ScalarType(at.dtype)
+        if isinstance(e, ir.Shape):
+            self.array(e.array)
+            return I64
+        if isinstance(e, (ir.LaneId, ir.GroupId, ir.GroupSize)):
+            return I64
+        if isinstance(e, ir.AtomicAdd):
+            at = self.array(e.array)
+            if at.space == "global" and not at.mutable:
+                raise self.error(e, f"cannot write to '{e.array.name}': it is not declared mut[...]")
+            if at.dtype == D.bool_:
+                raise self.error(e, "atomic_add needs a numeric array, not bool_")
+            self.check_indices(e, e.array, at, e.indices, final)
+            self.scalar(e.value, final)
+            return ScalarType(at.dtype)
+        if isinstance(e, ir.Reduce):
+            if e.over == "shared":
+                at = self.array(e.source)
+                if at.space != "shared":
+                    raise self.error(e, "reduce_* takes a shared array")
+                return ScalarType(at.dtype)
+            t = concrete(self.scalar(e.source, final))
+            if t.dtype == D.bool_:
+                raise self.error(e, f"tile.{e.op} needs a number, not bool_")
+            return t
+        raise self.error(e, f"internal: untyped expression {type(e).__name__}")
+
+    def math(self, e: ir.MathCall, final: bool) -> ScalarType:
+        args = [self.scalar(a, final) for a in e.args]
+        if e.func in ("min", "max"):
+            if len(args) < 2:
+                raise self.error(e, f"{e.func}() takes at least two values in a kernel")
+            t = args[0]
+            for a in args[1:]:
+                t = promote(t, a)
+            return t
+        arity = 1 if e.func not in MATH_ARITY else MATH_ARITY[e.func]
+        if len(args) != arity:
+            raise self.error(e, f"{e.func}() takes {arity} argument{'s' * (arity > 1)}")
+        if e.func == "abs":
+            return args[0]
+        t = args[0] if arity == 1 else promote(args[0], args[1])
+        if e.func in BOOL_RESULT_MATH:
+            return BOOL
+        if e.func in INT_RESULT_MATH:
+            return I64 if t.dtype.is_float else t
+        return to_float(t)
+
+
+def fold_int(e: ir.Expr) -> int | None:
+    """The value of a constant integer expression (shared-array sizes), else None."""
+    if isinstance(e, ir.Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return e.value
+    if isinstance(e, ir.BinOp):
+        a, b = fold_int(e.left), fold_int(e.right)
+        if a is None or b is None:
+            return None
+        ops = {"+": a + b, "-": a - b, "*": a * b}
+        if e.op in ops:
+            return ops[e.op]
+        if e.op in ("//", "%") and b != 0:
+            return a // b if e.op == "//" else a % b
+        return None
+    if isinstance(e, ir.UnaryOp) and e.op == "-":
+        v = fold_int(e.operand)
+        return None if v is None else -v
+    return None
