@@ -87,10 +87,10 @@ class Typer:
             self.env[s] = I64
         if kir.grouped:
             self.env["grid_groups"] = I64
-        for a in kir.allocs:
-            self.env[a.target] = ArrayType(a.dtype, len(a.shape), "shared", True)
         self.fixed = set(self.env)
-        self.locals: dict[str, ir.Type] = {}
+        self.locals: dict[str, ir.Type] = {
+            a.target: ArrayType(a.dtype, len(a.shape), "shared", True) for a in kir.allocs
+        }
 
     def error(self, node: ir.Expr | ir.Stmt, message: str) -> KernelError:
         return KernelError(self.kir.name, message, node.loc)

@@ -52,11 +52,26 @@ class Schedule:
     regions: list[LaneRegion]
     lane_arrays: set[str]  # varying variables that need one slot per lane
     lane_reduce_sources: set[str]
+    # varying variables cheaper to recompute than to store: name → its one assignment,
+    # in source order (``row = group_id(0) * 16 + tile.id(0)``)
+    remat: dict[str, ir.Assign] = field(default_factory=dict)
+
+    def remat_needed(self, region: LaneRegion) -> list[str]:
+        """Rematerialised variables a region reads before assigning, with their inputs."""
+        need = set(region.exposed) & set(self.remat)
+        frontier = list(need)
+        while frontier:
+            for e in ir.walk_expr(self.remat[frontier.pop()].value):
+                if isinstance(e, ir.Name) and e.name in self.remat and e.name not in need:
+                    need.add(e.name)
+                    frontier.append(e.name)
+        return [n for n in self.remat if n in need]
 
 
 def form_regions(kir: ir.KernelIR, u: Uniformity) -> Schedule:
     builder = _Builder(u)
     items = builder.block(kir.body)
+    remat = _rematerialisable(kir, u)
     counts: dict[str, int] = {}
     lane_arrays: set[str] = set()
     for r in builder.regions:
@@ -66,8 +81,41 @@ def form_regions(kir: ir.KernelIR, u: Uniformity) -> Schedule:
             counts[name] = counts.get(name, 0) + 1
         lane_arrays |= r.exposed & u.varying
     lane_arrays |= {n for n, c in counts.items() if c > 1}
+    lane_arrays -= set(remat)
     lane_arrays |= builder.reduce_sources
-    return Schedule(items, builder.regions, lane_arrays, builder.reduce_sources)
+    return Schedule(items, builder.regions, lane_arrays, builder.reduce_sources, remat)
+
+
+PURE_LEAVES = (ir.Const, ir.LaneId, ir.GroupId, ir.GroupSize)
+PURE_NODES = (ir.BinOp, ir.UnaryOp, ir.Compare, ir.BoolOp, ir.IfExp, ir.Cast, ir.MathCall)
+
+
+def _rematerialisable(kir: ir.KernelIR, u: Uniformity) -> dict[str, ir.Assign]:
+    """Lane values assigned once, at the top level, from ids, constants and names that
+    never change: recomputing them in each region is cheaper than a per-lane array."""
+    assigned: dict[str, int] = {}
+    for s in ir.walk_stmts(kir.body):
+        target = s.target if isinstance(s, ir.Assign) else getattr(s, "var", None)
+        if target is not None:
+            assigned[target] = assigned.get(target, 0) + 1
+    stable = {p.name for p in kir.params} | set(kir.symbols) | {"grid_groups"}
+    top = [s for s in kir.body if isinstance(s, ir.Assign) and assigned[s.target] == 1]
+    stable |= {s.target for s in top if s.target not in u.varying}
+    remat: dict[str, ir.Assign] = {}
+    for s in top:
+        if s.target not in u.varying:
+            continue
+        ok = True
+        for e in ir.walk_expr(s.value):
+            if isinstance(e, ir.Name):
+                ok = e.name in stable or e.name in remat
+            elif not isinstance(e, PURE_LEAVES + PURE_NODES + (ir.Shape,)):
+                ok = False
+            if not ok:
+                break
+        if ok:
+            remat[s.target] = s
+    return remat
 
 
 class _Builder:

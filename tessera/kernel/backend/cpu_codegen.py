@@ -162,9 +162,10 @@ class CpuCodegen:
 
     def lane_region(self, r: LaneRegion) -> None:
         used = (r.reads | r.writes) & self.lane_arrays
+        remat = [self.schedule.remat[v] for v in self.schedule.remat_needed(r)]
         needs_lane = bool(used) or any(
             isinstance(e, ir.LaneId) and (e.axis is None or len(self.tile) == 1)
-            for s in ir.walk_stmts(r.stmts) for e in ir.stmt_exprs(s)
+            for s in list(ir.walk_stmts(r.stmts)) + remat for e in ir.stmt_exprs(s)
         )
         self.emit(f"# region {r.index}")
         if len(self.tile) == 1:
@@ -180,10 +181,12 @@ class CpuCodegen:
                     lin = f"({lin} * {self.tile[d]} + _l{d})"
                 self.emit(f"_lane = {lin}")
         for v in sorted(used):
-            self.emit(f"{self.name(v)} = _la_{self.name(v)}[_lane]")
+            self.emit(f"{self.name(v)} = _la_{self.name(v)}[np.uint64(_lane)]")
+        for v in self.schedule.remat_needed(r):
+            self.lane_stmt(self.schedule.remat[v])
         self.lane_block(r.stmts)
         for v in sorted(r.writes & self.lane_arrays):
-            self.emit(f"_la_{self.name(v)}[_lane] = {self.name(v)}")
+            self.emit(f"_la_{self.name(v)}[np.uint64(_lane)] = {self.name(v)}")
         self.indent -= len(self.tile)
 
     def reduce(self, s: ir.Assign) -> None:
@@ -332,7 +335,10 @@ class CpuCodegen:
         return code if concrete(e.type).dtype == D.bool_ else f"({code} != 0)"
 
     def index(self, indices: list[ir.Expr]) -> str:
-        return ", ".join(self.expr(i) for i in indices)
+        # Unsigned indices: Tessera has no negative-index wraparound (a negative index is
+        # out of bounds, as on a GPU), and without Numba's wraparound select LLVM
+        # vectorises guarded loads and stores.
+        return ", ".join(f"np.uint64({self.expr(i)})" for i in indices)
 
     def load_storage(self, code: str, dtype: D.DType) -> str:
         if dtype == D.f16:
