@@ -38,7 +38,7 @@ SETTINGS: dict[str, Setting] = {
         Setting(
             "parallel_threshold",
             "TESSERA_PARALLEL_THRESHOLD",
-            "4096",
+            "32768",
             None,
             "Launches with fewer lanes than this run on one core: starting the thread "
             "pool costs more than such a launch.",
@@ -47,6 +47,8 @@ SETTINGS: dict[str, Setting] = {
 }
 
 _overrides = threading.local()
+_active = [0]  # how many config() blocks are open in all threads
+_ints: dict[str, int] = {}
 
 
 def _stack() -> list[dict[str, str]]:
@@ -57,17 +59,33 @@ def _stack() -> list[dict[str, str]]:
 
 def get(name: str) -> str:
     """The current value of setting ``name`` (override, then environment, then default)."""
-    for frame in reversed(_stack()):
-        if name in frame:
-            return frame[name]
-    setting = SETTINGS[name]
-    return os.environ.get(setting.env, setting.default)
+    if _active[0]:  # some thread has overrides: look at this thread's
+        for frame in reversed(_stack()):
+            if name in frame:
+                return frame[name]
+    value = _from_env.get(name)
+    if value is None:
+        setting = SETTINGS[name]
+        value = _from_env[name] = os.environ.get(setting.env, setting.default)
+    return value
+
+
+_from_env: dict[str, str] = {}  # environment values, read once: os.environ is slow to query
+
+
+def refresh() -> None:
+    """Re-read the ``TESSERA_*`` environment variables (they are read once, at first use)."""
+    _from_env.clear()
 
 
 def get_int(name: str) -> int:
     value = get(name)
+    cached = _ints.get(value)
+    if cached is not None:
+        return cached
     try:
-        return int(value)
+        _ints[value] = int(value)
+        return _ints[value]
     except ValueError:
         raise ValueError(f"{SETTINGS[name].env}={value!r} is not an integer") from None
 
@@ -84,7 +102,9 @@ def config(**settings: object) -> Iterator[None]:
             raise ValueError(f"setting {name}={value!r} must be one of {choices}")
         frame[name] = str(value)
     _stack().append(frame)
+    _active[0] += 1
     try:
         yield
     finally:
+        _active[0] -= 1
         _stack().pop()

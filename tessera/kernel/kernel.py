@@ -8,6 +8,7 @@ runs on the CPU target.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -54,6 +55,7 @@ class Kernel:
         self.grouped = tile is not None
         self.lanes = math.prod(tile) if tile else 1
         self._cache = SpecialisationCache()
+        self._binder = launch.Binder(self.name, self.params, self.ir.symbols, self.grouped)
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.describe()}" for p in self.params)
@@ -61,32 +63,26 @@ class Kernel:
         return f"<tessera.kernel {self.name}({sig}) {kind}>"
 
     def __getitem__(self, grid: object) -> Callable[..., None]:
-        grid_t = launch.normalise_grid(self.name, grid)
-        return lambda *args: self.launch(grid_t, args)
+        return functools.partial(self.launch, launch.normalise_grid(self.name, grid))
 
     def __call__(self, *args: object) -> None:
         raise TesseraError(
             f"kernel '{self.name}' must be launched with a grid: {self.name}[grid](...)"
         )
 
-    def _target(self) -> str:
+    def launch(self, grid: tuple[int, ...], *args: object) -> None:
+        """Run the kernel over ``grid`` (what ``k[grid](*args)`` calls)."""
         target = self.target or setting("target")
         if target not in TARGETS:
             raise LaunchError(self.name, f"unknown target {target!r} (TESSERA_TARGET)")
-        return target
-
-    def launch(self, grid: tuple[int, ...], args: tuple) -> None:
-        self._target()
-        bound = launch.bind(self.name, self.params, self.ir.symbols, args, grid, self.grouped)
+        bound = self._binder.bind(args, grid)
         program = self._cache.get(bound.key)
         if program is None:
             program = self._compile(bound)
         _counters["launches"] += 1
-        if math.prod(grid) == 0:
-            return
         lanes = math.prod(grid) * self.lanes
-        parallel = lanes >= int_setting("parallel_threshold")
-        program.run(bound.call_args, grid, parallel)
+        if lanes:
+            program.run(bound.call_args, grid, lanes >= int_setting("parallel_threshold"))
 
     def _compile(self, bound: launch.Bound) -> CpuProgram:
         spec = specialise(self.ir, bound.constexprs)

@@ -9,7 +9,7 @@ pass to the compiled code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,8 +20,7 @@ from .signature import GRID_GROUPS, ParamSpec
 HALF_NAMES = ("f16", "bf16")
 
 
-@dataclass
-class Bound:
+class Bound(NamedTuple):
     key: tuple
     call_args: tuple  # arrays, then scalars, then symbol values, in the codegen's order
     grid: tuple[int, ...]
@@ -29,6 +28,8 @@ class Bound:
 
 
 def normalise_grid(kernel: str, grid: object) -> tuple[int, ...]:
+    if type(grid) is int and grid >= 0:
+        return (grid,)
     dims = grid if isinstance(grid, tuple) else (grid,)
     if not 1 <= len(dims) <= 3:
         raise LaunchError(kernel, f"grid {grid!r} must be an int or a tuple of 1 to 3 ints")
@@ -43,6 +44,84 @@ def normalise_grid(kernel: str, grid: object) -> tuple[int, ...]:
 def _layout(a: np.ndarray) -> str:
     flags = a.flags
     return "C" if flags.c_contiguous else ("F" if flags.f_contiguous else "A")
+
+
+class Binder:
+    """The launch checks of one kernel, with a fast path for well-formed launches.
+
+    ``bind`` first tries a lean pass that only confirms the arguments are right; any
+    doubt falls back to :func:`bind`, which finds the problem and raises the error.
+    """
+
+    def __init__(self, kernel: str, params: list[ParamSpec], symbols: list[str],
+                 grouped: bool):
+        self.kernel, self.params, self.symbols, self.grouped = kernel, params, symbols, grouped
+        self.plan = []
+        for p in params:
+            if p.kind == "array":
+                dims = []
+                for axis, d in enumerate(p.dims):
+                    if isinstance(d, int):
+                        dims.append((axis, d, None))
+                    elif isinstance(d, Symbol):
+                        dims.append((axis, None, d.name))
+                    else:
+                        self.plan = None  # sharded dims take the general path
+                        break
+                if self.plan is None:
+                    break
+                half = p.dtype.name in HALF_NAMES
+                self.plan.append(("array", p.dtype.np_dtype, p.ndim, p.mutable, tuple(dims), half))
+            elif p.kind == "scalar" and p.dtype.is_float and p.dtype.name not in HALF_NAMES:
+                self.plan.append(("float", p.dtype.np_dtype.type, None, None, None, None))
+            else:
+                self.plan = None
+                break
+
+    def bind(self, args: tuple, grid: tuple[int, ...]) -> Bound:
+        bound = self._fast(args, grid) if self.plan is not None else None
+        if bound is None:
+            return bind(self.kernel, self.params, self.symbols, args, grid, self.grouped)
+        return bound
+
+    def _fast(self, args: tuple, grid: tuple[int, ...]) -> Bound | None:
+        if len(args) != len(self.plan):
+            return None
+        syms: dict[str, int] = {}
+        if self.grouped:
+            groups = 1
+            for g in grid:
+                groups *= g
+            syms[GRID_GROUPS] = groups
+        key = [len(grid)]
+        arrays, scalars = [], []
+        for (kind, dtype, ndim, mutable, dims, half), a in zip(self.plan, args):
+            if kind == "array":
+                if type(a) is not np.ndarray or a.dtype != dtype or a.ndim != ndim:
+                    return None
+                flags = a.flags
+                if mutable and not flags.writeable:
+                    return None
+                shape = a.shape
+                for axis, literal, sym in dims:
+                    extent = shape[axis]
+                    if sym is None:
+                        if extent != literal:
+                            return None
+                    elif syms.setdefault(sym, extent) != extent:
+                        return None
+                layout = "C" if flags.c_contiguous else ("F" if flags.f_contiguous else "A")
+                key.append((layout, flags.writeable, flags.aligned))
+                arrays.append(a.view(np.uint16) if half else a)
+            else:
+                if type(a) is not float and type(a) is not int:
+                    return None
+                scalars.append(dtype(a))
+        try:
+            values = tuple(syms[s] for s in self.symbols)
+        except KeyError:
+            return None
+        return Bound(tuple(key), tuple(arrays) + tuple(scalars) + values, grid, {})
 
 
 def bind(kernel: str, params: list[ParamSpec], symbols: list[str], args: tuple,

@@ -135,6 +135,8 @@ class CpuCodegen:
                 if item.orelse:
                     self.emit("else:")
                     self.nested(lambda it=item: self.group_items(it.orelse))
+            elif isinstance(item, GroupLoop) and self.sinkable(item):
+                self.lane_region(item.body[0], sunk=item.stmt)
             elif isinstance(item, GroupLoop):
                 self.loop_header(item.stmt)
                 self.nested(lambda it=item: self.group_items(it.body))
@@ -160,7 +162,16 @@ class CpuCodegen:
         else:
             self.lane_stmt(s)
 
-    def lane_region(self, r: LaneRegion) -> None:
+    def sinkable(self, item: GroupLoop) -> bool:
+        """A uniform ``for`` holding a single region can run inside the outer lane loops
+        (each lane still runs the loop in order), which keeps a lane row's values hot
+        and leaves the innermost lane loop vectorisable: ``for l0: for k: for l1:``."""
+        return (
+            len(self.tile) > 1 and isinstance(item.stmt, ir.For)
+            and len(item.body) == 1 and isinstance(item.body[0], LaneRegion)
+        )
+
+    def lane_region(self, r: LaneRegion, sunk: ir.For | None = None) -> None:
         used = (r.reads | r.writes) & self.lane_arrays
         remat = [self.schedule.remat[v] for v in self.schedule.remat_needed(r)]
         needs_lane = bool(used) or any(
@@ -173,6 +184,9 @@ class CpuCodegen:
             self.indent += 1
         else:
             for d, size in enumerate(self.tile):
+                if sunk is not None and d == len(self.tile) - 1:
+                    self.loop_header(sunk)
+                    self.indent += 1
                 self.emit(f"for _l{d} in range({size}):")
                 self.indent += 1
             if needs_lane:
@@ -187,7 +201,7 @@ class CpuCodegen:
         self.lane_block(r.stmts)
         for v in sorted(r.writes & self.lane_arrays):
             self.emit(f"_la_{self.name(v)}[np.uint64(_lane)] = {self.name(v)}")
-        self.indent -= len(self.tile)
+        self.indent -= len(self.tile) + (sunk is not None and len(self.tile) > 1)
 
     def reduce(self, s: ir.Assign) -> None:
         r = s.value
