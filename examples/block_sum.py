@@ -1,20 +1,24 @@
 """The README example: a block sum with shared memory and a group reduction."""
 
 from __future__ import annotations
+
 import numpy as np
+
 from tessera import KiB, f32, group_linear_id, kernel, mut, reduce_sum, tbarrier, tile, tshared
+
 
 @kernel(tile=(256,), shared=1 * KiB)
 def block_sum(x: f32[n], partial: mut[f32[grid_groups]]):
-    s = tshared.alloc[f32](256)                 # group-shared memory
+    s = tshared.alloc[f32](256)  # group-shared memory
     k = group_linear_id() * 256 + tile.linear_id()
     s[tile.linear_id()] = x[k] if k < n else 0.0
-    tbarrier()                                   # every lane's write is now visible
-    total = reduce_sum(s)                        # fixed-order tree: same bits every run
+    tbarrier()  # every lane's write is now visible
+    total = reduce_sum(s)  # fixed-order tree: same bits every run
     if tile.linear_id() == 0:
         partial[group_linear_id()] = total
 
+
 x = np.random.rand(1_000_000).astype(np.float32)
 partial = np.zeros(-(-x.size // 256), np.float32)
-block_sum[partial.size](x, partial)              # one group per 256 elements
+block_sum[partial.size](x, partial)  # one group per 256 elements
 print(partial.sum(), x.sum())

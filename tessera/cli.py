@@ -23,8 +23,10 @@ def info(out=print) -> None:
     out(f"numba     {numba.__version__}")
     out(f"llvmlite  {llvmlite.__version__}")
     out(f"numpy     {numpy.__version__}")
-    out(f"cpu       {platform.machine()}, {os.cpu_count()} cores, "
-        f"{numba.get_num_threads()} Numba threads ({numba.config.THREADING_LAYER} layer)")
+    out(
+        f"cpu       {platform.machine()}, {os.cpu_count()} cores, "
+        f"{numba.get_num_threads()} Numba threads ({numba.config.THREADING_LAYER} layer)"
+    )
     out("targets:")
     out("  cpu            usable")
     cuda_spec = importlib.util.find_spec("numba.cuda")
@@ -44,8 +46,10 @@ def info(out=print) -> None:
         out("  cuda simulator available with NUMBA_ENABLE_CUDASIM=1")
     mpi = importlib.util.find_spec("mpi4py") is not None
     mpiexec = shutil.which("mpiexec")
-    out(f"mpi       mpi4py {'installed' if mpi else 'not installed'}; "
-        f"mpiexec {'at ' + mpiexec if mpiexec else 'not found'}")
+    out(
+        f"mpi       mpi4py {'installed' if mpi else 'not installed'}; "
+        f"mpiexec {'at ' + mpiexec if mpiexec else 'not found'}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

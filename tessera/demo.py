@@ -39,8 +39,7 @@ def group_sum(x: f32[n], out: mut[f32[grid_groups]]):
     smem = tshared.alloc[f32](128)
     i = tile.linear_id()
     acc = 0.0
-    for k in range(group_linear_id() * group_tile_count() + i, n,
-                   group_tile_count() * grid_groups):
+    for k in range(group_linear_id() * group_tile_count() + i, n, group_tile_count() * grid_groups):
         acc += x[k]
     smem[i] = acc
     tbarrier()
@@ -140,7 +139,9 @@ def run(out=print) -> bool:
     out(f"{'kernel':<12} {'size':<22} {'check':<6} {'first call':>12} {'median':>10}")
     for name, desc, good, first, med in rows:
         ok &= good
-        out(f"{name:<12} {desc:<22} {'ok' if good else 'WRONG':<6} "
-            f"{first * 1e3:>10.1f}ms {med * 1e3:>8.2f}ms")
+        out(
+            f"{name:<12} {desc:<22} {'ok' if good else 'WRONG':<6} "
+            f"{first * 1e3:>10.1f}ms {med * 1e3:>8.2f}ms"
+        )
     out("first call includes compiling; median is of 5 later calls")
     return ok

@@ -28,24 +28,65 @@ from .signature import GRID_GROUPS, ParamSpec
 MATH_FUNCS = {
     getattr(math, n): n
     for n in (
-        "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "asin",
-        "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "floor",
-        "ceil", "trunc", "fabs", "pow", "hypot", "erf", "erfc", "copysign", "isnan", "isinf",
-        "isfinite", "fmod",
+        "exp",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "expm1",
+        "sqrt",
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "atan2",
+        "sinh",
+        "cosh",
+        "tanh",
+        "asinh",
+        "acosh",
+        "atanh",
+        "floor",
+        "ceil",
+        "trunc",
+        "fabs",
+        "pow",
+        "hypot",
+        "erf",
+        "erfc",
+        "copysign",
+        "isnan",
+        "isinf",
+        "isfinite",
+        "fmod",
     )
 }
 BUILTIN_FUNCS = {builtins.min: "min", builtins.max: "max", builtins.abs: "abs"}
 BUILTIN_CASTS = {builtins.int: dtypes.i64, builtins.float: dtypes.f64, builtins.bool: dtypes.bool_}
 BINOPS = {
-    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
-    ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.BitXor: "^",
+    ast.LShift: "<<",
     ast.RShift: ">>",
 }
 CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 UNARYOPS = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.Invert: "~"}
 REDUCE_PRIMS = {
-    P.reduce_sum: ("sum", "shared"), P.reduce_max: ("max", "shared"),
-    P.reduce_min: ("min", "shared"), P.sum_: ("sum", "lanes"), P.max_: ("max", "lanes"),
+    P.reduce_sum: ("sum", "shared"),
+    P.reduce_max: ("max", "shared"),
+    P.reduce_min: ("min", "shared"),
+    P.sum_: ("sum", "lanes"),
+    P.max_: ("max", "lanes"),
     P.min_: ("min", "lanes"),
 }
 
@@ -74,8 +115,9 @@ class Scope:
 class Frontend:
     """Lowers one kernel's AST to IR. Use :func:`build_ir`."""
 
-    def __init__(self, kernel_name: str, params: list[ParamSpec], grouped: bool,
-                 symbols: list[str]):
+    def __init__(
+        self, kernel_name: str, params: list[ParamSpec], grouped: bool, symbols: list[str]
+    ):
         self.kernel = kernel_name
         self.params = {p.name: p for p in params}
         self.grouped = grouped
@@ -153,9 +195,14 @@ class Frontend:
             body = self.block(scope, node.body)
             if pre:  # the condition needs statements: evaluate it at the top of each trip
                 flag = self.fresh("cond")
-                body = pre + [ir.Assign(loc, flag, cond),
-                              ir.If(loc, ir.UnaryOp(loc, "not", ir.Name(loc, flag)),
-                                    [ir.Break(loc)], [])] + body
+                body = (
+                    pre
+                    + [
+                        ir.Assign(loc, flag, cond),
+                        ir.If(loc, ir.UnaryOp(loc, "not", ir.Name(loc, flag)), [ir.Break(loc)], []),
+                    ]
+                    + body
+                )
                 return [ir.While(loc, ir.Const(loc, True), body)]
             return [ir.While(loc, cond, body)]
         if isinstance(node, ast.Break):
@@ -177,8 +224,9 @@ class Frontend:
             scope, node, f"'{type(node).__name__}' statements are not supported in kernels"
         )
 
-    def assign(self, scope: Scope, target: ast.expr, value: ast.expr,
-               loc: SourceLoc) -> list[ir.Stmt]:
+    def assign(
+        self, scope: Scope, target: ast.expr, value: ast.expr, loc: SourceLoc
+    ) -> list[ir.Stmt]:
         if isinstance(target, ast.Tuple):
             return self.unpack(scope, target, value, loc)
         if isinstance(target, ast.Name):
@@ -194,8 +242,9 @@ class Frontend:
             return pre_i + pre_v + [ir.Store(loc, array, indices, val)]
         raise self.error(scope, target, "can only assign to a name, an element or a tuple")
 
-    def unpack(self, scope: Scope, target: ast.Tuple, value: ast.expr,
-               loc: SourceLoc) -> list[ir.Stmt]:
+    def unpack(
+        self, scope: Scope, target: ast.Tuple, value: ast.expr, loc: SourceLoc
+    ) -> list[ir.Stmt]:
         elts = target.elts
         if isinstance(value, ast.Attribute) and value.attr == "shape":
             array = self.array_ref(scope, value.value)
@@ -236,8 +285,9 @@ class Frontend:
                 raise self.error(scope, tgt, "can only unpack into names or elements")
         return pre
 
-    def try_shared_alloc(self, scope: Scope, target: ast.Name, value: ast.expr,
-                         loc: SourceLoc) -> ir.SharedAlloc | None:
+    def try_shared_alloc(
+        self, scope: Scope, target: ast.Name, value: ast.expr, loc: SourceLoc
+    ) -> ir.SharedAlloc | None:
         if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Subscript)):
             return None
         if self.resolve_global(scope, value.func.value) is not P.alloc:
@@ -277,15 +327,17 @@ class Frontend:
             if not self.grouped:
                 raise self.flat_error(scope, it, "tile.range")
         else:
-            raise self.error(
-                scope, it, "kernels loop only over range(...) or tile.range(...)"
-            )
+            raise self.error(scope, it, "kernels loop only over range(...) or tile.range(...)")
         kwargs = {k.arg: k.value for k in it.keywords}
         allowed = {"prefetch"} if tile_range else set()
         allowed |= {"start", "stop", "step"} if tile_range else set()
         for key in kwargs:
             if key not in allowed:
-                raise self.error(scope, it, f"unexpected keyword '{key}' in {P.range_.name if tile_range else 'range'}")
+                raise self.error(
+                    scope,
+                    it,
+                    f"unexpected keyword '{key}' in {P.range_.name if tile_range else 'range'}",
+                )
         args = list(it.args)
         for key in ("start", "stop", "step"):
             if key in kwargs:
@@ -300,8 +352,11 @@ class Frontend:
             parts.append(e)
         one, zero = ir.Const(loc, 1), ir.Const(loc, 0)
         start, stop, step = (
-            (zero, parts[0], one) if len(parts) == 1
-            else (parts[0], parts[1], one) if len(parts) == 2 else tuple(parts)
+            (zero, parts[0], one)
+            if len(parts) == 1
+            else (parts[0], parts[1], one)
+            if len(parts) == 2
+            else tuple(parts)
         )
         prefetch = None
         if "prefetch" in kwargs:
@@ -351,7 +406,9 @@ class Frontend:
         pre: list[ir.Stmt] = []
         if isinstance(src_node, ast.Subscript):
             src = self.array_ref(scope, src_node.value)
-            items = src_node.slice.elts if isinstance(src_node.slice, ast.Tuple) else [src_node.slice]
+            items = (
+                src_node.slice.elts if isinstance(src_node.slice, ast.Tuple) else [src_node.slice]
+            )
             starts, stops, sliced = [], [], []
             for item in items:
                 if isinstance(item, ast.Slice):
@@ -460,7 +517,9 @@ class Frontend:
             axis = self.constant_value(scope, node.slice)
             ndim = self.array_ndim(scope, array, node)
             if not isinstance(axis, int) or not -ndim <= axis < ndim:
-                raise self.error(scope, node.slice, f"shape index must be a constant in [0, {ndim})")
+                raise self.error(
+                    scope, node.slice, f"shape index must be a constant in [0, {ndim})"
+                )
             return [], ir.Shape(loc, array, axis % ndim)
         array = self.array_ref(scope, base)
         pre, idx = self.indices(scope, node.slice)
@@ -473,8 +532,10 @@ class Frontend:
         for item in items:
             if isinstance(item, ast.Slice):
                 raise self.error(
-                    scope, item, "slices are only allowed as the source of cp_async; index "
-                    "one element at a time"
+                    scope,
+                    item,
+                    "slices are only allowed as the source of cp_async; index "
+                    "one element at a time",
                 )
             p, e = self.expr(scope, item)
             pre += p
@@ -488,7 +549,9 @@ class Frontend:
         if isinstance(fn, dtypes.DType) or fn in BUILTIN_CASTS:
             dtype = fn if isinstance(fn, dtypes.DType) else BUILTIN_CASTS[fn]
             if len(node.args) != 1 or node.keywords:
-                raise self.error(scope, node, f"the cast {ast.unparse(node.func)}(x) takes one value")
+                raise self.error(
+                    scope, node, f"the cast {ast.unparse(node.func)}(x) takes one value"
+                )
             p, v = self.expr(scope, node.args[0])
             return p, ir.Cast(loc, dtype, v)
         name = MATH_FUNCS.get(fn) or BUILTIN_FUNCS.get(fn)
@@ -521,7 +584,9 @@ class Frontend:
             args = self.call_args(scope, node, ("axis",), 1)
             axis = self.constant_value(scope, args["axis"])
             if not isinstance(axis, int) or isinstance(axis, bool) or not 0 <= axis < 3:
-                raise self.error(scope, args["axis"], f"{fn.name}(axis) needs a constant axis 0, 1 or 2")
+                raise self.error(
+                    scope, args["axis"], f"{fn.name}(axis) needs a constant axis 0, 1 or 2"
+                )
             return [], (ir.LaneId(loc, axis) if fn is P.id else ir.GroupId(loc, axis))
         if fn is P.load:
             args = self.call_args(scope, node, ("a", "index", "mask", "other"), 2)
@@ -534,7 +599,9 @@ class Frontend:
             if "other" in args:
                 p, other = self.expr(scope, args["other"])
                 pre += p
-            return pre, ir.Load(loc, array, idx, mask, other if other is not None else ir.Const(loc, 0))
+            return pre, ir.Load(
+                loc, array, idx, mask, other if other is not None else ir.Const(loc, 0)
+            )
         if fn is P.atomic_add:
             args = self.call_args(scope, node, ("a", "index", "value"), 3)
             array = self.array_ref(scope, args["a"])
@@ -561,7 +628,9 @@ class Frontend:
 
     def inline(self, scope: Scope, fn, node: ast.Call, loc: SourceLoc):
         if fn in self._inlining:
-            raise self.error(scope, node, f"helper '{fn.name}' is recursive; kernels cannot recurse")
+            raise self.error(
+                scope, node, f"helper '{fn.name}' is recursive; kernels cannot recurse"
+            )
         info = fn.source_info()
         fparams = info.fn_node.args.args
         if node.keywords or len(node.args) != len(fparams):
@@ -573,8 +642,11 @@ class Frontend:
         pre: list[ir.Stmt] = []
         for param, arg in zip(fparams, node.args):
             if param.arg in inner.locals:
-                raise self.error(inner, _first_assignment(info.fn_node.body, param.arg),
-                                 f"cannot assign to parameter '{param.arg}' of helper '{fn.name}'")
+                raise self.error(
+                    inner,
+                    _first_assignment(info.fn_node.body, param.arg),
+                    f"cannot assign to parameter '{param.arg}' of helper '{fn.name}'",
+                )
             if self.is_array_expr(scope, arg):
                 inner.array_aliases[param.arg] = self.array_ref(scope, arg).name
                 continue
@@ -666,8 +738,9 @@ class Frontend:
         raise self.error(scope, node, f"'{array.name}' is not an array")
 
     # ------------------------------------------------------------------ argument helpers
-    def call_args(self, scope: Scope, node: ast.Call, names: tuple[str, ...],
-                  required: int) -> dict[str, ast.expr]:
+    def call_args(
+        self, scope: Scope, node: ast.Call, names: tuple[str, ...], required: int
+    ) -> dict[str, ast.expr]:
         fname = ast.unparse(node.func)
         if len(node.args) > len(names):
             raise self.error(scope, node, f"{fname}() takes at most {len(names)} arguments")
@@ -687,7 +760,8 @@ class Frontend:
 
     def flat_error(self, scope: Scope, node: ast.AST, what: str) -> KernelError:
         return self.error(
-            scope, node,
+            scope,
+            node,
             f"{what} needs a grouped kernel: declare the group shape with "
             "@kernel(tile=(...,), shared=...)",
         )

@@ -5,8 +5,24 @@ from __future__ import annotations
 from . import ir
 from .analysis.regions import GroupIf, GroupLoop, LaneRegion, Schedule
 
-_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "|": 5, "^": 6, "&": 7, "<<": 8, ">>": 8,
-         "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10, "**": 12}
+_PREC = {
+    "or": 1,
+    "and": 2,
+    "not": 3,
+    "cmp": 4,
+    "|": 5,
+    "^": 6,
+    "&": 7,
+    "<<": 8,
+    ">>": 8,
+    "+": 9,
+    "-": 9,
+    "*": 10,
+    "/": 10,
+    "//": 10,
+    "%": 10,
+    "**": 12,
+}
 
 
 def format_expr(e: ir.Expr) -> str:
@@ -78,8 +94,13 @@ def format_stmt(s: ir.Stmt, indent: int) -> list[str]:
         return [f"{pad}{s.target} = tshared.alloc[{s.dtype.name}]({s.shape}){line}"]
     if isinstance(s, ir.CopyAsync):
         return [f"{pad}cp_async({s.dst.name} <- {s.src.name}){line}"]
-    names = {ir.Barrier: "tbarrier()", ir.CopyWait: "cp_async.wait()", ir.Break: "break",
-             ir.Continue: "continue", ir.Return: "return"}
+    names = {
+        ir.Barrier: "tbarrier()",
+        ir.CopyWait: "cp_async.wait()",
+        ir.Break: "break",
+        ir.Continue: "continue",
+        ir.Return: "return",
+    }
     return [f"{pad}{names.get(type(s), type(s).__name__)}{line}"]
 
 

@@ -29,27 +29,33 @@ TARGETS = ("auto", "cpu")
 class Kernel:
     """A compiled-on-demand kernel. Launch it with ``k[grid](*args)``."""
 
-    def __init__(self, fn: Callable, tile: tuple[int, ...] | int | None = None,
-                 shared: int | None = None, target: str | None = None):
+    def __init__(
+        self,
+        fn: Callable,
+        tile: tuple[int, ...] | int | None = None,
+        shared: int | None = None,
+        target: str | None = None,
+    ):
         self.fn = fn
         self.name = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
         if target is not None and target not in TARGETS:
-            raise TesseraError(f"kernel '{self.name}': unknown target {target!r}; "
-                               f"choose one of {TARGETS}")
+            raise TesseraError(
+                f"kernel '{self.name}': unknown target {target!r}; choose one of {TARGETS}"
+            )
         self.target = target
         tile = (tile,) if isinstance(tile, int) else tile
         info = source_info_of(fn, "kernel")
         if tile is not None:
             tile = tuple(tile)
             if not 1 <= len(tile) <= 3 or not all(isinstance(t, int) and t > 0 for t in tile):
-                raise KernelError(self.name, f"tile={tile!r} must be 1 to 3 positive ints",
-                                  None)
+                raise KernelError(self.name, f"tile={tile!r} must be 1 to 3 positive ints", None)
         if shared is not None and (not isinstance(shared, int) or shared < 0):
             raise KernelError(self.name, f"shared={shared!r} must be a number of bytes", None)
-        self.params = parse_params(self.name, info.fn_node, fn.__globals__, info.filename,
-                                   info.line_offset)
+        self.params = parse_params(
+            self.name, info.fn_node, fn.__globals__, info.filename, info.line_offset
+        )
         self.options = KernelOptions(tile, shared)
         self.ir = front(self.name, info, self.params, self.options)
         self.grouped = tile is not None
@@ -94,8 +100,14 @@ class Kernel:
         """The text of a compiler stage for the given arguments: "ir", "regions" or "cpu"."""
         from .ir_print import format_kernel, format_schedule
 
-        bound = launch.bind(self.name, self.params, self.ir.symbols, args,
-                            launch.normalise_grid(self.name, grid), self.grouped)
+        bound = launch.bind(
+            self.name,
+            self.params,
+            self.ir.symbols,
+            args,
+            launch.normalise_grid(self.name, grid),
+            self.grouped,
+        )
         program = self._cache.get(bound.key) or self._compile(bound)
         if stage == "ir":
             return format_kernel(program.spec.kir)
@@ -108,8 +120,13 @@ class Kernel:
         raise TesseraError(f"unknown stage {stage!r}; choose ir, regions or cpu")
 
 
-def kernel(fn: Callable | None = None, *, tile: tuple[int, ...] | int | None = None,
-           shared: int | None = None, target: str | None = None):
+def kernel(
+    fn: Callable | None = None,
+    *,
+    tile: tuple[int, ...] | int | None = None,
+    shared: int | None = None,
+    target: str | None = None,
+):
     """Declare a kernel: ``@kernel`` (flat) or ``@kernel(tile=(128,), shared=8 * KiB)``.
 
     See docs/language.md for the language. ``target`` forces a target ("cpu", "auto").

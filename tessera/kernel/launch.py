@@ -53,8 +53,7 @@ class Binder:
     doubt falls back to :func:`bind`, which finds the problem and raises the error.
     """
 
-    def __init__(self, kernel: str, params: list[ParamSpec], symbols: list[str],
-                 grouped: bool):
+    def __init__(self, kernel: str, params: list[ParamSpec], symbols: list[str], grouped: bool):
         self.kernel, self.params, self.symbols, self.grouped = kernel, params, symbols, grouped
         self.plan = []
         for p in params:
@@ -124,12 +123,20 @@ class Binder:
         return Bound(tuple(key), tuple(arrays) + tuple(scalars) + values, grid, {})
 
 
-def bind(kernel: str, params: list[ParamSpec], symbols: list[str], args: tuple,
-         grid: tuple[int, ...], grouped: bool, axis_size=lambda axis: 1) -> Bound:
+def bind(
+    kernel: str,
+    params: list[ParamSpec],
+    symbols: list[str],
+    args: tuple,
+    grid: tuple[int, ...],
+    grouped: bool,
+    axis_size=lambda axis: 1,
+) -> Bound:
     if len(args) != len(params):
         names = ", ".join(p.name for p in params)
-        raise LaunchError(kernel, f"takes {len(params)} arguments ({names}) but "
-                                  f"{len(args)} were given")
+        raise LaunchError(
+            kernel, f"takes {len(params)} arguments ({names}) but {len(args)} were given"
+        )
     bound: dict[str, int] = {}
     bound_by: dict[str, str] = {}
     if grouped:
@@ -149,8 +156,11 @@ def bind(kernel: str, params: list[ParamSpec], symbols: list[str], args: tuple,
             if isinstance(a, (np.generic,)):
                 a = a.item()
             if not isinstance(a, (bool, int, float)):
-                raise LaunchError(kernel, f"constexpr parameter '{p.name}' must be an int, "
-                                          f"float or bool, got {type(a).__name__}")
+                raise LaunchError(
+                    kernel,
+                    f"constexpr parameter '{p.name}' must be an int, "
+                    f"float or bool, got {type(a).__name__}",
+                )
             constexprs[p.name] = a
             key.append((p.name, type(a).__name__, a))
     sym_values = tuple(bound[s] for s in symbols)
@@ -161,32 +171,45 @@ def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size) -> np.ndar
     if not isinstance(a, np.ndarray):
         if hasattr(a, "__cuda_array_interface__") or type(a).__name__ == "DeviceNDArray":
             raise LaunchError(
-                kernel, f"parameter '{p.name}' is a GPU array but this launch runs on the CPU "
-                "target; pass NumPy arrays (the CUDA target is not available in this build)"
+                kernel,
+                f"parameter '{p.name}' is a GPU array but this launch runs on the CPU "
+                "target; pass NumPy arrays (the CUDA target is not available in this build)",
             )
-        raise LaunchError(kernel, f"parameter '{p.name}' expects a NumPy array "
-                                  f"{p.describe()}, got {type(a).__name__}")
+        raise LaunchError(
+            kernel,
+            f"parameter '{p.name}' expects a NumPy array {p.describe()}, got {type(a).__name__}",
+        )
     if a.dtype != p.dtype.np_dtype:
-        raise LaunchError(kernel, f"parameter '{p.name}' expects dtype {p.dtype.name} "
-                                  f"({p.dtype.np_dtype}), got {a.dtype}; Tessera never converts "
-                                  "arrays silently")
+        raise LaunchError(
+            kernel,
+            f"parameter '{p.name}' expects dtype {p.dtype.name} "
+            f"({p.dtype.np_dtype}), got {a.dtype}; Tessera never converts "
+            "arrays silently",
+        )
     if a.ndim != p.ndim:
-        raise LaunchError(kernel, f"parameter '{p.name}' expects {p.ndim} dims "
-                                  f"({p.describe()}), got an array of shape {a.shape}")
+        raise LaunchError(
+            kernel,
+            f"parameter '{p.name}' expects {p.ndim} dims "
+            f"({p.describe()}), got an array of shape {a.shape}",
+        )
     if p.mutable and not a.flags.writeable:
-        raise LaunchError(kernel, f"parameter '{p.name}' is mut[...] but the array passed is "
-                                  "read-only")
+        raise LaunchError(
+            kernel, f"parameter '{p.name}' is mut[...] but the array passed is read-only"
+        )
     for axis, (dim, extent) in enumerate(zip(p.dims, a.shape)):
         if isinstance(dim, int):
             if extent != dim:
-                raise LaunchError(kernel, f"parameter '{p.name}' has shape {a.shape} but dim "
-                                          f"{axis} must be {dim}")
+                raise LaunchError(
+                    kernel, f"parameter '{p.name}' has shape {a.shape} but dim {axis} must be {dim}"
+                )
             continue
         sym = dim.symbol.name if isinstance(dim, ShardedDim) else dim.name
         value = extent * axis_size(dim.axis) if isinstance(dim, ShardedDim) else extent
         if sym in bound and bound[sym] != value:
-            raise LaunchError(kernel, f"{p.name} has shape {a.shape} but {sym}={bound[sym]} "
-                                      f"was bound by {bound_by[sym]}")
+            raise LaunchError(
+                kernel,
+                f"{p.name} has shape {a.shape} but {sym}={bound[sym]} was bound by {bound_by[sym]}",
+            )
         bound[sym] = value
         bound_by.setdefault(sym, p.name)
     if p.dtype.name in HALF_NAMES:
@@ -199,16 +222,20 @@ def _convert_scalar(kernel, p: ParamSpec, value) -> np.generic:
     if isinstance(value, np.ndarray) or not isinstance(
         value, (bool, int, float, np.bool_, np.integer, np.floating)
     ):
-        raise LaunchError(kernel, f"parameter '{p.name}' expects a {dtype.name} scalar, got "
-                                  f"{type(value).__name__}")
+        raise LaunchError(
+            kernel,
+            f"parameter '{p.name}' expects a {dtype.name} scalar, got {type(value).__name__}",
+        )
     if dtype.is_int and isinstance(value, (float, np.floating)) and not float(value).is_integer():
-        raise LaunchError(kernel, f"parameter '{p.name}' is {dtype.name} but got the "
-                                  f"non-integral value {value!r}")
+        raise LaunchError(
+            kernel, f"parameter '{p.name}' is {dtype.name} but got the non-integral value {value!r}"
+        )
     if dtype.is_int:
         info = np.iinfo(dtype.np_dtype)
         if not info.min <= int(value) <= info.max:
-            raise LaunchError(kernel, f"parameter '{p.name}' is {dtype.name}; {value!r} is out "
-                                      "of range")
+            raise LaunchError(
+                kernel, f"parameter '{p.name}' is {dtype.name}; {value!r} is out of range"
+            )
         return dtype.np_dtype.type(int(value))
     if dtype.name in HALF_NAMES:
         return np.float32(dtype.np_dtype.type(value))  # rounded to 16 bits, computed in f32

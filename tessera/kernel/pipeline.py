@@ -28,20 +28,26 @@ class KernelOptions:
     shared: int | None
 
 
-def front(name: str, info: SourceInfo, params: list[ParamSpec],
-          options: KernelOptions) -> ir.KernelIR:
+def front(
+    name: str, info: SourceInfo, params: list[ParamSpec], options: KernelOptions
+) -> ir.KernelIR:
     """Source → checked, untyped IR (types too when the kernel has no constexpr)."""
     grouped = options.tile is not None
     symbols = symbols_of(params)
     fe = Frontend(name, params, grouped, symbols)
     body = fe.lower_function(info)
     body = eliminate_returns(body, "_returned")
-    loc = SourceLoc(info.filename, info.fn_node.lineno + info.line_offset,
-                    info.fn_node.col_offset)
+    loc = SourceLoc(info.filename, info.fn_node.lineno + info.line_offset, info.fn_node.col_offset)
     kir = ir.KernelIR(
-        name=name, params=params, body=body, grouped=grouped,
-        tile_shape=tuple(options.tile or ()), shared_budget=options.shared, loc=loc,
-        allocs=fe.allocs, symbols=symbols,
+        name=name,
+        params=params,
+        body=body,
+        grouped=grouped,
+        tile_shape=tuple(options.tile or ()),
+        shared_budget=options.shared,
+        loc=loc,
+        allocs=fe.allocs,
+        symbols=symbols,
     )
     checks.check_mut_writes(kir)
     if grouped:

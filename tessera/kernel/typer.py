@@ -23,9 +23,33 @@ BOOL = ScalarType(D.bool_)
 WEAK_INT = ScalarType(D.i64, weak=True)
 WEAK_FLOAT = ScalarType(D.f32, weak=True)
 FLOAT_RESULT_MATH = {
-    "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "asin",
-    "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "fabs", "pow",
-    "hypot", "erf", "erfc", "copysign", "fmod",
+    "exp",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "expm1",
+    "sqrt",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "atan2",
+    "sinh",
+    "cosh",
+    "tanh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "fabs",
+    "pow",
+    "hypot",
+    "erf",
+    "erfc",
+    "copysign",
+    "fmod",
 }
 BOOL_RESULT_MATH = {"isnan", "isinf", "isfinite"}
 INT_RESULT_MATH = {"floor", "ceil", "trunc"}
@@ -153,12 +177,14 @@ class Typer:
             if dst.dtype != src.dtype:
                 raise self.error(s, f"cp_async copies {src.dtype} into a {dst.dtype} array")
             if s.sliced and len(s.sliced) != src.ndim:
-                raise self.error(s, f"'{s.src.name}' has {src.ndim} dims, indexed with "
-                                    f"{len(s.sliced)}")
+                raise self.error(
+                    s, f"'{s.src.name}' has {src.ndim} dims, indexed with {len(s.sliced)}"
+                )
             kept = sum(s.sliced) if s.sliced else src.ndim
             if kept != dst.ndim:
-                raise self.error(s, f"cp_async copies a {kept}-d slice into a {dst.ndim}-d "
-                                    "shared array")
+                raise self.error(
+                    s, f"cp_async copies a {kept}-d slice into a {dst.ndim}-d shared array"
+                )
             for e in s.starts + [x for x in s.stops if x is not None]:
                 if not self.scalar(e, final).dtype.is_int:
                     raise self.error(e, "slice bounds must be integers")
@@ -183,20 +209,28 @@ class Typer:
             raise self.error(e, f"array '{getattr(e, 'name', '?')}' used as a value; index it")
         return t
 
-    def check_indices(self, node, name: ir.Name, at: ArrayType, indices: list[ir.Expr],
-                      final: bool) -> None:
+    def check_indices(
+        self, node, name: ir.Name, at: ArrayType, indices: list[ir.Expr], final: bool
+    ) -> None:
         if len(indices) != at.ndim:
-            raise self.error(node, f"'{name.name}' has {at.ndim} dims but is indexed with "
-                                   f"{len(indices)}")
+            raise self.error(
+                node, f"'{name.name}' has {at.ndim} dims but is indexed with {len(indices)}"
+            )
         for i in indices:
             if not self.scalar(i, final).dtype.is_int:
-                raise self.error(i, f"index into '{name.name}' must be an integer, "
-                                    f"not {self.scalar(i, final).dtype}")
+                raise self.error(
+                    i,
+                    f"index into '{name.name}' must be an integer, "
+                    f"not {self.scalar(i, final).dtype}",
+                )
 
     def expr(self, e: ir.Expr, final: bool) -> ir.Type:
         t = self._expr(e, final)
-        e.type = concrete(t) if (final and isinstance(t, ScalarType) and not
-                                 isinstance(e, ir.Const)) else t
+        e.type = (
+            concrete(t)
+            if (final and isinstance(t, ScalarType) and not isinstance(e, ir.Const))
+            else t
+        )
         return t
 
     def _expr(self, e: ir.Expr, final: bool) -> ir.Type:
@@ -264,7 +298,9 @@ class Typer:
         if isinstance(e, ir.AtomicAdd):
             at = self.array(e.array)
             if at.space == "global" and not at.mutable:
-                raise self.error(e, f"cannot write to '{e.array.name}': it is not declared mut[...]")
+                raise self.error(
+                    e, f"cannot write to '{e.array.name}': it is not declared mut[...]"
+                )
             if at.dtype == D.bool_:
                 raise self.error(e, "atomic_add needs a numeric array, not bool_")
             self.check_indices(e, e.array, at, e.indices, final)

@@ -28,7 +28,24 @@ from .primitives import range_ as range
 from .primitives import sum_ as sum
 
 __all__ = [
-    "REGISTRY", "Primitive", "atomic_add", "cp_async", "group_id", "group_linear_id",
-    "group_tile_count", "id", "linear_id", "load", "max", "min", "range", "reduce_max",
-    "reduce_min", "reduce_sum", "store", "sum", "tbarrier", "tshared",
+    "REGISTRY",
+    "Primitive",
+    "atomic_add",
+    "cp_async",
+    "group_id",
+    "group_linear_id",
+    "group_tile_count",
+    "id",
+    "linear_id",
+    "load",
+    "max",
+    "min",
+    "range",
+    "reduce_max",
+    "reduce_min",
+    "reduce_sum",
+    "store",
+    "sum",
+    "tbarrier",
+    "tshared",
 ]

@@ -51,85 +51,122 @@ def declare(
 
 
 linear_id = declare(
-    "tile.linear_id", "()",
+    "tile.linear_id",
+    "()",
     "Flat kernels: the tile index in [0, N). Grouped kernels: the lane in the group.",
 )
 id = declare(  # noqa: A001 - the language's name for it
-    "tile.id", "(axis)",
+    "tile.id",
+    "(axis)",
     "The tile's (flat) or lane's (grouped) index along `axis` of the grid or group shape.",
 )
 group_id = declare(
-    "group_id", "(axis)", "The group's index along `axis` of the launch grid.",
+    "group_id",
+    "(axis)",
+    "The group's index along `axis` of the launch grid.",
     grouped_only=True,
 )
 group_linear_id = declare(
     "group_linear_id", "()", "The group's index in [0, grid_groups).", grouped_only=True
 )
 group_tile_count = declare(
-    "group_tile_count", "()", "The number of lanes in a group (product of `tile=`).",
+    "group_tile_count",
+    "()",
+    "The number of lanes in a group (product of `tile=`).",
     grouped_only=True,
 )
 alloc = declare(
-    "tshared.alloc", "[dtype](shape)",
+    "tshared.alloc",
+    "[dtype](shape)",
     "A group-shared array of constant shape; contents undefined at group start.",
     grouped_only=True,
 )
 barrier = declare(
-    "tbarrier", "()",
+    "tbarrier",
+    "()",
     "All lanes of the group wait here; shared writes before are visible after; completes "
     "outstanding cp_async copies.",
-    collective=True, grouped_only=True,
+    collective=True,
+    grouped_only=True,
 )
 copy_async = declare(
-    "cp_async.shared.global_", "(dst, src)",
+    "cp_async.shared.global_",
+    "(dst, src)",
     "Group-collective copy of a global slice into a shared array, complete after the next "
     "tbarrier() or cp_async.wait(); a short source zero-fills the tail.",
-    collective=True, grouped_only=True,
+    collective=True,
+    grouped_only=True,
 )
 copy_wait = declare(
-    "cp_async.wait", "()", "Waits for this group's outstanding copies (no lane barrier).",
-    collective=True, grouped_only=True,
+    "cp_async.wait",
+    "()",
+    "Waits for this group's outstanding copies (no lane barrier).",
+    collective=True,
+    grouped_only=True,
 )
 range_ = declare(
-    "tile.range", "(start, stop=None, step=1, prefetch=None)",
+    "tile.range",
+    "(start, stop=None, step=1, prefetch=None)",
     "Group-uniform loop over chunk starts, the values of range(); prefetch is the pipeline "
     "depth hint.",
-    collective=True, grouped_only=True,
+    collective=True,
+    grouped_only=True,
 )
 load = declare(
-    "tile.load", "(a, index, mask=None, other=0)",
+    "tile.load",
+    "(a, index, mask=None, other=0)",
     "Explicit load; a masked-off lane reads `other` (converted to a's dtype).",
 )
 store = declare(
-    "tile.store", "(a, index, value, mask=None)",
+    "tile.store",
+    "(a, index, value, mask=None)",
     "Explicit store; a masked-off lane writes nothing.",
 )
 reduce_sum = declare(
-    "reduce_sum", "(shared_array)", "Sum of a whole shared array, to every lane.",
-    collective=True, grouped_only=True,
+    "reduce_sum",
+    "(shared_array)",
+    "Sum of a whole shared array, to every lane.",
+    collective=True,
+    grouped_only=True,
 )
 reduce_max = declare(
-    "reduce_max", "(shared_array)", "Maximum of a whole shared array, to every lane.",
-    collective=True, grouped_only=True,
+    "reduce_max",
+    "(shared_array)",
+    "Maximum of a whole shared array, to every lane.",
+    collective=True,
+    grouped_only=True,
 )
 reduce_min = declare(
-    "reduce_min", "(shared_array)", "Minimum of a whole shared array, to every lane.",
-    collective=True, grouped_only=True,
+    "reduce_min",
+    "(shared_array)",
+    "Minimum of a whole shared array, to every lane.",
+    collective=True,
+    grouped_only=True,
 )
 sum_ = declare(
-    "tile.sum", "(value)", "Sum over the lanes of each lane's value, to every lane.",
-    collective=True, grouped_only=True,
+    "tile.sum",
+    "(value)",
+    "Sum over the lanes of each lane's value, to every lane.",
+    collective=True,
+    grouped_only=True,
 )
 max_ = declare(
-    "tile.max", "(value)", "Maximum over the lanes of each lane's value, to every lane.",
-    collective=True, grouped_only=True,
+    "tile.max",
+    "(value)",
+    "Maximum over the lanes of each lane's value, to every lane.",
+    collective=True,
+    grouped_only=True,
 )
 min_ = declare(
-    "tile.min", "(value)", "Minimum over the lanes of each lane's value, to every lane.",
-    collective=True, grouped_only=True,
+    "tile.min",
+    "(value)",
+    "Minimum over the lanes of each lane's value, to every lane.",
+    collective=True,
+    grouped_only=True,
 )
 atomic_add = declare(
-    "tile.atomic_add", "(a, index, value)",
+    "tile.atomic_add",
+    "(a, index, value)",
     "Atomic read-modify-write on global or shared memory; returns the old value.",
 )
 

@@ -41,8 +41,9 @@ def shared_sizes(kir: ir.KernelIR) -> list[tuple[ir.SharedAlloc, int | None]]:
             continue
         for d, e in zip(dims, a.shape):
             if d <= 0:
-                raise KernelError(kir.name, f"shared array size {d} must be positive",
-                                  getattr(e, "loc", a.loc))
+                raise KernelError(
+                    kir.name, f"shared array size {d} must be positive", getattr(e, "loc", a.loc)
+                )
         n = 1
         for d in dims:
             n *= d

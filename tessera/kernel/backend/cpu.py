@@ -31,7 +31,10 @@ class CpuProgram:
         self.source = CpuCodegen(spec.kir, spec.schedule, grid_ndim).generate()
         self.filename = f"<tessera-cpu {spec.kir.name} {id(self):x}>"
         linecache.cache[self.filename] = (
-            len(self.source), None, self.source.splitlines(True), self.filename
+            len(self.source),
+            None,
+            self.source.splitlines(True),
+            self.filename,
         )
         self.grouped = spec.kir.grouped
         self.lanes = math.prod(spec.kir.tile_shape) if self.grouped else 1

@@ -167,8 +167,10 @@ class CpuCodegen:
         (each lane still runs the loop in order), which keeps a lane row's values hot
         and leaves the innermost lane loop vectorisable: ``for l0: for k: for l1:``."""
         return (
-            len(self.tile) > 1 and isinstance(item.stmt, ir.For)
-            and len(item.body) == 1 and isinstance(item.body[0], LaneRegion)
+            len(self.tile) > 1
+            and isinstance(item.stmt, ir.For)
+            and len(item.body) == 1
+            and isinstance(item.body[0], LaneRegion)
         )
 
     def lane_region(self, r: LaneRegion, sunk: ir.For | None = None) -> None:
@@ -176,7 +178,8 @@ class CpuCodegen:
         remat = [self.schedule.remat[v] for v in self.schedule.remat_needed(r)]
         needs_lane = bool(used) or any(
             isinstance(e, ir.LaneId) and (e.axis is None or len(self.tile) == 1)
-            for s in list(ir.walk_stmts(r.stmts)) + remat for e in ir.stmt_exprs(s)
+            for s in list(ir.walk_stmts(r.stmts)) + remat
+            for e in ir.stmt_exprs(s)
         )
         self.emit(f"# region {r.index}")
         if len(self.tile) == 1:
@@ -212,7 +215,9 @@ class CpuCodegen:
             size = self.lanes
             src = f"_la_{self.name(r.source.name)}"
             self.emit(f"for _i in range({size}):", s.loc)
-            self.emit(f"    {scratch}[_i] = {self.conv(src + '[_i]', self.types[r.source.name], t)}")
+            self.emit(
+                f"    {scratch}[_i] = {self.conv(src + '[_i]', self.types[r.source.name], t)}"
+            )
         else:
             at = self.types[r.source.name]
             shape = self.shared_shape(r.source.name, s)
@@ -238,12 +243,15 @@ class CpuCodegen:
             if a.target == var:
                 shapes.add(tuple(int(x) for x in a.shape))
         if not shapes:  # a variable bound by assignment from shared arrays (a swap)
-            shapes = {tuple(int(x) for x in a.shape) for a in self.kir.allocs
-                      if len(a.shape) == self.types[var].ndim
-                      and a.dtype == self.types[var].dtype}
+            shapes = {
+                tuple(int(x) for x in a.shape)
+                for a in self.kir.allocs
+                if len(a.shape) == self.types[var].ndim and a.dtype == self.types[var].dtype
+            }
         if len(shapes) != 1:
-            raise KernelError(self.kir.name, f"cannot tell the shape of shared array '{var}'",
-                              at.loc)
+            raise KernelError(
+                self.kir.name, f"cannot tell the shape of shared array '{var}'", at.loc
+            )
         return shapes.pop()
 
     def copy_async(self, s: ir.CopyAsync) -> None:
@@ -252,8 +260,7 @@ class CpuCodegen:
         sliced = s.sliced or [True] * src_t.ndim
         starts = s.starts or [ir.Const(s.loc, 0)] * src_t.ndim
         stops = s.stops or [None] * src_t.ndim
-        self.emit(f"# cp_async.shared.global_({s.dst.name}, {s.src.name}[...]): eager copy",
-                  s.loc)
+        self.emit(f"# cp_async.shared.global_({s.dst.name}, {s.src.name}[...]): eager copy", s.loc)
         src_idx, conds, q = [], [], 0
         for a, (is_slice, start, stop) in enumerate(zip(sliced, starts, stops)):
             self.emit(f"_cs{a} = {self.conv(self.expr(start), start.type, ir.ScalarType(D.i64))}")
@@ -325,8 +332,9 @@ class CpuCodegen:
         elif isinstance(s, ir.Continue):
             self.emit("continue", s.loc)
         else:
-            raise KernelError(self.kir.name, f"internal: cannot lower {type(s).__name__} in a "
-                              "lane region", s.loc)
+            raise KernelError(
+                self.kir.name, f"internal: cannot lower {type(s).__name__} in a lane region", s.loc
+            )
 
     # ------------------------------------------------------------------ expressions
     def conv(self, code: str, src: ir.Type, dst: ir.Type) -> str:
@@ -378,8 +386,11 @@ class CpuCodegen:
                 v = float(D.f16.np_dtype.type(v))
             elif dtype == D.bf16:
                 v = float(D.bf16.np_dtype.type(v))
-            text = repr(v) if math.isfinite(v) else ("math.nan" if v != v else
-                                                     ("math.inf" if v > 0 else "-math.inf"))
+            text = (
+                repr(v)
+                if math.isfinite(v)
+                else ("math.nan" if v != v else ("math.inf" if v > 0 else "-math.inf"))
+            )
             return f"{ctor(dtype)}({text})"
         return f"{ctor(dtype)}({int(value)})"
 
@@ -427,8 +438,7 @@ class CpuCodegen:
             return f"np.int64({self.lanes})"
         if isinstance(e, ir.AtomicAdd):
             at = self.types[e.array.name]
-            fn = {D.f16: "_atomic_add_f16", D.bf16: "_atomic_add_bf16"}.get(at.dtype,
-                                                                            "_atomic_add")
+            fn = {D.f16: "_atomic_add_f16", D.bf16: "_atomic_add_bf16"}.get(at.dtype, "_atomic_add")
             target_t = ScalarType(D.f32 if at.dtype in HALF else at.dtype)
             value = self.conv(self.expr(e.value), e.value.type, target_t)
             idx = self.index(e.indices)
@@ -496,8 +506,7 @@ class CpuCodegen:
 
     def load(self, e: ir.Load) -> str:
         at = self.types[e.array.name]
-        code = self.load_storage(f"{self.name(e.array.name)}[{self.index(e.indices)}]",
-                                 at.dtype)
+        code = self.load_storage(f"{self.name(e.array.name)}[{self.index(e.indices)}]", at.dtype)
         if e.mask is None:
             return code
         other = self.conv(self.expr(e.other), e.other.type, ScalarType(at.dtype))

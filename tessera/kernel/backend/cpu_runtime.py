@@ -95,8 +95,13 @@ def _element_pointer(context, builder, aryty, ary_value, idxty, idx_value):
     else:
         inds = [idx_value]
     return cgutils.get_item_pointer2(
-        context, builder, data=ary.data, shape=cgutils.unpack_tuple(builder, ary.shape),
-        strides=cgutils.unpack_tuple(builder, ary.strides), layout=aryty.layout, inds=inds,
+        context,
+        builder,
+        data=ary.data,
+        shape=cgutils.unpack_tuple(builder, ary.shape),
+        strides=cgutils.unpack_tuple(builder, ary.strides),
+        layout=aryty.layout,
+        inds=inds,
         wraparound=False,
     )
 
@@ -109,8 +114,9 @@ def atomic_add(typingctx, ary, idx, value):
     op = "fadd" if isinstance(dtype, types.Float) else "add"
 
     def codegen(context, builder, signature, args):
-        ptr = _element_pointer(context, builder, signature.args[0], args[0],
-                               signature.args[1], args[1])
+        ptr = _element_pointer(
+            context, builder, signature.args[0], args[0], signature.args[1], args[1]
+        )
         return builder.atomic_rmw(op, ptr, args[2], "seq_cst")
 
     return sig, codegen
@@ -123,8 +129,9 @@ def compare_exchange(typingctx, ary, idx, expected, new):
     sig = dtype(ary, idx, dtype, dtype)
 
     def codegen(context, builder, signature, args):
-        ptr = _element_pointer(context, builder, signature.args[0], args[0],
-                               signature.args[1], args[1])
+        ptr = _element_pointer(
+            context, builder, signature.args[0], args[0], signature.args[1], args[1]
+        )
         pair = builder.cmpxchg(ptr, args[2], args[3], "seq_cst", "seq_cst")
         return builder.extract_value(pair, 0)
 
@@ -196,9 +203,20 @@ def namespace() -> dict:
     import math
 
     return {
-        "np": np, "math": math, "numba": numba, "_h2f": h2f, "_f2h": f2h, "_b2f": b2f,
-        "_f2b": f2b, "_round_f16": round_f16, "_round_bf16": round_bf16,
-        "_atomic_add": atomic_add, "_atomic_add_f16": atomic_add_f16,
-        "_atomic_add_bf16": atomic_add_bf16, "_fmax": fmax, "_fmin": fmin,
-        "_add": add, "_tree_reduce": tree_reduce,
+        "np": np,
+        "math": math,
+        "numba": numba,
+        "_h2f": h2f,
+        "_f2h": f2h,
+        "_b2f": b2f,
+        "_f2b": f2b,
+        "_round_f16": round_f16,
+        "_round_bf16": round_bf16,
+        "_atomic_add": atomic_add,
+        "_atomic_add_f16": atomic_add_f16,
+        "_atomic_add_bf16": atomic_add_bf16,
+        "_fmax": fmax,
+        "_fmin": fmin,
+        "_add": add,
+        "_tree_reduce": tree_reduce,
     }
