@@ -21,48 +21,12 @@ from dataclasses import dataclass, field
 from .. import dtypes
 from ..errors import KernelError, SourceLoc
 from ..tile import primitives as P
+from ..tile.mathfns import MATH
 from . import ir
 from .returns import eliminate_returns
 from .signature import GRID_GROUPS, ParamSpec
 
-MATH_FUNCS = {
-    getattr(math, n): n
-    for n in (
-        "exp",
-        "log",
-        "log2",
-        "log10",
-        "log1p",
-        "expm1",
-        "sqrt",
-        "sin",
-        "cos",
-        "tan",
-        "asin",
-        "acos",
-        "atan",
-        "atan2",
-        "sinh",
-        "cosh",
-        "tanh",
-        "asinh",
-        "acosh",
-        "atanh",
-        "floor",
-        "ceil",
-        "trunc",
-        "fabs",
-        "pow",
-        "hypot",
-        "erf",
-        "erfc",
-        "copysign",
-        "isnan",
-        "isinf",
-        "isfinite",
-        "fmod",
-    )
-}
+MATH_FUNCS = {getattr(math, name): name for name in MATH}
 BUILTIN_FUNCS = {builtins.min: "min", builtins.max: "max", builtins.abs: "abs"}
 BUILTIN_CASTS = {builtins.int: dtypes.i64, builtins.float: dtypes.f64, builtins.bool: dtypes.bool_}
 BINOPS = {

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from .. import dtypes as D
 from ..errors import KernelError
+from ..tile.mathfns import MATH
 from . import ir
 from .ir import ArrayType, ScalarType
 
@@ -22,38 +23,6 @@ I64 = ScalarType(D.i64)
 BOOL = ScalarType(D.bool_)
 WEAK_INT = ScalarType(D.i64, weak=True)
 WEAK_FLOAT = ScalarType(D.f32, weak=True)
-FLOAT_RESULT_MATH = {
-    "exp",
-    "log",
-    "log2",
-    "log10",
-    "log1p",
-    "expm1",
-    "sqrt",
-    "sin",
-    "cos",
-    "tan",
-    "asin",
-    "acos",
-    "atan",
-    "atan2",
-    "sinh",
-    "cosh",
-    "tanh",
-    "asinh",
-    "acosh",
-    "atanh",
-    "fabs",
-    "pow",
-    "hypot",
-    "erf",
-    "erfc",
-    "copysign",
-    "fmod",
-}
-BOOL_RESULT_MATH = {"isnan", "isinf", "isfinite"}
-INT_RESULT_MATH = {"floor", "ceil", "trunc"}
-MATH_ARITY = {"atan2": 2, "pow": 2, "hypot": 2, "copysign": 2, "fmod": 2}
 
 
 def concrete(t: ScalarType) -> ScalarType:
@@ -327,15 +296,17 @@ class Typer:
             for a in args[1:]:
                 t = promote(t, a)
             return t
-        arity = 1 if e.func not in MATH_ARITY else MATH_ARITY[e.func]
+        if e.func == "abs":
+            if len(args) != 1:
+                raise self.error(e, "abs() takes 1 argument")
+            return args[0]
+        arity, result = MATH[e.func]
         if len(args) != arity:
             raise self.error(e, f"{e.func}() takes {arity} argument{'s' * (arity > 1)}")
-        if e.func == "abs":
-            return args[0]
         t = args[0] if arity == 1 else promote(args[0], args[1])
-        if e.func in BOOL_RESULT_MATH:
+        if result == "bool":
             return BOOL
-        if e.func in INT_RESULT_MATH:
+        if result == "int":
             return I64 if t.dtype.is_float else t
         return to_float(t)
 

@@ -438,12 +438,16 @@ class CpuCodegen:
             return f"np.int64({self.lanes})"
         if isinstance(e, ir.AtomicAdd):
             at = self.types[e.array.name]
-            fn = {D.f16: "_atomic_add_f16", D.bf16: "_atomic_add_bf16"}.get(at.dtype, "_atomic_add")
             target_t = ScalarType(D.f32 if at.dtype in HALF else at.dtype)
             value = self.conv(self.expr(e.value), e.value.type, target_t)
             idx = self.index(e.indices)
             idx = idx if len(e.indices) == 1 else f"({idx})"
-            return f"{fn}({self.name(e.array.name)}, {idx}, {value})"
+            args = f"{self.name(e.array.name)}, {idx}, {value}"
+            if at.dtype == D.f16:
+                return f"_atomic_add_16({args}, _h2f, _f2h)"
+            if at.dtype == D.bf16:
+                return f"_atomic_add_16({args}, _b2f, _f2b)"
+            return f"_atomic_add({args})"
         raise KernelError(self.kir.name, f"internal: cannot lower {type(e).__name__}", e.loc)
 
     def lane_id(self, axis: int | None) -> str:

@@ -139,24 +139,15 @@ def compare_exchange(typingctx, ary, idx, expected, new):
 
 
 @numba.njit(**_JIT)
-def atomic_add_f16(ary, idx, value):
+def atomic_add_16(ary, idx, value, to_f32, from_f32):
+    """Atomic add on a 16-bit float stored as uint16: compare-and-swap until no other
+    lane changed the element in between; returns the old value as f32."""
     old = ary[idx]
     while True:
-        new = f2h(h2f(old) + np.float32(value))
+        new = from_f32(to_f32(old) + np.float32(value))
         prev = compare_exchange(ary, idx, old, new)
         if prev == old:
-            return h2f(old)
-        old = prev
-
-
-@numba.njit(**_JIT)
-def atomic_add_bf16(ary, idx, value):
-    old = ary[idx]
-    while True:
-        new = f2b(b2f(old) + np.float32(value))
-        prev = compare_exchange(ary, idx, old, new)
-        if prev == old:
-            return b2f(old)
+            return to_f32(old)
         old = prev
 
 
@@ -213,8 +204,7 @@ def namespace() -> dict:
         "_round_f16": round_f16,
         "_round_bf16": round_bf16,
         "_atomic_add": atomic_add,
-        "_atomic_add_f16": atomic_add_f16,
-        "_atomic_add_bf16": atomic_add_bf16,
+        "_atomic_add_16": atomic_add_16,
         "_fmax": fmax,
         "_fmin": fmin,
         "_add": add,
