@@ -13,6 +13,7 @@ import linecache
 import math
 
 import numba
+from numba.core import config as numba_config
 
 from ... import stats
 from ..pipeline import Specialised
@@ -28,7 +29,9 @@ class CpuProgram:
     def __init__(self, spec: Specialised, grid_ndim: int):
         self.spec = spec
         self.grid_ndim = grid_ndim
-        self.source = CpuCodegen(spec.kir, spec.schedule, grid_ndim).generate()
+        codegen = CpuCodegen(spec.kir, spec.schedule, grid_ndim)
+        self.source = codegen.generate()
+        self.stack_arrays = codegen.stack_arrays
         self.filename = f"<tessera-cpu {spec.kir.name} {id(self):x}>"
         linecache.cache[self.filename] = (
             len(self.source),
@@ -43,10 +46,18 @@ class CpuProgram:
     def _build(self, parallel: bool, args: tuple) -> object:
         namespace = cpu_runtime.namespace()
         namespace["_prange"] = numba.prange if parallel else range
+        for name, (shape, dtype) in self.stack_arrays.items():
+            namespace[name] = cpu_runtime.stack_array(shape, dtype)
         exec(compile(self.source, self.filename, "exec"), namespace)  # noqa: S102 - our codegen
         dispatcher = numba.njit(parallel=parallel, **JIT_OPTIONS)(namespace["_kernel"])
         signature = tuple(numba.typeof(a) for a in args)
-        entry = dispatcher.compile(signature)
+        # Numba leaves LLVM's SLP vectoriser off by default; lane loops that LLVM fully
+        # unrolls (a 16-lane row) only vectorise with it.
+        saved, numba_config.SLP_VECTORIZE = numba_config.SLP_VECTORIZE, 1
+        try:
+            entry = dispatcher.compile(signature)
+        finally:
+            numba_config.SLP_VECTORIZE = saved
         stats.bump("compiles")
         self._entries[parallel] = entry
         return entry

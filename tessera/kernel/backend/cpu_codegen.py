@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ... import dtypes as D
 from ...errors import KernelError
 from .. import ir
@@ -19,6 +21,7 @@ from ..ir import ArrayType, ScalarType
 from ..typer import concrete, promote
 
 HALF = (D.f16, D.bf16)
+STACK_BYTES = 64 * 1024  # per-chunk arrays up to this size live on the worker's stack
 NARROW_INT = {D.i8, D.i16, D.i32, D.u8, D.u16, D.u32, D.u64}
 
 
@@ -46,6 +49,8 @@ class CpuCodegen:
         self.indent = 0
         self.lane_arrays = schedule.lane_arrays if schedule else set()
         self.scratch: list[tuple[str, str, int]] = []  # (name, dtype ctor, size)
+        self.stack_arrays: dict[str, tuple[tuple[int, ...], str]] = {}  # name → shape, dtype
+        self.stack_bytes = 0
         self.tile = kir.tile_shape
         self.lanes = math.prod(self.tile) if kir.grouped else 1
 
@@ -100,10 +105,11 @@ class CpuCodegen:
         self.indent += 1
         for a in self.kir.allocs:
             shape = tuple(int(x) for x in a.shape)
-            self.emit(f"_sh{a.slot} = np.empty({shape}, {storage(a.dtype)})", a.loc)
+            self.emit(f"_sh{a.slot} = {self.scratch_array(shape, storage(a.dtype))}", a.loc)
         for v in sorted(self.lane_arrays):
             t = self.types[v]
-            self.emit(f"_la_{self.name(v)} = np.empty({self.lanes}, {ctor(t.dtype)})")
+            array = self.scratch_array((self.lanes,), ctor(t.dtype))
+            self.emit(f"_la_{self.name(v)} = {array}")
         body_start = len(self.lines)
         self.indent += 1
         self.group_items(self.schedule.items)
@@ -111,7 +117,7 @@ class CpuCodegen:
         body = self.lines[body_start:]
         del self.lines[body_start:]
         for name, dt, size in self.scratch:
-            self.emit(f"{name} = np.empty({size}, {dt})")
+            self.emit(f"{name} = {self.scratch_array((size,), dt)}")
         self.emit("for _g in range((_c * _G) // _nchunks, ((_c + 1) * _G) // _nchunks):")
         self.indent += 1
         rest = "_g"
@@ -121,6 +127,18 @@ class CpuCodegen:
         self.emit(f"_g0 = {rest}")
         self.indent -= 1
         self.lines.extend(body)
+
+    def scratch_array(self, shape: tuple[int, ...], dtype: str) -> str:
+        """Code that makes a per-chunk array: on the stack while the chunk's arrays fit
+        in STACK_BYTES (distinct stack arrays let LLVM prove they do not alias, keep
+        values in registers and vectorise), else on the heap."""
+        nbytes = math.prod(shape) * np.dtype(dtype.removeprefix("np.")).itemsize
+        if self.stack_bytes + nbytes <= STACK_BYTES:
+            self.stack_bytes += nbytes
+            name = f"_stack{len(self.stack_arrays)}"
+            self.stack_arrays[name] = (shape, dtype.removeprefix("np."))
+            return f"{name}()"
+        return f"np.empty({shape}, {dtype})"
 
     # ------------------------------------------------------------------ group level
     def group_items(self, items: list) -> None:

@@ -9,12 +9,16 @@ correct when groups run on several cores at once.
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numba
 import numpy as np
 from llvmlite import ir as llir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+from numba.np.arrayobj import populate_array
 
 _JIT = dict(nogil=True, cache=False, error_model="numpy", inline="always")
 
@@ -187,6 +191,39 @@ def tree_reduce(s, m, combine):
             s[i] = combine(s[i], s[i + h])
         h //= 2
     return s[0]
+
+
+@functools.lru_cache(maxsize=None)
+def stack_array(shape: tuple[int, ...], dtype_name: str):
+    """An intrinsic returning a C-contiguous array of constant ``shape`` in the calling
+    function's stack frame (allocated once, at function entry; contents undefined)."""
+    dtype = numba.from_dtype(np.dtype(dtype_name))
+    aryty = types.Array(dtype, len(shape), "C")
+    count = math.prod(shape)
+
+    @intrinsic
+    def make(typingctx):
+        def codegen(context, builder, signature, args):
+            elem = context.get_data_type(dtype)
+            storage = cgutils.alloca_once(builder, llir.ArrayType(elem, count))
+            itemsize = context.get_abi_sizeof(elem)
+            strides, step = [], itemsize
+            for extent in reversed(shape):
+                strides.insert(0, step)
+                step *= extent
+            intp = context.get_value_type(types.intp)
+            ary = context.make_array(aryty)(context, builder)
+            populate_array(
+                ary, data=builder.bitcast(storage, elem.as_pointer()),
+                shape=[llir.Constant(intp, d) for d in shape],
+                strides=[llir.Constant(intp, st) for st in strides],
+                itemsize=llir.Constant(intp, itemsize), meminfo=None,
+            )
+            return ary._getvalue()
+
+        return aryty(), codegen
+
+    return make
 
 
 def namespace() -> dict:
