@@ -28,8 +28,15 @@ def run(quick: bool) -> list[Record]:
         y.__iadd__(alpha * x)
 
     cases = [
-        Case("tessera", lambda: kernels.axpy_tiled[m // PER_GROUP](x, y, alpha), lambda: y,
-             want, rtol=1e-3, atol=1e-3, reset=reset),
+        Case(
+            "tessera",
+            lambda: kernels.axpy_tiled[m // PER_GROUP](x, y, alpha),
+            lambda: y,
+            want,
+            rtol=1e-3,
+            atol=1e-3,
+            reset=reset,
+        ),
         Case("numpy", numpy_axpy, lambda: y, want, rtol=1e-3, atol=1e-3, reset=reset),
     ]
     size = f"2^{m.bit_length() - 1}"

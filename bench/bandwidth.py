@@ -38,14 +38,28 @@ def run(quick: bool) -> list[Record]:
     s = np.float32(3.0)
     want = b + s * c
     size = f"{mib} MiB"
-    copy = measure(NAME, "copy", size, [
-        Case("numba", lambda: copy_numba(b, a), lambda: a, b),
-        Case("numpy", lambda: np.copyto(a, b), lambda: a, b),
-    ], quick, nbytes=2 * 4 * n)
-    triad = measure(NAME, "triad", size, [
-        Case("numba", lambda: triad_numba(a, b, c, s), lambda: a, want),
-        Case("numpy", lambda: triad_numpy(a, b, c, s), lambda: a, want),
-    ], quick, nbytes=3 * 4 * n)
+    copy = measure(
+        NAME,
+        "copy",
+        size,
+        [
+            Case("numba", lambda: copy_numba(b, a), lambda: a, b),
+            Case("numpy", lambda: np.copyto(a, b), lambda: a, b),
+        ],
+        quick,
+        nbytes=2 * 4 * n,
+    )
+    triad = measure(
+        NAME,
+        "triad",
+        size,
+        [
+            Case("numba", lambda: triad_numba(a, b, c, s), lambda: a, want),
+            Case("numpy", lambda: triad_numpy(a, b, c, s), lambda: a, want),
+        ],
+        quick,
+        nbytes=3 * 4 * n,
+    )
     return copy + triad
 
 

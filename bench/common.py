@@ -4,8 +4,9 @@ Every benchmark builds a list of :class:`Case` (one per tool) for a kernel and a
 hands it to :func:`measure`, which
 
 1. calls each case once, timed (``first_call_s``: includes JIT compilation when this is the
-   first call of that function in the process), and checks the case's output against the
-   NumPy reference: a wrong result raises :class:`BenchError` before anything is timed;
+   first call of that function in the process for these argument types), and checks the
+   case's output against the NumPy reference: a wrong result raises :class:`BenchError`
+   before anything is timed;
 2. warms each case up;
 3. times the cases interleaved in one process (A B C, B C A, C A B, ...), so that drift in
    the machine's speed hits every tool alike, and reports medians.
@@ -39,7 +40,8 @@ class Case:
     ``run`` is the timed call. ``output`` returns what ``run`` computed and ``expected`` is
     the NumPy reference it must match (``rtol``/``atol``); ``reset`` restores the inputs
     before the checked first call. ``inner`` is how many operations one ``run`` performs
-    (times are reported per operation).
+    (times are reported per operation); then ``first``, one operation, is what the first
+    call times instead of ``run``.
     """
 
     tool: str
@@ -50,6 +52,7 @@ class Case:
     atol: float = 0.0
     reset: Callable[[], None] | None = None
     inner: int = 1
+    first: Callable[[], object] | None = None
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Record:
     first_call_s: float
     gbps: float | None = None
     gflops: float | None = None
+    quick: bool = False
     threads: int = field(default_factory=numba.get_num_threads)
     threading: str = field(default_factory=lambda: threading_layer())
     machine: str = field(default_factory=lambda: f"{platform.node()} {platform.machine()}")
@@ -101,18 +105,28 @@ def check(bench: str, kernel: str, case: Case) -> None:
     got = np.asarray(case.output(), dtype=np.float64)
     want = np.asarray(case.expected, dtype=np.float64)
     if got.shape != want.shape:
-        raise BenchError(f"{bench}/{kernel}: {case.tool} returned shape {got.shape}, "
-                         f"expected {want.shape}")
+        raise BenchError(
+            f"{bench}/{kernel}: {case.tool} returned shape {got.shape}, expected {want.shape}"
+        )
     if not np.allclose(got, want, rtol=case.rtol, atol=case.atol, equal_nan=True):
         err = np.abs(got - want)
-        worst = np.unravel_index(np.nanargmax(err), err.shape) if err.ndim else ()
-        raise BenchError(f"{bench}/{kernel}: {case.tool} is wrong: max |error| "
-                         f"{np.nanmax(err):.3g} at {worst} (got {got[worst]!r}, expected "
-                         f"{want[worst]!r}; rtol={case.rtol}, atol={case.atol})")
+        worst = tuple(int(i) for i in np.unravel_index(np.nanargmax(err), err.shape))
+        raise BenchError(
+            f"{bench}/{kernel}: {case.tool} is wrong: max |error| "
+            f"{np.nanmax(err):.3g} at {worst} (got {got[worst]:.7g}, expected "
+            f"{want[worst]:.7g}; rtol={case.rtol}, atol={case.atol})"
+        )
 
 
-def measure(bench: str, kernel: str, size: str, cases: list[Case], quick: bool,
-            nbytes: float | None = None, flops: float | None = None) -> list[Record]:
+def measure(
+    bench: str,
+    kernel: str,
+    size: str,
+    cases: list[Case],
+    quick: bool,
+    nbytes: float | None = None,
+    flops: float | None = None,
+) -> list[Record]:
     """Check, warm up and time ``cases`` interleaved; one :class:`Record` per case."""
     cfg = settings(quick)
     first = {}
@@ -120,8 +134,8 @@ def measure(bench: str, kernel: str, size: str, cases: list[Case], quick: bool,
         if case.reset is not None:
             case.reset()
         t0 = time.perf_counter()
-        case.run()
-        first[case.tool] = (time.perf_counter() - t0) / case.inner
+        (case.first or case.run)()
+        first[case.tool] = time.perf_counter() - t0
         check(bench, kernel, case)
     estimate = {}
     for case in cases:
@@ -142,12 +156,22 @@ def measure(bench: str, kernel: str, size: str, cases: list[Case], quick: bool,
     for case in cases:
         ts = times[case.tool]
         med = statistics.median(ts)
-        records.append(Record(
-            bench=bench, tool=case.tool, kernel=kernel, size=size, median_s=med,
-            min_s=min(ts), max_s=max(ts), reps=reps, first_call_s=first[case.tool],
-            gbps=nbytes / med / 1e9 if nbytes else None,
-            gflops=flops / med / 1e9 if flops else None,
-        ))
+        records.append(
+            Record(
+                bench=bench,
+                tool=case.tool,
+                kernel=kernel,
+                size=size,
+                median_s=med,
+                min_s=min(ts),
+                max_s=max(ts),
+                reps=reps,
+                first_call_s=first[case.tool],
+                gbps=nbytes / med / 1e9 if nbytes else None,
+                gflops=flops / med / 1e9 if flops else None,
+                quick=quick,
+            )
+        )
     return records
 
 
@@ -178,30 +202,33 @@ def fmt_time(s: float) -> str:
     return f"{s * 1e6:.3g} µs"
 
 
+HEAD = ("bench", "kernel", "size", "tool", "median", "min", "max", "reps", "rate", "first call")
+
+
+def rate(rec: dict) -> str:
+    if rec["gbps"] is not None:
+        return f"{rec['gbps']:.3g} GB/s"
+    if rec["gflops"] is not None:
+        return f"{rec['gflops']:.3g} GFLOP/s"
+    return "-"
+
+
 def table(records: list[dict], baseline: str = "numba") -> str:
     """A readable table; ``× base`` is each tool's median over the baseline tool's median
     for the same kernel and size (the baseline is ``numba`` where it ran, else ``numpy``)."""
-    head = ("bench", "kernel", "size", "tool", "median", "min", "max", "reps", "rate",
-            "first call", "× base")
-    rows = [head]
+    rows = [(*HEAD, "× base")]
     groups: dict[tuple, list[dict]] = {}
     for rec in records:
         groups.setdefault((rec["bench"], rec["kernel"], rec["size"]), []).append(rec)
-    for (bench, kernel, size), recs in groups.items():
+    for key, recs in groups.items():
         tools = {r["tool"]: r for r in recs}
         base = tools.get(baseline) or tools.get("numpy")
         for r in recs:
-            if r["gbps"] is not None:
-                rate = f"{r['gbps']:.3g} GB/s"
-            elif r["gflops"] is not None:
-                rate = f"{r['gflops']:.3g} GFLOP/s"
-            else:
-                rate = "-"
             ratio = f"{r['median_s'] / base['median_s']:.2f}× {base['tool']}" if base else "-"
-            rows.append((bench, kernel, size, r["tool"], fmt_time(r["median_s"]),
-                         fmt_time(r["min_s"]), fmt_time(r["max_s"]), str(r["reps"]), rate,
-                         fmt_time(r["first_call_s"]), ratio))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+            times = [fmt_time(r[k]) for k in ("median_s", "min_s", "max_s")]
+            first = fmt_time(r["first_call_s"])
+            rows.append((*key, r["tool"], *times, str(r["reps"]), rate(r), first, ratio))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

@@ -30,7 +30,10 @@ def run(quick: bool) -> list[Record]:
         for _ in range(calls):
             empty_numba(x)
 
-    cases = [Case("tessera", tessera, inner=calls), Case("numba", numba, inner=calls)]
+    cases = [
+        Case("tessera", tessera, inner=calls, first=lambda: launch(x)),
+        Case("numba", numba, inner=calls, first=lambda: empty_numba(x)),
+    ]
     return measure(NAME, "empty k[1](x)", f"{calls} calls", cases, quick)
 
 

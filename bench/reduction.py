@@ -34,11 +34,19 @@ def run(quick: bool) -> list[Record]:
         total[0] = sum_numba(x)
 
     cases = [
-        Case("tessera", lambda: kernels.block_reduce_tree[n // G](x, partial), lambda: partial,
-             want_blocks),
+        Case(
+            "tessera",
+            lambda: kernels.block_reduce_tree[n // G](x, partial),
+            lambda: partial,
+            want_blocks,
+        ),
         Case("numba", numba_sum, lambda: total, want_total, rtol=1e-6),
-        Case("numpy", lambda: np.sum(x.reshape(-1, G), axis=1, out=blocks), lambda: blocks,
-             want_blocks),
+        Case(
+            "numpy",
+            lambda: np.sum(x.reshape(-1, G), axis=1, out=blocks),
+            lambda: blocks,
+            want_blocks,
+        ),
     ]
     size = f"2^{n.bit_length() - 1}"
     return measure(NAME, f"reduce G={G}", size, cases, quick, nbytes=4 * n)

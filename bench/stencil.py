@@ -37,8 +37,7 @@ def run(quick: bool) -> list[Record]:
     u = np.random.default_rng(0).random((s, s), dtype=np.float32)
     outs = {tool: np.zeros_like(u) for tool in ("tessera", "numba", "numpy")}
     want = u.astype(np.float64)
-    want[1:-1, 1:-1] = 0.25 * (want[:-2, 1:-1] + want[2:, 1:-1] + want[1:-1, :-2]
-                               + want[1:-1, 2:])
+    want[1:-1, 1:-1] = 0.25 * (want[:-2, 1:-1] + want[2:, 1:-1] + want[1:-1, :-2] + want[1:-1, 2:])
 
     def case(tool, fn):
         return Case(tool, fn, lambda: outs[tool], want, rtol=1e-6, atol=1e-6)

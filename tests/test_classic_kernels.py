@@ -8,10 +8,9 @@ bit for bit; otherwise it is a tolerance check against a float64 reference.
 
 from __future__ import annotations
 
+import classic_kernels as ck
 import numpy as np
 import pytest
-
-import classic_kernels as ck
 
 
 def cdiv(a, b):
@@ -120,8 +119,7 @@ def test_prefix_scan_per_block_bitwise(target, rng):
         s = v
         offset *= 2
     np.testing.assert_array_equal(bits(out), bits(s.reshape(-1)[:n]))
-    ref = np.concatenate([np.cumsum(x[i : i + 256], dtype=np.float64)
-                          for i in range(0, n, 256)])
+    ref = np.concatenate([np.cumsum(x[i : i + 256], dtype=np.float64) for i in range(0, n, 256)])
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
@@ -165,7 +163,8 @@ def test_axpy_tiled_f16_bit_exact(target, rng, m, groups):
     alpha = 0.3  # not representable: it is rounded to f16 at the launch
     ck.axpy_tiled[groups](X, Y, alpha)
     covered = min(m, groups * 512)
-    full = (np.float32(np.float16(alpha)) * X.astype(np.float32)
-            + Y0.astype(np.float32)).astype(np.float16)
+    full = (np.float32(np.float16(alpha)) * X.astype(np.float32) + Y0.astype(np.float32)).astype(
+        np.float16
+    )
     np.testing.assert_array_equal(bits(Y[:covered]), bits(full[:covered]))
     np.testing.assert_array_equal(bits(Y[covered:]), bits(Y0[covered:]))

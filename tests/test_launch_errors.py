@@ -7,11 +7,12 @@ really shows that nothing ran.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 import tessera
-from tessera import constexpr, f32, i32, kernel, mut, tile
+from tessera import bf16, constexpr, f32, i32, kernel, mut, tile
 
 
 @kernel
@@ -52,7 +53,7 @@ def warm():
 
 
 @pytest.fixture
-def xy(rng, warm):
+def xy(rng, warm, target):
     return rng.standard_normal(12).astype(np.float32), rng.standard_normal(12).astype(np.float32)
 
 
@@ -102,19 +103,19 @@ def test_wrong_ndim(xy):
     refused(lambda: lk[12](x2, y, 1.0), [x2, y], "'x'", "(3, 4)")
 
 
-def test_inconsistent_symbol_binding(rng, warm):
+def test_inconsistent_symbol_binding(rng, warm, target):
     x = rng.standard_normal(12).astype(np.float32)
     y = rng.standard_normal(10).astype(np.float32)
     refused(lambda: lk[12](x, y, 1.0), [x, y], "y has shape (10,) but n=12 was bound by x")
 
 
-def test_literal_dim_mismatch(rng):
+def test_literal_dim_mismatch(rng, target):
     a = rng.standard_normal((5, 4)).astype(np.float32)
     out = np.zeros(5, np.float32)
     refused(lambda: lk_lit[5](a, out), [a, out], "'a'", "(5, 4)", "3", kernel_name="lk_lit")
 
 
-def test_literal_dim_match_runs(rng):
+def test_literal_dim_match_runs(rng, target):
     a = rng.standard_normal((5, 3)).astype(np.float32)
     out = np.zeros(5, np.float32)
     lk_lit[5](a, out)
@@ -171,7 +172,7 @@ def test_out_of_range_int_scalar(xy):
     refused(lambda: lk_int[12](x, y, 2**40), [x, y], "'k'", "range", kernel_name="lk_int")
 
 
-def test_non_number_for_constexpr(warm):
+def test_non_number_for_constexpr(warm, target):
     y = np.zeros(4, np.float32)
     refused(lambda: lk_cx[4](y, "three"), [y], "'C'", kernel_name="lk_cx")
 
@@ -194,7 +195,10 @@ class FakeGpuArray:
 
     def __init__(self, n):
         self.__cuda_array_interface__ = {
-            "shape": (n,), "typestr": "<f4", "data": (0, False), "version": 3,
+            "shape": (n,),
+            "typestr": "<f4",
+            "data": (0, False),
+            "version": 3,
         }
         self.shape = (n,)
         self.dtype = np.dtype(np.float32)
@@ -208,9 +212,10 @@ def test_gpu_array_on_cpu_launch_is_refused(xy):
     assert "GPU" in msg
 
 
-def test_gpu_array_as_mut_parameter_is_refused(xy):
+def test_gpu_array_as_mut_parameter_on_cpu_launch_is_refused(xy):
     x, y = xy
-    msg = refused(lambda: lk[12](x, FakeGpuArray(12), 1.0), [x, y], "'y'")
+    with tessera.config(target="cpu"):
+        msg = refused(lambda: lk[12](x, FakeGpuArray(12), 1.0), [x, y], "'y'")
     assert "GPU" in msg
 
 
@@ -225,3 +230,16 @@ def test_calling_a_kernel_without_grid_is_an_error(xy):
     with pytest.raises(tessera.TesseraError, match=r"lk\[grid\]"):
         lk(x, y, 1.0)
     np.testing.assert_array_equal(y, y0)
+
+
+@kernel
+def lk_bf16(x: bf16[n], y: mut[bf16[n]]):
+    i = tile.linear_id()
+    y[i] = x[i]
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.float16, np.float32])
+def test_bf16_parameter_refuses_other_16_bit_storage(target, dtype):
+    x = np.ones(4, dtype)
+    y = np.zeros(4, ml_dtypes.bfloat16)
+    refused(lambda: lk_bf16[4](x, y), [x, y], "'x'", "bf16", kernel_name="lk_bf16")

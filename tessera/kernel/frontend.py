@@ -582,6 +582,10 @@ class Frontend:
                 pre = []
             else:
                 pre, src = self.expr(scope, args["value"])
+                if not isinstance(src, ir.Name):  # each lane's value lives in a variable
+                    value = self.fresh("lane")
+                    pre.append(ir.Assign(loc, value, src))
+                    src = ir.Name(loc, value)
             t = self.fresh("red")
             return pre + [ir.Assign(loc, t, ir.Reduce(loc, op, over, src))], ir.Name(loc, t)
         if fn in (P.barrier, P.copy_wait, P.copy_async, P.store):

@@ -37,4 +37,6 @@ def source_info_of(fn: object, what: str) -> SourceInfo:
         for node in ast.walk(fn_node):
             if hasattr(node, "col_offset"):
                 node.col_offset += indent
+            if getattr(node, "end_col_offset", None) is not None:
+                node.end_col_offset += indent
     return SourceInfo(fn_node, filename, first_line - 1, fn.__globals__)

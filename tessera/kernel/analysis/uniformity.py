@@ -61,7 +61,7 @@ def _walk(body: list[ir.Stmt], ctrl: bool, u: Uniformity) -> None:
             heads = [s.start, s.stop, s.step] if isinstance(s, ir.For) else [s.cond]
             reason = next((e.loc for e in heads if u.expr_varies(e)), None)
             if reason is None:
-                reason = _varying_exit(s.body, False, u)
+                reason = _varying_exit(s.body, None, u)
             if reason is not None and id(s) not in u.divergent_loops:
                 u.divergent_loops.add(id(s))
                 u.loop_reason[id(s)] = reason
@@ -71,13 +71,14 @@ def _walk(body: list[ir.Stmt], ctrl: bool, u: Uniformity) -> None:
             _walk(s.body, ctrl or diverges, u)
 
 
-def _varying_exit(body: list[ir.Stmt], ctrl: bool, u: Uniformity) -> SourceLoc | None:
-    """Where a break/continue leaves the enclosing loop under varying control, if anywhere."""
+def _varying_exit(body: list[ir.Stmt], why: SourceLoc | None, u: Uniformity) -> SourceLoc | None:
+    """The lane-dependent condition under which a break/continue leaves the enclosing
+    loop, if there is one."""
     for s in body:
-        if isinstance(s, (ir.Break, ir.Continue)) and ctrl:
-            return s.loc
+        if isinstance(s, (ir.Break, ir.Continue)) and why is not None:
+            return why
         if isinstance(s, ir.If):
-            inner = ctrl or u.expr_varies(s.cond)
+            inner = why or (s.cond.loc if u.expr_varies(s.cond) else None)
             found = _varying_exit(s.body, inner, u) or _varying_exit(s.orelse, inner, u)
             if found is not None:
                 return found

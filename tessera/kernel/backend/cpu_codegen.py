@@ -441,6 +441,9 @@ class CpuCodegen:
             b = self.conv(self.expr(e.orelse), e.orelse.type, t)
             return f"({a} if {self.truth(e.cond)} else {b})"
         if isinstance(e, ir.Cast):
+            if e.dtype in HALF:  # an explicit cast rounds, even from a 16-bit value
+                rounding = "_round_f16" if e.dtype == D.f16 else "_round_bf16"
+                return f"{rounding}({self.expr(e.value)})"
             return self.conv(self.expr(e.value), e.value.type, t)
         if isinstance(e, ir.MathCall):
             return self.math(e)

@@ -77,7 +77,12 @@ def f2b(value):
     """float32 → uint16 bits of a bfloat16, round to nearest even; NaN stays NaN."""
     bits = f32_bits(np.float32(value))
     if (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
-        return np.uint16((bits >> np.uint32(16)) | np.uint32(0x0040))
+        # NaN: keep the payload's top bits (a bf16 NaN round-trips exactly); only a
+        # payload that truncation would turn into infinity gets the quiet bit
+        high = bits >> np.uint32(16)
+        if (high & np.uint32(0x7F)) == np.uint32(0):
+            high |= np.uint32(0x0040)
+        return np.uint16(high)
     rounding = np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
     return np.uint16((bits + rounding) >> np.uint32(16))
 
@@ -214,10 +219,12 @@ def stack_array(shape: tuple[int, ...], dtype_name: str):
             intp = context.get_value_type(types.intp)
             ary = context.make_array(aryty)(context, builder)
             populate_array(
-                ary, data=builder.bitcast(storage, elem.as_pointer()),
+                ary,
+                data=builder.bitcast(storage, elem.as_pointer()),
                 shape=[llir.Constant(intp, d) for d in shape],
                 strides=[llir.Constant(intp, st) for st in strides],
-                itemsize=llir.Constant(intp, itemsize), meminfo=None,
+                itemsize=llir.Constant(intp, itemsize),
+                meminfo=None,
             )
             return ary._getvalue()
 

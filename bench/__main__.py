@@ -1,0 +1,126 @@
+"""``python -m bench [names...] [--quick] [--plot] [--omp-default]``: run the benchmarks.
+
+Each benchmark writes JSON lines to ``bench/results/<name>.json``; the runner prints one
+table for all of them, then the BENCH.md targets. A benchmark that computes a wrong result
+fails loudly (traceback, exit status 1) after the others have run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import traceback
+from dataclasses import asdict
+
+from .common import RESULTS, fmt_time, save, table
+
+BENCHES = ("axpy", "reduction", "matmul", "softmax", "stencil", "axpy_tiled", "launch", "bandwidth")
+
+# (bench, what is compared, limit): a ratio of Tessera's median to Numba's, or seconds.
+TARGETS = (
+    ("axpy", "ratio", 1.1),
+    ("reduction", "ratio", 1.5),
+    ("matmul", "ratio", 1.5),
+    ("launch", "seconds", 5e-6),
+)
+
+
+def targets(records: list[dict], quick: bool) -> str:
+    lines = [
+        "targets (BENCH.md, CPU target)" + (" - quick sizes, not the target sizes" if quick else "")
+    ]
+    for bench, kind, limit in TARGETS:
+        recs = {r["tool"]: r for r in records if r["bench"] == bench}
+        if "tessera" not in recs:
+            continue
+        t = recs["tessera"]
+        if kind == "ratio":
+            value = t["median_s"] / recs["numba"]["median_s"]
+            shown, wanted = f"{value:.2f}× numba", f"≤ {limit}×"
+        else:
+            value = t["median_s"]
+            shown, wanted = fmt_time(value), f"≤ {fmt_time(limit)}"
+        verdict = "ok" if value <= limit else "MISSED"
+        lines.append(f"  {bench:<10} {t['size']:<10} {shown:>14}  target {wanted:<8} {verdict}")
+    return "\n".join(lines)
+
+
+def plot(records: list[dict]) -> None:
+    """Each tool's median over the baseline's, per kernel, as a PNG; needs matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    groups: dict[str, dict[str, float]] = {}
+    for r in records:
+        groups.setdefault(f"{r['kernel']}\n{r['size']}", {})[r["tool"]] = r["median_s"]
+    tools = [t for t in ("tessera", "numba", "numpy") if any(r["tool"] == t for r in records)]
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(groups)), 4.5))
+    width = 0.8 / len(tools)
+    for k, tool in enumerate(tools):
+        xs, ys = [], []
+        for i, times in enumerate(groups.values()):
+            base = times.get("numba") or times.get("numpy")
+            if tool in times and base:
+                xs.append(i + (k - (len(tools) - 1) / 2) * width)
+                ys.append(times[tool] / base)
+        ax.bar(xs, ys, width, label=tool)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_ylabel("median time / baseline (numba, else numpy)")
+    ax.set_xticks(range(len(groups)), list(groups), fontsize=8)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(RESULTS / "bench.png", dpi=120)
+    print(f"plot: {RESULTS / 'bench.png'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("names", nargs="*", metavar="name", help=f"some of {', '.join(BENCHES)}")
+    parser.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
+    parser.add_argument("--plot", action="store_true", help="draw results/bench.png")
+    parser.add_argument(
+        "--omp-default",
+        action="store_true",
+        help="keep OpenMP's default wait policy (see bench/__init__.py)",
+    )
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.names if n not in BENCHES]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHES)}")
+    records, failed = [], []
+    start = time.perf_counter()
+    for name in args.names or BENCHES:
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        try:
+            recs = importlib.import_module(f"bench.{name}").run(args.quick)
+        except Exception:
+            traceback.print_exc()
+            failed.append(name)
+            continue
+        save(name, recs)
+        records.extend(asdict(r) for r in recs)
+    if records:
+        print(table(records))
+        print()
+        print(targets(records, args.quick))
+        print(
+            f"\n{len(records)} records in {RESULTS}, {time.perf_counter() - start:.1f} s, "
+            f"threads={records[0]['threads']} ({records[0]['threading']})"
+        )
+        if args.plot:
+            plot(records)
+    if failed:
+        print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
