@@ -15,15 +15,15 @@ class SpecialisationCache:
     """Thread-safe map from specialisation key to a compiled program."""
 
     def __init__(self) -> None:
-        self._programs: dict[tuple, object] = {}
+        self.programs: dict[tuple, object] = {}
         self._lock = threading.Lock()
 
     def get(self, key: tuple) -> object | None:
-        return self._programs.get(key)
+        return self.programs.get(key)
 
     def put(self, key: tuple, program: object) -> None:
         with self._lock:
-            self._programs.setdefault(key, program)
+            self.programs.setdefault(key, program)
 
     def __len__(self) -> int:
-        return len(self._programs)
+        return len(self.programs)

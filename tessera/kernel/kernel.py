@@ -61,6 +61,7 @@ class Kernel:
         self.grouped = tile is not None
         self.lanes = math.prod(tile) if tile else 1
         self._cache = SpecialisationCache()
+        self._programs = self._cache.programs  # read directly on the launch path
         self._binder = launch.Binder(self.name, self.params, self.ir.symbols, self.grouped)
 
     def __repr__(self) -> str:
@@ -77,38 +78,40 @@ class Kernel:
         )
 
     def launch(self, grid: tuple[int, ...], *args: object) -> None:
-        """Run the kernel over ``grid`` (what ``k[grid](*args)`` calls)."""
+        """Run the kernel over ``grid`` (what ``k[grid](*args)`` calls).
+
+        This is the hot path of every launch, so it is written for speed: one lean pass
+        over the arguments, one dictionary lookup for the compiled code, one call.
+        """
         target = self.target or setting("target")
         if target not in TARGETS:
             raise LaunchError(self.name, f"unknown target {target!r} (TESSERA_TARGET)")
-        bound = self._binder.bind(args, grid)
-        program = self._cache.get(bound.key)
+        key, call_args, constexprs = self._binder.bind(args, grid)
+        program = self._programs.get(key)
         if program is None:
-            program = self._compile(bound)
+            program = self._compile(key, len(grid), constexprs)
         _counters["launches"] += 1
-        lanes = math.prod(grid) * self.lanes
+        lanes = self.lanes
+        for extent in grid:
+            lanes *= extent
         if lanes:
-            program.run(bound.call_args, grid, lanes >= int_setting("parallel_threshold"))
+            program.run(call_args, grid, lanes >= int_setting("parallel_threshold"))
 
-    def _compile(self, bound: launch.Bound) -> CpuProgram:
-        spec = specialise(self.ir, bound.constexprs)
-        program = CpuProgram(spec, len(bound.grid))
-        self._cache.put(bound.key, program)
+    def _compile(self, key: tuple, grid_ndim: int, constexprs: dict) -> CpuProgram:
+        spec = specialise(self.ir, constexprs)
+        program = CpuProgram(spec, grid_ndim)
+        self._cache.put(key, program)
         return program
 
     def inspect(self, stage: str, *args: object, grid: object = 1) -> str:
         """The text of a compiler stage for the given arguments: "ir", "regions" or "cpu"."""
         from .ir_print import format_kernel, format_schedule
 
-        bound = launch.bind(
-            self.name,
-            self.params,
-            self.ir.symbols,
-            args,
-            launch.normalise_grid(self.name, grid),
-            self.grouped,
+        grid_t = launch.normalise_grid(self.name, grid)
+        bound = self._binder.bind(args, grid_t)
+        program = self._cache.get(bound.key) or self._compile(
+            bound.key, len(grid_t), bound.constexprs
         )
-        program = self._cache.get(bound.key) or self._compile(bound)
         if stage == "ir":
             return format_kernel(program.spec.kir)
         if stage == "regions":

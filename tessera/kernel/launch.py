@@ -18,12 +18,15 @@ from ..errors import LaunchError
 from .signature import GRID_GROUPS, ParamSpec
 
 HALF_NAMES = ("f16", "bf16")
+_NO_CONSTEXPRS: dict[str, object] = {}
+# NumPy's flag bits that Numba specialises on: contiguity (C, F), alignment, writability
+_C, _F, _ALIGNED, _WRITEABLE = 0x1, 0x2, 0x100, 0x400
+_KEY_FLAGS = _C | _F | _ALIGNED | _WRITEABLE
 
 
 class Bound(NamedTuple):
     key: tuple
     call_args: tuple  # arrays, then scalars, then symbol values, in the codegen's order
-    grid: tuple[int, ...]
     constexprs: dict[str, object]
 
 
@@ -39,11 +42,6 @@ def normalise_grid(kernel: str, grid: object) -> tuple[int, ...]:
             raise LaunchError(kernel, f"grid {grid!r} must hold non-negative ints")
         out.append(int(d))
     return tuple(out)
-
-
-def _layout(a: np.ndarray) -> str:
-    flags = a.flags
-    return "C" if flags.c_contiguous else ("F" if flags.f_contiguous else "A")
 
 
 class Binder:
@@ -84,7 +82,9 @@ class Binder:
         return bound
 
     def _fast(self, args: tuple, grid: tuple[int, ...]) -> Bound | None:
-        if len(args) != len(self.plan):
+        """The launch-path check: None as soon as anything is unusual."""
+        plan = self.plan
+        if len(args) != len(plan):
             return None
         syms: dict[str, int] = {}
         if self.grouped:
@@ -94,12 +94,14 @@ class Binder:
             syms[GRID_GROUPS] = groups
         key = [len(grid)]
         arrays, scalars = [], []
-        for (kind, dtype, ndim, mutable, dims, half), a in zip(self.plan, args):
+        for (kind, dtype, ndim, mutable, dims, half), a in zip(plan, args):
             if kind == "array":
-                if type(a) is not np.ndarray or a.dtype != dtype or a.ndim != ndim:
+                if type(a) is not np.ndarray or a.ndim != ndim:
                     return None
-                flags = a.flags
-                if mutable and not flags.writeable:
+                if a.dtype is not dtype and a.dtype != dtype:
+                    return None
+                flags = a.flags.num
+                if mutable and not flags & _WRITEABLE:
                     return None
                 shape = a.shape
                 for axis, literal, sym in dims:
@@ -109,18 +111,18 @@ class Binder:
                             return None
                     elif syms.setdefault(sym, extent) != extent:
                         return None
-                layout = "C" if flags.c_contiguous else ("F" if flags.f_contiguous else "A")
-                key.append((layout, flags.writeable, flags.aligned))
+                key.append(flags & _KEY_FLAGS)
                 arrays.append(a.view(np.uint16) if half else a)
             else:
                 if type(a) is not float and type(a) is not int:
                     return None
                 scalars.append(dtype(a))
-        try:
-            values = tuple(syms[s] for s in self.symbols)
-        except KeyError:
-            return None
-        return Bound(tuple(key), tuple(arrays) + tuple(scalars) + values, grid, {})
+        for s in self.symbols:
+            value = syms.get(s)
+            if value is None:
+                return None
+            scalars.append(value)
+        return tuple(key), tuple(arrays + scalars), _NO_CONSTEXPRS
 
 
 def bind(
@@ -149,7 +151,7 @@ def bind(
     for p, a in zip(params, args):
         if p.kind == "array":
             arrays.append(_check_array(kernel, p, a, bound, bound_by, axis_size))
-            key.append((_layout(a), a.flags.writeable, a.flags.aligned))
+            key.append(a.flags.num & _KEY_FLAGS)
         elif p.kind == "scalar":
             scalars.append(_convert_scalar(kernel, p, a))
         else:
@@ -164,7 +166,7 @@ def bind(
             constexprs[p.name] = a
             key.append((p.name, type(a).__name__, a))
     sym_values = tuple(bound[s] for s in symbols)
-    return Bound(tuple(key), tuple(arrays) + tuple(scalars) + sym_values, grid, constexprs)
+    return Bound(tuple(key), tuple(arrays) + tuple(scalars) + sym_values, constexprs)
 
 
 def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size) -> np.ndarray:

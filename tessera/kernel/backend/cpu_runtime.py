@@ -198,7 +198,7 @@ def tree_reduce(s, m, combine):
     return s[0]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def stack_array(shape: tuple[int, ...], dtype_name: str):
     """An intrinsic returning a C-contiguous array of constant ``shape`` in the calling
     function's stack frame (allocated once, at function entry; contents undefined)."""
