@@ -108,10 +108,8 @@ class Kernel:
         from .ir_print import format_kernel, format_schedule
 
         grid_t = launch.normalise_grid(self.name, grid)
-        bound = self._binder.bind(args, grid_t)
-        program = self._cache.get(bound.key) or self._compile(
-            bound.key, len(grid_t), bound.constexprs
-        )
+        key, _, constexprs = self._binder.bind(args, grid_t)
+        program = self._cache.get(key) or self._compile(key, len(grid_t), constexprs)
         if stage == "ir":
             return format_kernel(program.spec.kir)
         if stage == "regions":

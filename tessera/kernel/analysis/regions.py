@@ -11,6 +11,8 @@ interleaving is a valid execution: uniform loops can stay *outside* the lane loo
 (the lane loop becomes innermost and vectorisable), and a lane's values only need
 memory of their own when they live from one region into another. Those variables are
 listed in :attr:`Schedule.lane_arrays`; all others stay scalars inside one lane loop.
+A variable reused in several regions but always assigned before it is read in each
+(a loop counter, say) is just a scalar in each of them.
 """
 
 from __future__ import annotations
@@ -72,15 +74,13 @@ def form_regions(kir: ir.KernelIR, u: Uniformity) -> Schedule:
     builder = _Builder(u)
     items = builder.block(kir.body)
     remat = _rematerialisable(kir, u)
-    counts: dict[str, int] = {}
     lane_arrays: set[str] = set()
     for r in builder.regions:
         r.reads, r.writes = _names(r.stmts)
         r.exposed = _exposed(r.stmts, set())
-        for name in (r.reads | r.writes) & u.varying:
-            counts[name] = counts.get(name, 0) + 1
+        # a value a region reads before assigning comes from an earlier region (or an
+        # earlier trip of an enclosing group loop): only those need a slot per lane
         lane_arrays |= r.exposed & u.varying
-    lane_arrays |= {n for n, c in counts.items() if c > 1}
     lane_arrays -= set(remat)
     lane_arrays |= builder.reduce_sources
     return Schedule(items, builder.regions, lane_arrays, builder.reduce_sources, remat)

@@ -1,0 +1,46 @@
+"""``k.inspect(stage, *args, grid=...)`` shows the IR, the region schedule and the
+generated CPU code, which maps back to the kernel's source lines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tessera as ts
+from classic_kernels import block_reduce_tree, scale
+
+
+def _args():
+    x = np.zeros(1000, np.float32)
+    return x, np.zeros(4, np.float32)
+
+
+def test_inspect_ir_shows_the_typed_kernel():
+    text = block_reduce_tree.inspect("ir", *_args(), grid=4)
+    assert text.startswith("kernel block_reduce_tree(")
+    assert "tbarrier()" in text
+    assert "stride = 128" in text
+
+
+def test_inspect_regions_cuts_the_body_at_barriers():
+    text = block_reduce_tree.inspect("regions", *_args(), grid=4)
+    assert text.count("region ") == 3
+    assert "group: tbarrier()" in text
+
+
+def test_inspect_cpu_code_maps_back_to_kernel_lines():
+    text = block_reduce_tree.inspect("cpu", *_args(), grid=4)
+    assert "_prange(_nchunks)" in text
+    lines = [int(part.split()[0]) for part in text.split("# line ")[1:]]
+    first = block_reduce_tree.fn.__code__.co_firstlineno
+    assert lines and all(first < n < first + 20 for n in lines)
+
+
+def test_inspect_of_a_flat_kernel_has_one_region():
+    x = np.zeros(8, np.float32)
+    assert "flat kernel" in scale.inspect("regions", x, x, 1.0, grid=8)
+
+
+def test_inspect_rejects_an_unknown_stage():
+    with pytest.raises(ts.TesseraError, match="unknown stage"):
+        scale.inspect("sass", np.zeros(8, np.float32), np.zeros(8, np.float32), 1.0)
