@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from classic_kernels import block_reduce_tree, scale
 
 import tessera as ts
-from classic_kernels import block_reduce_tree, scale
 
 
 def _args():

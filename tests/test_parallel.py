@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from classic_kernels import block_reduce_tree, histogram, matmul, prefix_scan, transpose
 
 import tessera as ts
-from classic_kernels import block_reduce_tree, histogram, matmul, prefix_scan, transpose
 from tessera import f32, kernel, mut, tile
 
 
