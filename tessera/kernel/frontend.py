@@ -90,6 +90,7 @@ class Frontend:
         self.allocs: list[ir.SharedAlloc] = []
         self._counter = itertools.count()
         self._inlining: list[object] = []
+        self.helpers_used: list[object] = []  # every @tessera.func inlined, for cache keys
 
     # ------------------------------------------------------------------ helpers
     def error(self, scope: Scope, node: ast.AST, message: str) -> KernelError:
@@ -625,6 +626,8 @@ class Frontend:
             inner.rename[name] = f"{prefix}_{name}"
         inner.result = f"_ret{prefix}"
         self._inlining.append(fn)
+        if fn not in self.helpers_used:
+            self.helpers_used.append(fn)
         try:
             body = self.block(inner, _strip_docstring(info.fn_node.body))
         finally:

@@ -386,6 +386,9 @@ class KernelIR:
     var_types: dict[str, Type] = field(default_factory=dict)
     allocs: list[SharedAlloc] = field(default_factory=list)
     symbols: list[str] = field(default_factory=list)
+    # hash of everything the kernel's code depends on that is not in a specialisation
+    # key: the kernel's source, its helpers' sources and the decorator's options
+    source_hash: str = ""
 
 
 def walk_stmts(body: list[Stmt]) -> Iterator[Stmt]:

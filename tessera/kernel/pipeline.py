@@ -7,8 +7,10 @@ needs it. Each stage has a name (``STAGES``) so later tools can dump or inspect 
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
+import hashlib
 
 from ..errors import SourceLoc
 from . import ir
@@ -49,6 +51,7 @@ def front(
         allocs=fe.allocs,
         symbols=symbols,
     )
+    kir.source_hash = _source_hash(info, fe.helpers_used, options)
     checks.check_mut_writes(kir)
     if grouped:
         u = uniformity.analyse(kir)
@@ -85,6 +88,15 @@ def specialise(kir: ir.KernelIR, constexprs: dict[str, object]) -> Specialised:
         uniformity.check_collectives(kir, u)
         schedule = form_regions(kir, u)
     return Specialised(kir, schedule, shared_bytes)
+
+
+def _source_hash(info: SourceInfo, helpers: list, options: KernelOptions) -> str:
+    digest = hashlib.sha256()
+    digest.update(ast.unparse(info.fn_node).encode())
+    for helper in helpers:
+        digest.update(ast.unparse(helper.source_info().fn_node).encode())
+    digest.update(repr((options.tile, options.shared)).encode())
+    return digest.hexdigest()
 
 
 def _substitute(kir: ir.KernelIR, values: dict[str, object]) -> None:
