@@ -91,6 +91,7 @@ class Frontend:
         self._counter = itertools.count()
         self._inlining: list[object] = []
         self.helpers_used: list[object] = []  # every @tessera.func inlined, for cache keys
+        self.global_constants: dict[str, object] = {}  # module constants baked into the IR
 
     # ------------------------------------------------------------------ helpers
     def error(self, scope: Scope, node: ast.AST, message: str) -> KernelError:
@@ -442,6 +443,7 @@ class Frontend:
         if isinstance(node, ast.Attribute):
             value = self.resolve_global(scope, node)
             if isinstance(value, (bool, int, float)):
+                self.global_constants[ast.unparse(node)] = value
                 return [], ir.Const(loc, value)
             raise self.error(scope, node, f"'{ast.unparse(node)}' cannot be used as a value")
         if isinstance(node, ast.Call):
@@ -646,6 +648,7 @@ class Frontend:
             return ir.Name(loc, name)
         value = self.resolve_global(scope, node)
         if isinstance(value, (bool, int, float)):
+            self.global_constants[name] = value
             return ir.Const(loc, value)
         raise self.error(scope, node, f"'{name}' cannot be used as a value in a kernel")
 

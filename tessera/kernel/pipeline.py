@@ -51,7 +51,7 @@ def front(
         allocs=fe.allocs,
         symbols=symbols,
     )
-    kir.source_hash = _source_hash(info, fe.helpers_used, options)
+    kir.source_hash = _source_hash(info, fe.helpers_used, fe.global_constants, options)
     checks.check_mut_writes(kir)
     if grouped:
         u = uniformity.analyse(kir)
@@ -90,8 +90,9 @@ def specialise(kir: ir.KernelIR, constexprs: dict[str, object]) -> Specialised:
     return Specialised(kir, schedule, shared_bytes)
 
 
-def _source_hash(info: SourceInfo, helpers: list, options: KernelOptions) -> str:
+def _source_hash(info: SourceInfo, helpers: list, constants: dict, options: KernelOptions) -> str:
     digest = hashlib.sha256()
+    digest.update(repr(sorted(constants.items())).encode())
     digest.update(ast.unparse(info.fn_node).encode())
     for helper in helpers:
         digest.update(ast.unparse(helper.source_info().fn_node).encode())
