@@ -32,8 +32,24 @@ SETTINGS: dict[str, Setting] = {
             "target",
             "TESSERA_TARGET",
             "auto",
-            ("auto", "cpu"),
+            ("auto", "cpu", "debug"),
             "Target for launches: 'auto' picks from the arrays, or force one target.",
+        ),
+        Setting(
+            "boundscheck",
+            "TESSERA_BOUNDSCHECK",
+            "0",
+            ("0", "1"),
+            "1: the CPU target checks every index and raises an error naming the kernel, "
+            "the array and the line (slower).",
+        ),
+        Setting(
+            "debug_nan",
+            "TESSERA_DEBUG_NAN",
+            "0",
+            ("0", "1"),
+            "1: the debug target reports the first operation that makes a NaN from "
+            "non-NaN operands.",
         ),
         Setting(
             "parallel_threshold",
