@@ -16,7 +16,17 @@ from dataclasses import asdict
 
 from .common import RESULTS, fmt_time, save, table
 
-BENCHES = ("axpy", "reduction", "matmul", "softmax", "stencil", "axpy_tiled", "launch", "bandwidth")
+BENCHES = (
+    "axpy",
+    "reduction",
+    "matmul",
+    "softmax",
+    "stencil",
+    "axpy_tiled",
+    "launch",
+    "bandwidth",
+    "warm_start",
+)
 
 # (bench, what is compared, limit): a ratio of Tessera's median to Numba's, or seconds.
 TARGETS = (
@@ -44,6 +54,12 @@ def targets(records: list[dict], quick: bool) -> str:
             shown, wanted = fmt_time(value), f"≤ {fmt_time(limit)}"
         verdict = "ok" if value <= limit else "MISSED"
         lines.append(f"  {bench:<10} {t['size']:<10} {shown:>14}  target {wanted:<8} {verdict}")
+    from .warm_start import targets as warm_start_targets
+
+    for what, value, limit, met in warm_start_targets(records):
+        wanted = f"≥ {limit}×" if what.startswith("cold") else f"≤ {limit}×"
+        verdict = "ok" if met else "MISSED"
+        lines.append(f"  warm_start {what:<18} {value:>5.2f}×  target {wanted:<8} {verdict}")
     return "\n".join(lines)
 
 

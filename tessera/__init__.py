@@ -29,7 +29,21 @@ from .dtypes import (
     u32,
     u64,
 )
-from .errors import KernelError, KernelRuntimeError, LaunchError, TesseraError
+from .errors import (
+    AsyncCopyError,
+    CacheWarning,
+    DivergenceError,
+    KernelArithmeticError,
+    KernelError,
+    KernelRuntimeError,
+    LaunchError,
+    OutOfBoundsError,
+    RaceError,
+    SanitizerError,
+    TesseraError,
+    TesseraWarning,
+    UninitializedReadError,
+)
 from .kernel.helpers import func
 from .kernel.kernel import Kernel, kernel
 from .stats import stats
@@ -48,6 +62,14 @@ from .tile import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncCopyError",
+    "CacheWarning",
+    "DivergenceError",
+    "KernelArithmeticError",
+    "OutOfBoundsError",
+    "RaceError",
+    "SanitizerError",
+    "UninitializedReadError",
     "Kernel",
     "KernelError",
     "KernelRuntimeError",
@@ -55,6 +77,7 @@ __all__ = [
     "LaunchError",
     "MiB",
     "TesseraError",
+    "TesseraWarning",
     "bf16",
     "bool_",
     "config",

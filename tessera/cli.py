@@ -1,4 +1,4 @@
-"""The ``tessera`` command: ``tessera info`` and ``tessera demo``."""
+"""The ``tessera`` command: ``tessera info``, ``tessera demo`` and ``tessera cache list|clear``."""
 
 from __future__ import annotations
 
@@ -52,15 +52,57 @@ def info(out=print) -> None:
     )
 
 
+def cache(action: str, out=print) -> int:
+    """``tessera cache list``: the disk cache's entries; ``tessera cache clear``: empty it."""
+    from .kernel import disk_cache
+
+    root = disk_cache.directory()
+    state = "" if disk_cache.enabled() else " (TESSERA_CACHE=off: launches do not use it)"
+    if action == "clear":
+        files, nbytes = disk_cache.clear(root)
+        out(f"removed {_count(files, 'file')} ({_size(nbytes)}) from {root}{state}")
+        return 0
+    found = disk_cache.entries(root)
+    out(f"{root}: {_count(len(found), 'entry')}, {_size(sum(e.size for e in found))}{state}")
+    if found:
+        rows = [("kernel", "target", "variant", "size", "created", "defined at")]
+        for e in sorted(found, key=lambda e: (e.kernel, e.created)):
+            defined = e.defined if e.ok else f"unreadable: {e.path.name}"
+            rows.append((e.kernel, e.backend, e.variant, _size(e.size), e.created, defined))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+        for r in rows:
+            out("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+    return 0
+
+
+def _count(n: int, noun: str) -> str:
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{n} {noun if n == 1 else plural}"
+
+
+def _size(nbytes: int) -> str:
+    if nbytes < 1024:
+        return f"{nbytes} B"
+    if nbytes < 1024**2:
+        return f"{nbytes / 1024:.1f} KiB"
+    return f"{nbytes / 1024**2:.1f} MiB"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tessera", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="versions, threads and usable targets")
     sub.add_parser("demo", help="run the demo kernels, check them against NumPy, time them")
+    cache_parser = sub.add_parser("cache", help="the disk cache of compiled kernels")
+    cache_parser.add_argument(
+        "action", choices=("list", "clear"), help="list the entries, or delete them all"
+    )
     args = parser.parse_args(argv)
     if args.command == "info":
         info()
         return 0
+    if args.command == "cache":
+        return cache(args.action)
     from .demo import run
 
     return 0 if run() else 1

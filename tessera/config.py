@@ -59,6 +59,31 @@ SETTINGS: dict[str, Setting] = {
             "Launches with fewer lanes than this run on one core: starting the thread "
             "pool costs more than such a launch.",
         ),
+        Setting(
+            "cache",
+            "TESSERA_CACHE",
+            "on",
+            ("on", "off"),
+            "off: compiled kernels are kept in memory only, nothing is read from or "
+            "written to the disk cache.",
+        ),
+        Setting(
+            "cache_dir",
+            "TESSERA_CACHE_DIR",
+            "",
+            None,
+            "Directory of the disk cache; empty: the user's cache directory "
+            "($XDG_CACHE_HOME/tessera, ~/.cache/tessera, ~/Library/Caches/tessera, "
+            "%LOCALAPPDATA%\\tessera\\Cache).",
+        ),
+        Setting(
+            "explain_recompile",
+            "TESSERA_EXPLAIN_RECOMPILE",
+            "0",
+            ("0", "1"),
+            "1: each new specialisation of a kernel after its first logs (logger "
+            "'tessera', WARNING) which part of the key changed.",
+        ),
     )
 }
 

@@ -80,3 +80,55 @@ class LaunchError(TesseraError):
 
 class KernelRuntimeError(TesseraError):
     """A kernel failed while running (for instance a bounds check on a fast target)."""
+
+
+class SanitizerError(KernelRuntimeError):
+    """A bug the debug target (or a bounds-checked launch) found while a kernel ran.
+
+    The message names the kernel, the group and lane(s), and ``file:line`` of each
+    statement involved. ``kind`` says which check fired.
+    """
+
+    kind = "sanitizer"
+
+    def __init__(self, kernel: str, message: str, where: tuple[tuple[str, SourceLoc], ...] = ()):
+        self.kernel = kernel
+        self.message = message
+        self.where = where
+        parts = [f"in kernel '{kernel}': {message}"]
+        for text, loc in where:
+            parts.append(f"{text}: {loc.render()}" if text else loc.render())
+        super().__init__("\n".join(parts))
+
+
+class OutOfBoundsError(SanitizerError):
+    kind = "bounds"
+
+
+class UninitializedReadError(SanitizerError):
+    kind = "initcheck"
+
+
+class RaceError(SanitizerError):
+    kind = "race"
+
+
+class AsyncCopyError(SanitizerError):
+    kind = "cp_async"
+
+
+class DivergenceError(SanitizerError):
+    kind = "divergence"
+
+
+class KernelArithmeticError(SanitizerError):
+    kind = "arithmetic"
+
+
+class TesseraWarning(UserWarning):
+    """Base class of the warnings Tessera issues (filter them with this class)."""
+
+
+class CacheWarning(TesseraWarning):
+    """The disk cache could not be used for one entry (corrupt, unreadable or unwritable);
+    the kernel is compiled instead, so the warning costs time, never correctness."""

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 import numpy as np
 import pytest
 
 import tessera
+from tessera.config import refresh as refresh_settings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # so every test module can ``import classic_kernels``
     sys.path.insert(0, HERE)
 
 # Targets every semantic test runs on. Add "cuda" and "debug" here when they exist.
-TARGETS = ["cpu"]
+TARGETS = ["cpu", "debug"]
 
 
 @pytest.fixture(params=TARGETS)
@@ -28,3 +32,11 @@ def target(request):
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+# The disk cache: the suite, and every subprocess it starts (they inherit the environment),
+# uses a fresh directory of its own, never the user's cache; it is removed at the end.
+_CACHE_DIR = tempfile.mkdtemp(prefix="tessera-test-cache-")
+os.environ["TESSERA_CACHE_DIR"] = _CACHE_DIR
+refresh_settings()  # settings are read once; this one may have been read already
+atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)

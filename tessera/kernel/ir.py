@@ -389,6 +389,7 @@ class KernelIR:
     # hash of everything the kernel's code depends on that is not in a specialisation
     # key: the kernel's source, its helpers' sources and the decorator's options
     source_hash: str = ""
+    boundscheck: bool = False  # the CPU target checks every index (TESSERA_BOUNDSCHECK)
 
 
 def walk_stmts(body: list[Stmt]) -> Iterator[Stmt]:

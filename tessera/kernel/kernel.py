@@ -14,16 +14,17 @@ from collections.abc import Callable
 
 from ..config import get as setting
 from ..config import get_int as int_setting
-from ..errors import KernelError, LaunchError, TesseraError
+from ..errors import KernelError, LaunchError, OutOfBoundsError, TesseraError
 from ..stats import _counters
 from . import launch
 from .backend.cpu import CpuProgram
-from .cache import SpecialisationCache
+from .backend.cpu_codegen import CpuCodegen
+from .cache import SpecialisationCache, explain_recompile
 from .pipeline import KernelOptions, front, specialise
 from .signature import parse_params
 from .source import source_info_of
 
-TARGETS = ("auto", "cpu")
+TARGETS = ("auto", "cpu", "debug")
 
 
 class Kernel:
@@ -35,8 +36,10 @@ class Kernel:
         tile: tuple[int, ...] | int | None = None,
         shared: int | None = None,
         target: str | None = None,
+        boundscheck: bool | None = None,
     ):
         self.fn = fn
+        self.boundscheck = boundscheck
         self.name = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
@@ -62,6 +65,8 @@ class Kernel:
         self.lanes = math.prod(tile) if tile else 1
         self._cache = SpecialisationCache()
         self._programs = self._cache.programs  # read directly on the launch path
+        self._debug_programs: dict[tuple, object] = {}
+        self._checked_programs: dict[tuple, CpuProgram] = {}
         self._binder = launch.Binder(self.name, self.params, self.ir.symbols, self.grouped)
 
     def __repr__(self) -> str:
@@ -87,9 +92,15 @@ class Kernel:
         if target not in TARGETS:
             raise LaunchError(self.name, f"unknown target {target!r} (TESSERA_TARGET)")
         key, call_args, constexprs = self._binder.bind(args, grid)
-        program = self._programs.get(key)
-        if program is None:
-            program = self._compile(key, len(grid), constexprs)
+        if target == "debug":
+            program = self._debug_program(key, len(grid), constexprs)
+        elif self.boundscheck or (self.boundscheck is None and setting("boundscheck") == "1"):
+            self._checked_launch(key, grid, constexprs, call_args)
+            return
+        else:
+            program = self._programs.get(key)
+            if program is None:
+                program = self._compile(key, len(grid), constexprs)
         _counters["launches"] += 1
         lanes = self.lanes
         for extent in grid:
@@ -98,10 +109,56 @@ class Kernel:
             program.run(call_args, grid, lanes >= int_setting("parallel_threshold"))
 
     def _compile(self, key: tuple, grid_ndim: int, constexprs: dict) -> CpuProgram:
+        if self._programs and setting("explain_recompile") == "1":
+            explain_recompile(self.name, self.params, key, list(self._programs))
         spec = specialise(self.ir, constexprs)
-        program = CpuProgram(spec, grid_ndim)
+        program = CpuProgram(spec, grid_ndim, key)  # with its key: it can use the disk cache
         self._cache.put(key, program)
         return program
+
+    def _debug_program(self, key: tuple, grid_ndim: int, constexprs: dict):
+        """The debug target's program for ``key`` (interpreted: built, never compiled)."""
+        program = self._debug_programs.get(key)
+        if program is None:
+            from .backend.debug import DebugProgram  # the debug target loads on demand
+
+            program = DebugProgram(specialise(self.ir, constexprs), grid_ndim)
+            self._debug_programs[key] = program
+            _counters["compiles"] += 1
+        return program
+
+    def _checked_launch(self, key: tuple, grid: tuple, constexprs: dict, args: tuple) -> None:
+        """A bounds-checked CPU launch (one core): an index out of range raises an error
+        naming the kernel, the array, the index and the line."""
+        program = self._checked_programs.get(key)
+        if program is None:
+            program = CpuProgram(specialise(self.ir, constexprs, boundscheck=True), len(grid))
+            self._checked_programs[key] = program
+        _counters["launches"] += 1
+        if not math.prod(grid) * self.lanes:
+            return
+        # run on copies of the mut arrays, so a launch that fails a check changes nothing
+        arrays = [p for p in self.params if p.kind == "array"]
+        work = [a.copy() if p.mutable else a for p, a in zip(arrays, args)]
+        try:
+            program.run(tuple(work) + args[len(arrays) :], grid, False)
+            for p, original, copy in zip(arrays, args, work):
+                if p.mutable:
+                    original[...] = copy
+        except IndexError as exc:
+            if len(exc.args) != 3:
+                raise
+            site, index, extent = exc.args
+            codegen = CpuCodegen(program.spec.kir, program.spec.schedule, len(grid))
+            codegen.generate()
+            array, axis, rank, loc = codegen.check_sites[site]
+            where = f" along axis {axis}" if rank > 1 else ""
+            raise OutOfBoundsError(
+                self.name,
+                f"index {index} is out of bounds for array '{array}'{where} of extent "
+                f"{extent} (TESSERA_BOUNDSCHECK)",
+                (("", loc),),
+            ) from None
 
     def inspect(self, stage: str, *args: object, grid: object = 1) -> str:
         """The text of a compiler stage for the given arguments: "ir", "regions" or "cpu"."""
@@ -127,11 +184,14 @@ def kernel(
     tile: tuple[int, ...] | int | None = None,
     shared: int | None = None,
     target: str | None = None,
+    boundscheck: bool | None = None,
 ):
     """Declare a kernel: ``@kernel`` (flat) or ``@kernel(tile=(128,), shared=8 * KiB)``.
 
-    See docs/language.md for the language. ``target`` forces a target ("cpu", "auto").
+    See docs/language.md for the language. ``target`` forces a target ("cpu", "debug",
+    "auto"); ``boundscheck=True`` checks every index on the CPU target (default: the
+    TESSERA_BOUNDSCHECK setting).
     """
     if fn is not None:
         return Kernel(fn)
-    return lambda f: Kernel(f, tile=tile, shared=shared, target=target)
+    return lambda f: Kernel(f, tile=tile, shared=shared, target=target, boundscheck=boundscheck)

@@ -242,3 +242,32 @@ def _convert_scalar(kernel, p: ParamSpec, value) -> np.generic:
     if dtype.name in HALF_NAMES:
         return np.float32(dtype.np_dtype.type(value))  # rounded to 16 bits, computed in f32
     return dtype.np_dtype.type(value)
+
+
+def key_parts(key: tuple, params: list[ParamSpec]) -> dict[str, tuple]:
+    """A specialisation key (built by :meth:`Binder._fast` and :func:`bind`) by name.
+
+    ``{"grid": ("grid", rank)}``, then per array parameter ``("array", flag bits)`` and per
+    constexpr ``("constexpr", type name, value)``, in parameter order; scalars are not in
+    the key (their dtype is fixed by the signature).
+    """
+    parts: dict[str, tuple] = {"grid": ("grid", key[0])}
+    rest = iter(key[1:])
+    for p in params:
+        if p.kind == "array":
+            parts[p.name] = ("array", next(rest))
+        elif p.kind == "constexpr":
+            _, type_name, value = next(rest)
+            parts[p.name] = ("constexpr", type_name, value)
+    return parts
+
+
+def describe_flags(flags: int) -> dict[str, str]:
+    """An array's key bits in words: its layout, alignment and writability."""
+    # a 1-D contiguous array is both C and F contiguous to NumPy
+    layout = {_C | _F: "contiguous", _C: "C", _F: "F", 0: "strided"}[flags & (_C | _F)]
+    return {
+        "layout": layout,
+        "aligned": "aligned" if flags & _ALIGNED else "unaligned",
+        "writable": "writable" if flags & _WRITEABLE else "read-only",
+    }

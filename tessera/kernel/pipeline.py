@@ -16,6 +16,7 @@ from ..errors import SourceLoc
 from . import ir
 from .analysis import checks, uniformity
 from .analysis.regions import Schedule, form_regions
+from .analysis.strip_mine import strip_mine
 from .frontend import Frontend, SourceInfo
 from .returns import eliminate_returns
 from .signature import ParamSpec, symbols_of
@@ -69,9 +70,12 @@ class Specialised:
     shared_bytes: int
 
 
-def specialise(kir: ir.KernelIR, constexprs: dict[str, object]) -> Specialised:
+def specialise(
+    kir: ir.KernelIR, constexprs: dict[str, object], boundscheck: bool = False
+) -> Specialised:
     """Bind constexpr values, type, check the shared budget and form regions."""
     kir = copy.deepcopy(kir)
+    kir.boundscheck = boundscheck
     if constexprs:
         _substitute(kir, constexprs)
     # the deep copy duplicated the allocations; the body's copies are the ones to keep
@@ -82,6 +86,7 @@ def specialise(kir: ir.KernelIR, constexprs: dict[str, object]) -> Specialised:
     schedule = None
     if kir.grouped:
         shared_bytes = checks.check_shared_budget(kir, require_constant=True)
+        strip_mine(kir, uniformity.analyse(kir))
     Typer(kir).run()
     if kir.grouped:
         u = uniformity.analyse(kir)

@@ -51,6 +51,8 @@ class CpuCodegen:
         self.scratch: list[tuple[str, str, int]] = []  # (name, dtype ctor, size)
         self.stack_arrays: dict[str, tuple[tuple[int, ...], str]] = {}  # name → shape, dtype
         self.stack_bytes = 0
+        # with bounds checks on: (array, axis, rank, loc) of each checked index, by site
+        self.check_sites: list[tuple[str, int, int, object]] = []
         self.tile = kir.tile_shape
         self.lanes = math.prod(self.tile) if kir.grouped else 1
 
@@ -327,7 +329,7 @@ class CpuCodegen:
                 self.emit(f"{self.name(s.target)} = {value}", s.loc)
         elif isinstance(s, ir.Store):
             at = self.types[s.array.name]
-            target = f"{self.name(s.array.name)}[{self.index(s.indices)}]"
+            target = f"{self.name(s.array.name)}[{self.index(s.indices, s.array, s.loc)}]"
             value = self.store_value(s.value, at.dtype)
             if s.mask is not None:
                 self.emit(f"if {self.truth(s.mask)}:", s.loc)
@@ -374,11 +376,19 @@ class CpuCodegen:
         code = self.expr(e)
         return code if concrete(e.type).dtype == D.bool_ else f"({code} != 0)"
 
-    def index(self, indices: list[ir.Expr]) -> str:
+    def index(self, indices: list[ir.Expr], array: ir.Name, loc) -> str:
         # Unsigned indices: Tessera has no negative-index wraparound (a negative index is
         # out of bounds, as on a GPU), and without Numba's wraparound select LLVM
         # vectorises guarded loads and stores.
-        return ", ".join(f"np.uint64({self.expr(i)})" for i in indices)
+        if not self.kir.boundscheck:
+            return ", ".join(f"np.uint64({self.expr(i)})" for i in indices)
+        out = []
+        for axis, i in enumerate(indices):
+            site = len(self.check_sites)
+            self.check_sites.append((array.name, axis, len(indices), loc))
+            extent = f"{self.name(array.name)}.shape[{axis}]"
+            out.append(f"np.uint64(_check_index({self.expr(i)}, {extent}, {site}))")
+        return ", ".join(out)
 
     def load_storage(self, code: str, dtype: D.DType) -> str:
         if dtype == D.f16:
@@ -461,7 +471,7 @@ class CpuCodegen:
             at = self.types[e.array.name]
             target_t = ScalarType(D.f32 if at.dtype in HALF else at.dtype)
             value = self.conv(self.expr(e.value), e.value.type, target_t)
-            idx = self.index(e.indices)
+            idx = self.index(e.indices, e.array, e.loc)
             idx = idx if len(e.indices) == 1 else f"({idx})"
             args = f"{self.name(e.array.name)}, {idx}, {value}"
             if at.dtype == D.f16:
@@ -531,7 +541,8 @@ class CpuCodegen:
 
     def load(self, e: ir.Load) -> str:
         at = self.types[e.array.name]
-        code = self.load_storage(f"{self.name(e.array.name)}[{self.index(e.indices)}]", at.dtype)
+        array = self.name(e.array.name)
+        code = self.load_storage(f"{array}[{self.index(e.indices, e.array, e.loc)}]", at.dtype)
         if e.mask is None:
             return code
         other = self.conv(self.expr(e.other), e.other.type, ScalarType(at.dtype))

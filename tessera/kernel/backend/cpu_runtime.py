@@ -20,6 +20,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
 
+from .semantics import add, bf16_bits, fmax, fmin, tree_reduce
+
 _JIT = dict(nogil=True, cache=False, error_model="numpy", inline="always")
 
 
@@ -74,17 +76,17 @@ def b2f(bits):
 
 @numba.njit(**_JIT)
 def f2b(value):
-    """float32 → uint16 bits of a bfloat16, round to nearest even; NaN stays NaN."""
-    bits = f32_bits(np.float32(value))
-    if (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
-        # NaN: keep the payload's top bits (a bf16 NaN round-trips exactly); only a
-        # payload that truncation would turn into infinity gets the quiet bit
-        high = bits >> np.uint32(16)
-        if (high & np.uint32(0x7F)) == np.uint32(0):
-            high |= np.uint32(0x0040)
-        return np.uint16(high)
-    rounding = np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
-    return np.uint16((bits + rounding) >> np.uint32(16))
+    """float32 → uint16 bits of a bfloat16 (the rounding rule is in semantics.py)."""
+    return bf16_bits(f32_bits(np.float32(value)))
+
+
+@numba.njit(**_JIT)
+def check_index(index, extent, site):
+    """Bounds-checked launches: ``index`` if it is in ``[0, extent)``, else IndexError
+    with the check site, which the launch turns into an error naming array and line."""
+    if index < 0 or index >= extent:
+        raise IndexError(site, index, extent)
+    return index
 
 
 @numba.njit(**_JIT)
@@ -160,44 +162,6 @@ def atomic_add_16(ary, idx, value, to_f32, from_f32):
         old = prev
 
 
-@numba.njit(**_JIT)
-def fmax(a, b):
-    """NaN-propagating maximum (like numpy.maximum), the language's max()."""
-    return a if (a > b or a != a) else b
-
-
-@numba.njit(**_JIT)
-def fmin(a, b):
-    """NaN-propagating minimum (like numpy.minimum), the language's min()."""
-    return a if (a < b or a != a) else b
-
-
-# The reduction tree (docs/language.md, "Determinism"): with p the largest power of two
-# not above m, first s[i] op= s[i + p] for i < m - p, then halve: s[i] op= s[i + h] for
-# i < h, h = p/2, p/4, ..., 1. The order depends only on m, never on threads or timing.
-
-
-@numba.njit(**_JIT)
-def add(a, b):
-    return a + b
-
-
-@numba.njit(**_JIT)
-def tree_reduce(s, m, combine):
-    """Reduce ``s[:m]`` in place with the fixed tree; ``combine`` is add, fmax or fmin."""
-    p = 1
-    while p * 2 <= m:
-        p *= 2
-    for i in range(m - p):
-        s[i] = combine(s[i], s[i + p])
-    h = p // 2
-    while h >= 1:
-        for i in range(h):
-            s[i] = combine(s[i], s[i + h])
-        h //= 2
-    return s[0]
-
-
 @functools.cache
 def stack_array(shape: tuple[int, ...], dtype_name: str):
     """An intrinsic returning a C-contiguous array of constant ``shape`` in the calling
@@ -252,5 +216,6 @@ def namespace() -> dict:
         "_fmax": fmax,
         "_fmin": fmin,
         "_add": add,
+        "_check_index": check_index,
         "_tree_reduce": tree_reduce,
     }

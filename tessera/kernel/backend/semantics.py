@@ -1,0 +1,65 @@
+"""Language semantics every backend reproduces exactly, written once.
+
+The fixed reduction tree and NaN-propagating ``min``/``max`` are Numba functions: the
+CPU target inlines them into its kernels and the debug target runs the very same code
+through ``.py_func``, so the two agree bit for bit by construction.
+
+The tree (docs/language.md, "Determinism"): with ``p`` the largest power of two not
+above ``m``, first ``s[i] op= s[i + p]`` for ``i < m - p``, then halve:
+``s[i] op= s[i + h]`` for ``i < h``, ``h = p/2, p/4, ..., 1``. The order depends only
+on ``m``, never on threads or timing.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_JIT = dict(nogil=True, cache=False, error_model="numpy", inline="always")
+
+
+@numba.njit(**_JIT)
+def fmax(a, b):
+    """NaN-propagating maximum (like numpy.maximum), the language's max()."""
+    return a if (a > b or a != a) else b
+
+
+@numba.njit(**_JIT)
+def fmin(a, b):
+    """NaN-propagating minimum (like numpy.minimum), the language's min()."""
+    return a if (a < b or a != a) else b
+
+
+@numba.njit(**_JIT)
+def add(a, b):
+    return a + b
+
+
+@numba.njit(**_JIT)
+def tree_reduce(s, m, combine):
+    """Reduce ``s[:m]`` in place with the fixed tree; ``combine`` is add, fmax or fmin."""
+    p = 1
+    while p * 2 <= m:
+        p *= 2
+    for i in range(m - p):
+        s[i] = combine(s[i], s[i + p])
+    h = p // 2
+    while h >= 1:
+        for i in range(h):
+            s[i] = combine(s[i], s[i + h])
+        h //= 2
+    return s[0]
+
+
+@numba.njit(**_JIT)
+def bf16_bits(bits):
+    """The bits of a float32 (as uint32) rounded to a bfloat16 (uint16): round to nearest
+    even; a NaN keeps its payload's top bits, and gets the quiet bit only where
+    truncation would turn it into infinity."""
+    if (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
+        high = bits >> np.uint32(16)
+        if (high & np.uint32(0x7F)) == np.uint32(0):
+            high |= np.uint32(0x0040)
+        return np.uint16(high)
+    rounding = np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    return np.uint16((bits + rounding) >> np.uint32(16))

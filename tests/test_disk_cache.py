@@ -1,0 +1,426 @@
+"""The disk cache of compiled kernels (LANGUAGE.md §4): a second process compiles nothing,
+processes can fill one cache at once, a corrupt entry is rebuilt with a warning, and every
+change that alters the code is a miss.
+
+The subprocess tests count compiles with ``tessera.stats()`` and Numba's own compile events,
+never time. Every test uses a cache directory of its own (``tmp_path``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import tessera as ts
+from tessera import cli
+from tessera.errors import CacheWarning
+from tessera.kernel import disk_cache
+
+# Kernels with every kind of runtime support the generated code uses: shared arrays and
+# barriers (stack-array intrinsics), a helper, group reductions (the reduction tree), math
+# functions, atomics, f16 conversions, a constexpr, and one parallel launch (the parfor
+# runtime); ``check()`` runs them all and compares with NumPy.
+KERNELS = """
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import tessera as ts
+from tessera import KiB, constexpr, f16, f32, i32, group_linear_id, kernel, mut, tbarrier
+from tessera import tile, tshared
+
+
+@ts.func
+def scaled(v):
+    return v * 2.0
+
+
+@kernel(tile=(64,), shared=1 * KiB)
+def block_sum(x: f32[n], out: mut[f32[grid_groups]]):
+    s = tshared.alloc[f32](64)
+    lane = tile.linear_id()
+    k = group_linear_id() * 64 + lane
+    s[lane] = scaled(x[k]) if k < n else 0.0
+    tbarrier()
+    stride = 32
+    while stride > 0:
+        if lane < stride:
+            s[lane] += s[lane + stride]
+        tbarrier()
+        stride //= 2
+    if lane == 0:
+        out[group_linear_id()] = s[0]
+
+
+@kernel(tile=(32,), shared=1 * KiB)
+def softmax_rows(x: f32[rows, cols], y: mut[f32[rows, cols]]):
+    row = group_linear_id()
+    lane = tile.linear_id()
+    m = -math.inf
+    for j in range(lane, cols, 32):
+        m = max(m, x[row, j])
+    row_max = tile.max(m)
+    s = 0.0
+    for j in range(lane, cols, 32):
+        s += math.exp(x[row, j] - row_max)
+    total = tile.sum(s)
+    for j in range(lane, cols, 32):
+        y[row, j] = math.exp(x[row, j] - row_max) / total
+
+
+@kernel
+def histogram(x: i32[n], hist: mut[i32[bins]]):
+    i = tile.linear_id()
+    if i < n:
+        tile.atomic_add(hist, x[i], 1)
+
+
+@kernel
+def power16(x: f16[n], y: mut[f16[n]], P: constexpr):
+    i = tile.linear_id()
+    if i < n:
+        acc = x[i]
+        for _ in range(P - 1):
+            acc = acc * x[i]
+        y[i] = acc
+
+
+def check():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 4, 64 * 300).astype(np.float32)
+    out = np.zeros(300, np.float32)
+    with ts.config(parallel_threshold=0):
+        block_sum[300](x, out)
+    assert np.array_equal(out, 2 * x.reshape(300, 64).sum(1))
+    a = rng.standard_normal((5, 70)).astype(np.float32)
+    y = np.zeros_like(a)
+    softmax_rows[5](a, y)
+    e = np.exp(a - a.max(1, keepdims=True))
+    assert np.allclose(y, e / e.sum(1, keepdims=True), rtol=1e-5)
+    v = rng.integers(0, 8, 1000).astype(np.int32)
+    hist = np.zeros(8, np.int32)
+    histogram[v.size](v, hist)
+    assert np.array_equal(hist, np.bincount(v, minlength=8))
+    h = np.array([0.5, 1.5, 2.0, -1.0], np.float16)
+    hy = np.zeros_like(h)
+    power16[4](h, hy, 3)
+    assert np.array_equal(hy, h * h * h)
+"""
+
+# One small flat kernel and its helper: the module the in-process tests edit.
+SMALL = """
+from __future__ import annotations
+
+import tessera as ts
+from tessera import f32, kernel, mut, tile
+
+
+@ts.func
+def shift(v):
+    return v + 1.0
+
+
+@kernel
+def small(x: f32[n], y: mut[f32[n]]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = shift(x[i]) * 2.0
+"""
+
+DRIVER = """
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+from numba.core import event
+compiles = event.RecordingListener()
+event.register("numba:compile", compiles)  # every Numba compilation, helpers included
+import tessera, {module}
+if len(sys.argv) > 2:  # wait for the others: the processes compile and write at once
+    open(os.path.join(sys.argv[2], f"ready.{{os.getpid()}}"), "w").close()
+    while not os.path.exists(os.path.join(sys.argv[2], "go")):
+        time.sleep(0.01)
+{module}.check()
+print(json.dumps({{**tessera.stats(), "numba_compiles": len(compiles.buffer)}}))
+"""
+
+
+def _write(path, text):
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def _start(tmp_path, module, *extra):
+    env = {**os.environ, "TESSERA_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TESSERA_CACHE", None)
+    code = DRIVER.format(module=module)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path), *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(proc) -> dict:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _run(tmp_path, module) -> dict:
+    return _finish(_start(tmp_path, module))
+
+
+def _cached_files(tmp_path):
+    return sorted((tmp_path / "cache").glob("*/*"))
+
+
+def test_a_second_process_compiles_nothing(tmp_path):
+    _write(tmp_path / "kern.py", KERNELS)
+    first = _run(tmp_path, "kern")
+    assert first["compiles"] == 4 and first["disk_cache_hits"] == 0
+    assert len(_cached_files(tmp_path)) == 4  # the parallel block_sum, three serial kernels
+    second = _run(tmp_path, "kern")
+    assert second["compiles"] == 0
+    assert second["numba_compiles"] == 0
+    assert second["disk_cache_hits"] == 4
+
+
+def test_processes_fill_one_cache_at_once(tmp_path):
+    _write(tmp_path / "small_mod.py", SMALL + "\n\n" + _SMALL_CHECK)
+    procs = [_start(tmp_path, "small_mod", str(tmp_path)) for _ in range(4)]
+    deadline = time.time() + 120
+    while len(list(tmp_path.glob("ready.*"))) < 4 and time.time() < deadline:
+        time.sleep(0.02)
+    (tmp_path / "go").touch()
+    results = [_finish(p) for p in procs]
+    assert all(r["compiles"] + r["disk_cache_hits"] == 1 for r in results)
+    files = _cached_files(tmp_path)
+    assert len(files) == 1 and files[0].suffix == ".nbk"  # one entry, no temporary files left
+    disk_cache.parse(files[0].read_bytes())  # complete: header, length and checksum agree
+    after = _run(tmp_path, "small_mod")
+    assert after["compiles"] == 0 and after["numba_compiles"] == 0
+    assert after["disk_cache_hits"] == 1
+
+
+_SMALL_CHECK = """
+def check():
+    import numpy as np
+
+    x = np.arange(100, dtype=np.float32)
+    y = np.zeros_like(x)
+    small[100](x, y)
+    assert np.array_equal(y, (x + 1) * 2)
+"""
+
+
+# --- in this process: a fresh Kernel object has an empty memory cache, so it reads the disk
+
+
+def _load(path):
+    """The kernels of the module file ``path``, read afresh (as a new process would)."""
+    return runpy.run_path(str(path))
+
+
+def _launch_small(namespace, expected_shift=1.0, scale=2.0):
+    x = np.arange(50, dtype=np.float32)
+    y = np.zeros_like(x)
+    namespace["small"][50](x, y)
+    np.testing.assert_array_equal(y, (x + expected_shift) * scale)
+
+
+def _counts(before):
+    now = ts.stats()
+    return now["compiles"] - before["compiles"], now["disk_cache_hits"] - before["disk_cache_hits"]
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    with ts.config(cache_dir=str(tmp_path / "cache"), cache="on"):
+        yield tmp_path / "cache"
+
+
+def test_a_fresh_kernel_object_loads_from_disk(cache_dir, tmp_path):
+    path = _write(tmp_path / "small_mod.py", SMALL)
+    before = ts.stats()
+    _launch_small(_load(path))
+    assert _counts(before) == (1, 0)
+    _launch_small(_load(path))
+    assert _counts(before) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda text: text.replace("* 2.0", "* 3.0  # an edit"),  # the kernel's body
+        lambda text: text.replace("v + 1.0", "v + 1.0 + 0.0"),  # only the helper
+    ],
+    ids=["kernel source", "helper source"],
+)
+def test_editing_the_source_is_a_miss(cache_dir, tmp_path, edit):
+    path = _write(tmp_path / "small_mod.py", SMALL)
+    _launch_small(_load(path))
+    _write(path, edit(SMALL))
+    before = ts.stats()
+    _launch_small(_load(path), scale=3.0 if "an edit" in path.read_text() else 2.0)
+    assert _counts(before) == (1, 0)
+    _write(path, SMALL)  # back to the first text: its entry is still there
+    before = ts.stats()
+    _launch_small(_load(path))
+    assert _counts(before) == (0, 1)
+
+
+def power(x: ts.f32[n], y: ts.mut[ts.f32[n]], P: ts.constexpr):
+    i = ts.tile.linear_id()
+    if i < n:
+        acc = 1.0
+        for _ in range(P):
+            acc *= x[i]
+        y[i] = acc
+
+
+def test_a_new_constexpr_value_is_a_miss_and_an_old_one_a_hit(cache_dir):
+    x = np.full(8, 2.0, np.float32)
+    y = np.zeros_like(x)
+    ts.kernel(power)[8](x, y, 3)
+    before = ts.stats()
+    k = ts.kernel(power)
+    k[8](x, y, 4)
+    assert y[0] == 16.0 and _counts(before) == (1, 0)
+    k2 = ts.kernel(power)
+    k2[8](x, y, 3)
+    assert y[0] == 8.0 and _counts(before) == (1, 1)
+
+
+def test_other_versions_or_cpu_are_a_miss(cache_dir, monkeypatch):
+    x = np.full(8, 2.0, np.float32)
+    y = np.zeros_like(x)
+    ts.kernel(power)[8](x, y, 2)
+    real = disk_cache.environment()
+    monkeypatch.setattr(disk_cache, "environment", lambda: (*real[:-1], ("target", "other cpu")))
+    before = ts.stats()
+    ts.kernel(power)[8](x, y, 2)
+    assert _counts(before) == (1, 0) and y[0] == 4.0
+
+
+CORRUPTIONS = {
+    "truncated": lambda data: data[: len(data) // 2],
+    "empty": lambda data: b"",
+    "garbled payload": lambda data: data[:-200] + bytes(b ^ 0x5A for b in data[-200:]),
+    "garbled header": lambda data: data[:30] + b"{not json" + data[40:],
+    "other format": lambda data: b"something else entirely\n" + data,
+    "valid checksum, broken pickle": lambda data: _with_payload(data, b"\x80\x04garbage"),
+}
+
+
+def _with_payload(data, payload):
+    header, _ = disk_cache.parse(data)
+    header.update(
+        payload_bytes=len(payload), payload_sha256=__import__("hashlib").sha256(payload).hexdigest()
+    )
+    return disk_cache.MAGIC + json.dumps(header).encode() + b"\n" + payload
+
+
+@pytest.mark.parametrize("corrupt", CORRUPTIONS.values(), ids=CORRUPTIONS.keys())
+def test_a_corrupt_entry_warns_and_is_rebuilt(cache_dir, tmp_path, corrupt):
+    path = _write(tmp_path / "small_mod.py", SMALL)
+    _launch_small(_load(path))
+    (entry,) = cache_dir.glob("cpu/*.nbk")
+    entry.write_bytes(corrupt(entry.read_bytes()))
+    before = ts.stats()
+    with pytest.warns(CacheWarning, match="ignoring the entry"):
+        _launch_small(_load(path))
+    assert _counts(before) == (1, 0)
+    disk_cache.parse(entry.read_bytes())  # rewritten whole
+    _launch_small(_load(path))
+    assert _counts(before) == (1, 1)
+
+
+def test_cache_off_reads_and_writes_nothing(tmp_path):
+    path = _write(tmp_path / "small_mod.py", SMALL)
+    with ts.config(cache_dir=str(tmp_path / "cache"), cache="off"):
+        before = ts.stats()
+        _launch_small(_load(path))
+        _launch_small(_load(path))
+        assert _counts(before) == (2, 0)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_an_unwritable_cache_warns_once_and_still_runs(tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    path = _write(tmp_path / "small_mod.py", SMALL)
+    with ts.config(cache_dir=str(blocker / "cache")):
+        with pytest.warns(CacheWarning, match="cannot write") as record:
+            _launch_small(_load(path))
+            ts.kernel(power)[4](np.ones(4, np.float32), np.zeros(4, np.float32), 2)
+    assert len([w for w in record if w.category is CacheWarning]) == 1
+
+
+def test_linking_falls_back_to_a_full_refresh_for_an_unknown_symbol():
+    import llvmlite.binding as ll
+    import llvmlite.ir as lir
+    from numba.core.registry import cpu_target
+    from numba.core.runtime import rtsys
+
+    real = cpu_target.target_context
+    rtsys.initialize(real)
+
+    class Context:
+        refreshes = 0
+
+        def refresh(self):
+            self.refreshes += 1
+
+        def codegen(self):
+            return real.codegen()
+
+    def payload(symbol):
+        module = lir.Module()
+        lir.Function(module, lir.FunctionType(lir.VoidType(), []), symbol)
+        bitcode = ll.parse_assembly(str(module)).as_bitcode()
+        return (("lib", "object", (b"", bitcode)), None, None, None, None, None, None, [])
+
+    known, unknown = Context(), Context()
+    disk_cache.prepare_to_link(known, payload("NRT_MemInfo_call_dtor"))
+    disk_cache.prepare_to_link(unknown, payload("tessera_test_no_such_symbol"))
+    assert known.refreshes == 0 and unknown.refreshes == 1
+
+
+def test_cache_list_and_clear(cache_dir, tmp_path, capsys):
+    cli.main(["cache", "list"])
+    assert "0 entries" in capsys.readouterr().out
+    _launch_small(_load(_write(tmp_path / "small_mod.py", SMALL)))
+    cli.main(["cache", "list"])
+    out = capsys.readouterr().out
+    assert str(cache_dir) in out and "1 entry," in out
+    (line,) = [t for t in out.splitlines() if t.startswith("small ")]
+    assert "serial" in line and "KiB" in line and "small_mod.py" in line
+    assert time.strftime("%Y-%m-%d") in line
+    cli.main(["cache", "clear"])
+    assert "removed 1 file " in capsys.readouterr().out
+    assert not list(cache_dir.glob("*/*"))
+
+
+def test_the_default_directory_follows_the_platform(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert disk_cache.default_directory() == tmp_path / "tessera"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
+    assert disk_cache.default_directory() == disk_cache.Path.home() / ".cache" / "tessera"
+    with ts.config(cache_dir=""):
+        assert disk_cache.directory() == disk_cache.default_directory()
+
+
+def test_the_suite_never_uses_the_users_cache():
+    assert disk_cache.directory() != disk_cache.default_directory()
