@@ -84,6 +84,21 @@ SETTINGS: dict[str, Setting] = {
             "1: each new specialisation of a kernel after its first logs (logger "
             "'tessera', WARNING) which part of the key changed.",
         ),
+        Setting(
+            "dump",
+            "TESSERA_DUMP",
+            "",
+            None,
+            "Comma-separated compiler stages (ir, regions, cpu) to write to files when a "
+            "specialisation is built.",
+        ),
+        Setting(
+            "dump_dir",
+            "TESSERA_DUMP_DIR",
+            "",
+            None,
+            "Where TESSERA_DUMP writes its files (default: the current directory).",
+        ),
     )
 }
 

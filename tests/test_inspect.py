@@ -44,3 +44,32 @@ def test_inspect_of_a_flat_kernel_has_one_region():
 def test_inspect_rejects_an_unknown_stage():
     with pytest.raises(ts.TesseraError, match="unknown stage"):
         scale.inspect("sass", np.zeros(8, np.float32), np.zeros(8, np.float32), 1.0)
+
+
+def test_inspect_llvm_and_asm_compile_the_kernel():
+    x = np.zeros(64, np.float32)
+    llvm = scale.inspect("llvm", x, x, 2.0, grid=64)
+    asm = scale.inspect("asm", x, x, 2.0, grid=64)
+    assert "define" in llvm and "fmul" in llvm
+    assert "mul" in asm.lower()
+
+
+def test_dump_writes_one_file_per_stage(tmp_path):
+    from tessera import kernel
+
+    k = kernel(scale.fn)  # a fresh kernel: its first specialisation is built below
+    x = np.zeros(8, np.float32)
+    with ts.config(dump="ir,regions,cpu", dump_dir=str(tmp_path)):
+        k[8](x, x, 1.0)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["scale.1.cpu.txt", "scale.1.ir.txt", "scale.1.regions.txt"]
+    assert "def _kernel(" in (tmp_path / "scale.1.cpu.txt").read_text()
+
+
+def test_dump_of_an_unknown_stage_is_an_error(tmp_path):
+    from tessera import kernel
+
+    k = kernel(scale.fn)
+    x = np.zeros(8, np.float32)
+    with ts.config(dump="ptx", dump_dir=str(tmp_path)), pytest.raises(ts.TesseraError):
+        k[8](x, x, 1.0)

@@ -23,6 +23,7 @@ from .cache import SpecialisationCache, explain_recompile
 from .pipeline import KernelOptions, front, specialise
 from .signature import parse_params
 from .source import source_info_of
+from .stages import STAGES, dump, stage_text
 
 TARGETS = ("auto", "cpu", "debug")
 
@@ -114,6 +115,7 @@ class Kernel:
         spec = specialise(self.ir, constexprs)
         program = CpuProgram(spec, grid_ndim, key)  # with its key: it can use the disk cache
         self._cache.put(key, program)
+        dump(self.name, len(self._cache), program)
         return program
 
     def _debug_program(self, key: tuple, grid_ndim: int, constexprs: dict):
@@ -161,21 +163,17 @@ class Kernel:
             ) from None
 
     def inspect(self, stage: str, *args: object, grid: object = 1) -> str:
-        """The text of a compiler stage for the given arguments: "ir", "regions" or "cpu"."""
-        from .ir_print import format_kernel, format_schedule
-
+        """The text of a compiler stage for these arguments and grid: "ir", "regions",
+        "cpu" (the generated Python), "llvm" or "asm" (docs/debugging.md)."""
+        if stage not in STAGES:
+            raise TesseraError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
         grid_t = launch.normalise_grid(self.name, grid)
-        key, _, constexprs = self._binder.bind(args, grid_t)
+        key, call_args, constexprs = self._binder.bind(args, grid_t)
+        if stage in ("llvm", "asm"):  # compiled afresh: code loaded from disk has no IR
+            program = CpuProgram(specialise(self.ir, constexprs), len(grid_t))
+            return program.inspect(stage, call_args, grid_t)
         program = self._cache.get(key) or self._compile(key, len(grid_t), constexprs)
-        if stage == "ir":
-            return format_kernel(program.spec.kir)
-        if stage == "regions":
-            if program.spec.schedule is None:
-                return "flat kernel: one region, run once per tile\n"
-            return format_schedule(program.spec.schedule)
-        if stage == "cpu":
-            return program.source
-        raise TesseraError(f"unknown stage {stage!r}; choose ir, regions or cpu")
+        return stage_text(program, stage)
 
 
 def kernel(

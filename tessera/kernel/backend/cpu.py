@@ -55,6 +55,7 @@ class CpuProgram:
         self.grouped = spec.kir.grouped
         self.lanes = math.prod(spec.kir.tile_shape) if self.grouped else 1
         self._entries: dict[bool, object] = {}
+        self._dispatchers: dict[bool, tuple] = {}  # variant → (dispatcher, signature)
 
     def _build(self, parallel: bool, args: tuple) -> object:
         signature = tuple(numba.typeof(a) for a in args)
@@ -79,7 +80,20 @@ class CpuProgram:
             numba_config.SLP_VECTORIZE = saved
         stats.bump("disk_cache_hits" if cached is not None and cached.loaded else "compiles")
         self._entries[parallel] = entry
+        self._dispatchers[parallel] = (dispatcher, signature)
         return entry
+
+    def inspect(self, stage: str, args: tuple, grid: tuple[int, ...]) -> str:
+        """LLVM IR ("llvm") or assembly ("asm") of the parallel variant, compiled for
+        these arguments (a program built without a key: code loaded from the disk cache
+        cannot be inspected)."""
+        full = self._call_args(args, grid, True)
+        if True not in self._dispatchers:
+            self._build(True, full)
+        dispatcher, signature = self._dispatchers[True]
+        if stage == "llvm":
+            return dispatcher.inspect_llvm(signature)
+        return dispatcher.inspect_asm(signature)
 
     def _disk_entry(self, parallel: bool, signature: tuple) -> disk_cache.Entry | None:
         """The disk-cache file of one variant, keyed on all that shapes its machine code."""
@@ -100,13 +114,15 @@ class CpuProgram:
         meta = {"variant": "parallel" if parallel else "serial", "defined": str(kir.loc)}
         return disk_cache.Entry("cpu", kir.name, disk_cache.entry_key(parts), meta)
 
+    def _call_args(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> tuple:
+        if not self.grouped:
+            return args + grid
+        groups = math.prod(grid)
+        chunks = min(groups, numba.get_num_threads() * 4) if parallel else 1
+        return args + grid + (max(chunks, 1),)
+
     def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
-        if self.grouped:
-            groups = math.prod(grid)
-            chunks = min(groups, numba.get_num_threads() * 4) if parallel else 1
-            args = args + grid + (max(chunks, 1),)
-        else:
-            args = args + grid
+        args = self._call_args(args, grid, parallel)
         entry = self._entries.get(parallel)
         if entry is None:
             entry = self._build(parallel, args)
