@@ -32,7 +32,7 @@ SETTINGS: dict[str, Setting] = {
             "target",
             "TESSERA_TARGET",
             "auto",
-            ("auto", "cpu", "debug"),
+            ("auto", "cpu", "debug", "cuda"),
             "Target for launches: 'auto' picks from the arrays, or force one target.",
         ),
         Setting(
@@ -132,6 +132,21 @@ _from_env: dict[str, str] = {}  # environment values, read once: os.environ is s
 def refresh() -> None:
     """Re-read the ``TESSERA_*`` environment variables (they are read once, at first use)."""
     _from_env.clear()
+    _launch_cache.clear()
+
+
+_launch_cache: list[tuple[str, bool, int]] = []
+
+
+def launch_settings() -> tuple[str, bool, int]:
+    """(target, boundscheck, parallel_threshold) for a launch, in one call: launches are
+    the hot path, and outside ``config()`` blocks the answer only changes on refresh()."""
+    if not _active[0] and _launch_cache:
+        return _launch_cache[0]
+    values = (get("target"), get("boundscheck") == "1", get_int("parallel_threshold"))
+    if not _active[0]:
+        _launch_cache[:] = [values]
+    return values
 
 
 def get_int(name: str) -> int:

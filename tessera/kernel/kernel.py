@@ -13,19 +13,20 @@ import math
 from collections.abc import Callable
 
 from ..config import get as setting
-from ..config import get_int as int_setting
+from ..config import launch_settings
 from ..errors import KernelError, LaunchError, OutOfBoundsError, TesseraError
 from ..stats import _counters
 from . import launch
 from .backend.cpu import CpuProgram
 from .backend.cpu_codegen import CpuCodegen
+from .backend.cuda import CUDA_STAGES, CudaProgram, cuda_signature
 from .cache import SpecialisationCache, explain_recompile
 from .pipeline import KernelOptions, front, specialise
 from .signature import parse_params
 from .source import source_info_of
 from .stages import STAGES, dump, stage_text
 
-TARGETS = ("auto", "cpu", "debug")
+TARGETS = ("auto", "cpu", "debug", "cuda")
 
 
 class Kernel:
@@ -68,6 +69,7 @@ class Kernel:
         self._programs = self._cache.programs  # read directly on the launch path
         self._debug_programs: dict[tuple, object] = {}
         self._checked_programs: dict[tuple, CpuProgram] = {}
+        self._cuda_programs: dict[tuple, CudaProgram] = {}
         self._binder = launch.Binder(self.name, self.params, self.ir.symbols, self.grouped)
 
     def __repr__(self) -> str:
@@ -89,13 +91,21 @@ class Kernel:
         This is the hot path of every launch, so it is written for speed: one lean pass
         over the arguments, one dictionary lookup for the compiled code, one call.
         """
-        target = self.target or setting("target")
-        if target not in TARGETS:
-            raise LaunchError(self.name, f"unknown target {target!r} (TESSERA_TARGET)")
-        key, call_args, constexprs = self._binder.bind(args, grid)
+        target, boundscheck, threshold = launch_settings()
+        target = self.target or target
+        if target == "cuda":
+            return self._cuda_launch(grid, args)
+        bound = self._binder.fast(args, grid)
+        if bound is None:  # something unusual: the full checks find it, or a GPU array
+            if target == "auto" and any(launch.is_device_array(a) for a in args):
+                return self._cuda_launch(grid, args)
+            if target not in TARGETS:
+                raise LaunchError(self.name, f"unknown target {target!r} (TESSERA_TARGET)")
+            bound = self._binder.bind(args, grid)
+        key, call_args, constexprs = bound
         if target == "debug":
             program = self._debug_program(key, len(grid), constexprs)
-        elif self.boundscheck or (self.boundscheck is None and setting("boundscheck") == "1"):
+        elif self.boundscheck or (self.boundscheck is None and boundscheck):
             self._checked_launch(key, grid, constexprs, call_args)
             return
         else:
@@ -107,7 +117,39 @@ class Kernel:
         for extent in grid:
             lanes *= extent
         if lanes:
-            program.run(call_args, grid, lanes >= int_setting("parallel_threshold"))
+            program.run(call_args, grid, lanes >= threshold)
+
+    def _cuda_launch(self, grid: tuple[int, ...], args: tuple) -> None:
+        """A launch on the CUDA target: device arrays (or NumPy arrays, copied over)."""
+        _, call_args, constexprs = self._bind_cuda(grid, args)
+        program = self._cuda_program(grid, constexprs)
+        _counters["launches"] += 1
+        if math.prod(grid):
+            program.run(call_args, grid, True)
+
+    def _bind_cuda(self, grid: tuple[int, ...], args: tuple) -> launch.Bound:
+        bound = launch.bind(
+            self.name, self.params, self.ir.symbols, args, grid, self.grouped, target="cuda"
+        )
+        arrays = [(p.name, launch.is_device_array(a)) for p, a in zip(self.params, args)
+                  if p.kind == "array"]
+        on_device = {name for name, device in arrays if device}
+        if on_device and len(on_device) != len(arrays):
+            on_host = [name for name, device in arrays if not device]
+            raise LaunchError(
+                self.name,
+                f"mixes GPU arrays ({', '.join(sorted(on_device))}) with host arrays "
+                f"({', '.join(on_host)}); move them all to the GPU or all to the host",
+            )
+        return bound
+
+    def _cuda_program(self, grid: tuple[int, ...], constexprs: dict) -> CudaProgram:
+        key = (len(grid), tuple(sorted(constexprs.items())))
+        program = self._cuda_programs.get(key)
+        if program is None:
+            program = CudaProgram(specialise(self.ir, constexprs), len(grid))
+            self._cuda_programs[key] = program
+        return program
 
     def _compile(self, key: tuple, grid_ndim: int, constexprs: dict) -> CpuProgram:
         if self._programs and setting("explain_recompile") == "1":
@@ -162,18 +204,38 @@ class Kernel:
                 (("", loc),),
             ) from None
 
-    def inspect(self, stage: str, *args: object, grid: object = 1) -> str:
+    def inspect(self, stage: str, *args: object, grid: object = 1, arch: str = "sm_90"):
         """The text of a compiler stage for these arguments and grid: "ir", "regions",
-        "cpu" (the generated Python), "llvm" or "asm" (docs/debugging.md)."""
-        if stage not in STAGES:
-            raise TesseraError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
+        "cpu" (the generated Python), "llvm", "asm", "cuda" (the generated numba-cuda
+        source), "ptx" or "cubin" (bytes) for CUDA architecture ``arch`` — the CUDA
+        stages need no GPU (docs/debugging.md)."""
+        if stage not in STAGES + CUDA_STAGES:
+            choices = ", ".join(STAGES + CUDA_STAGES)
+            raise TesseraError(f"unknown stage {stage!r}; choose one of {choices}")
         grid_t = launch.normalise_grid(self.name, grid)
+        if stage in CUDA_STAGES:
+            _, call_args, constexprs = self._bind_cuda(grid_t, args)
+            program = self._cuda_program(grid_t, constexprs)
+            if stage == "cuda":
+                return program.source
+            signature = cuda_signature(call_args, len(grid_t))
+            if stage == "ptx":
+                return program.ptx(signature, arch)
+            return program.cubin(signature, arch)[0]
         key, call_args, constexprs = self._binder.bind(args, grid_t)
         if stage in ("llvm", "asm"):  # compiled afresh: code loaded from disk has no IR
             program = CpuProgram(specialise(self.ir, constexprs), len(grid_t))
             return program.inspect(stage, call_args, grid_t)
         program = self._cache.get(key) or self._compile(key, len(grid_t), constexprs)
         return stage_text(program, stage)
+
+    def metadata(self, *args: object, grid: object = 1, arch: str = "sm_90") -> dict:
+        """Kernel metadata for CUDA architecture ``arch`` (no GPU needed): name, tile,
+        grid, shared_bytes, registers_per_thread, spill_bytes and the launch spec."""
+        grid_t = launch.normalise_grid(self.name, grid)
+        _, call_args, constexprs = self._bind_cuda(grid_t, args)
+        program = self._cuda_program(grid_t, constexprs)
+        return program.metadata(cuda_signature(call_args, len(grid_t)), arch, grid_t)
 
 
 def kernel(

@@ -76,10 +76,14 @@ class Binder:
                 break
 
     def bind(self, args: tuple, grid: tuple[int, ...]) -> Bound:
-        bound = self._fast(args, grid) if self.plan is not None else None
+        bound = self.fast(args, grid)
         if bound is None:
             return bind(self.kernel, self.params, self.symbols, args, grid, self.grouped)
         return bound
+
+    def fast(self, args: tuple, grid: tuple[int, ...]) -> Bound | None:
+        """The lean check of a well-formed CPU launch, or None (then call ``bind``)."""
+        return self._fast(args, grid) if self.plan is not None else None
 
     def _fast(self, args: tuple, grid: tuple[int, ...]) -> Bound | None:
         """The launch-path check: None as soon as anything is unusual."""
@@ -133,7 +137,10 @@ def bind(
     grid: tuple[int, ...],
     grouped: bool,
     axis_size=lambda axis: 1,
+    target: str = "cpu",
 ) -> Bound:
+    """Check every argument; raise a LaunchError naming the first problem. ``target``
+    "cuda" accepts device arrays (and NumPy arrays, which numba-cuda copies over)."""
     if len(args) != len(params):
         names = ", ".join(p.name for p in params)
         raise LaunchError(
@@ -150,8 +157,8 @@ def bind(
     constexprs: dict[str, object] = {}
     for p, a in zip(params, args):
         if p.kind == "array":
-            arrays.append(_check_array(kernel, p, a, bound, bound_by, axis_size))
-            key.append(a.flags.num & _KEY_FLAGS)
+            arrays.append(_check_array(kernel, p, a, bound, bound_by, axis_size, target))
+            key.append(a.flags.num & _KEY_FLAGS if isinstance(a, np.ndarray) else "device")
         elif p.kind == "scalar":
             scalars.append(_convert_scalar(kernel, p, a))
         else:
@@ -169,40 +176,53 @@ def bind(
     return Bound(tuple(key), tuple(arrays) + tuple(scalars) + sym_values, constexprs)
 
 
-def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size) -> np.ndarray:
-    if not isinstance(a, np.ndarray):
-        if hasattr(a, "__cuda_array_interface__") or type(a).__name__ == "DeviceNDArray":
+def is_device_array(a: object) -> bool:
+    """A GPU array: ``__cuda_array_interface__`` (CuPy, PyTorch, numba) or a numba-cuda
+    device array (the simulator's carry no interface)."""
+    return hasattr(a, "__cuda_array_interface__") or type(a).__name__ in DEVICE_ARRAY_TYPES
+
+
+DEVICE_ARRAY_TYPES = ("DeviceNDArray", "FakeCUDAArray", "MappedNDArray", "ManagedNDArray")
+
+
+def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size, target="cpu"):
+    if target == "cuda" and is_device_array(a):
+        pass
+    elif not isinstance(a, np.ndarray):
+        if is_device_array(a):
             raise LaunchError(
                 kernel,
-                f"parameter '{p.name}' is a GPU array but this launch runs on the CPU "
-                "target; pass NumPy arrays (the CUDA target is not available in this build)",
+                f"parameter '{p.name}' is a GPU array but this launch runs on the {target} "
+                "target; pass NumPy arrays, or launch on the cuda target",
             )
         raise LaunchError(
             kernel,
             f"parameter '{p.name}' expects a NumPy array {p.describe()}, got {type(a).__name__}",
         )
-    if a.dtype != p.dtype.np_dtype:
+    dtype = _dtype_of(a)
+    if dtype != p.dtype.np_dtype:
         raise LaunchError(
             kernel,
             f"parameter '{p.name}' expects dtype {p.dtype.name} "
-            f"({p.dtype.np_dtype}), got {a.dtype}; Tessera never converts "
+            f"({p.dtype.np_dtype}), got {dtype}; Tessera never converts "
             "arrays silently",
         )
-    if a.ndim != p.ndim:
+    shape = tuple(a.shape)
+    if len(shape) != p.ndim:
         raise LaunchError(
             kernel,
             f"parameter '{p.name}' expects {p.ndim} dims "
-            f"({p.describe()}), got an array of shape {a.shape}",
+            f"({p.describe()}), got an array of shape {shape}",
         )
-    if p.mutable and not a.flags.writeable:
+    if p.mutable and isinstance(a, np.ndarray) and not a.flags.writeable:
         raise LaunchError(
             kernel, f"parameter '{p.name}' is mut[...] but the array passed is read-only"
         )
-    for axis, (dim, extent) in enumerate(zip(p.dims, a.shape)):
+    for axis, (dim, extent) in enumerate(zip(p.dims, shape)):
         if isinstance(dim, int):
             if extent != dim:
                 raise LaunchError(
-                    kernel, f"parameter '{p.name}' has shape {a.shape} but dim {axis} must be {dim}"
+                    kernel, f"parameter '{p.name}' has shape {shape} but dim {axis} must be {dim}"
                 )
             continue
         sym = dim.symbol.name if isinstance(dim, ShardedDim) else dim.name
@@ -210,13 +230,20 @@ def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size) -> np.ndar
         if sym in bound and bound[sym] != value:
             raise LaunchError(
                 kernel,
-                f"{p.name} has shape {a.shape} but {sym}={bound[sym]} was bound by {bound_by[sym]}",
+                f"{p.name} has shape {shape} but {sym}={bound[sym]} was bound by {bound_by[sym]}",
             )
         bound[sym] = value
         bound_by.setdefault(sym, p.name)
-    if p.dtype.name in HALF_NAMES:
+    if p.dtype.name in HALF_NAMES and target == "cpu":
         return a.view(np.uint16)
     return a
+
+
+def _dtype_of(a) -> np.dtype:
+    dtype = getattr(a, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        return dtype
+    return np.dtype(a.__cuda_array_interface__["typestr"])  # e.g. a PyTorch tensor
 
 
 def _convert_scalar(kernel, p: ParamSpec, value) -> np.generic:

@@ -107,7 +107,9 @@ class SourceEmitter:
             self.emit(f"while {self.truth(s.cond)}:", s.loc)
 
     def lane_stmt(self, s: ir.Stmt) -> None:
-        if isinstance(s, ir.Assign):
+        if ir.is_collective(s) or isinstance(s, ir.SharedAlloc):
+            self.collective(s)
+        elif isinstance(s, ir.Assign):
             t = self.types[s.target]
             if isinstance(t, ArrayType):
                 self.emit(f"{self.name(s.target)} = {self.name(s.value.name)}", s.loc)
@@ -138,8 +140,6 @@ class SourceEmitter:
             self.emit("break", s.loc)
         elif isinstance(s, ir.Continue):
             self.emit("continue", s.loc)
-        elif ir.is_collective(s) or isinstance(s, ir.SharedAlloc):
-            self.collective(s)
         else:
             raise KernelError(
                 self.kir.name, f"internal: cannot lower {type(s).__name__} in a lane region", s.loc

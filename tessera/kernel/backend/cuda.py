@@ -1,0 +1,152 @@
+"""The CUDA target: generated Python → ``numba.cuda.jit``, launched one block per group.
+
+numba-cuda is imported only here, only when a CUDA launch or inspection needs it. Under
+its simulator (``NUMBA_ENABLE_CUDASIM=1``) the same kernels run on the CPU, thread by
+thread, which is how the project tests this target without a GPU. Without a GPU and
+without the simulator, the kernels still compile to PTX (NVVM) and to a cubin
+(nvJitLink) for any architecture: ``ptx()``, ``cubin()`` and ``metadata()``.
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+import re
+
+from ... import stats
+from ...errors import TesseraError
+from ..pipeline import Specialised
+from . import semantics
+from .cuda_codegen import FLAT_BLOCK, CudaCodegen
+
+
+def cuda_module():
+    """``numba.cuda``, imported on first use (it is an optional dependency)."""
+    try:
+        from numba import cuda
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise TesseraError(
+            "the CUDA target needs numba-cuda: pip install 'tessera[cuda]'"
+        ) from exc
+    return cuda
+
+
+CUDA_STAGES = ("cuda", "ptx", "cubin")
+
+
+def cuda_signature(call_args: tuple, grid_ndim: int) -> tuple:
+    """Numba types of a launch's arguments (arrays, scalars, symbols, then grid dims)."""
+    import numba
+
+    return tuple(numba.typeof(a) for a in call_args) + (numba.int64,) * grid_ndim
+
+
+def parse_arch(arch: str) -> tuple[int, int]:
+    """``"sm_90"`` → ``(9, 0)``."""
+    match = re.fullmatch(r"sm_(\d+)(\d)a?", arch)
+    if not match:
+        raise TesseraError(f"arch {arch!r} is not a CUDA architecture such as 'sm_80'")
+    return int(match.group(1)), int(match.group(2))
+
+
+class CudaProgram:
+    """One specialisation of a kernel for CUDA."""
+
+    def __init__(self, spec: Specialised, grid_ndim: int):
+        self.spec = spec
+        self.kir = spec.kir
+        self.grid_ndim = grid_ndim
+        codegen = CudaCodegen(spec.kir, grid_ndim)
+        self.source = codegen.generate()
+        self.scratch_bytes = sum(
+            size * (8 if dt.endswith("64") else 4 if dt.endswith("32") else 2)
+            for dt, size in codegen.scratch.items()
+        )
+        self.filename = f"<tessera-cuda {spec.kir.name} {id(self):x}>"
+        linecache.cache[self.filename] = (
+            len(self.source), None, self.source.splitlines(True), self.filename
+        )
+        self._function = None
+        self._kernel = None
+
+    def python_function(self):
+        """The generated ``_kernel`` as a Python function (what numba-cuda compiles)."""
+        if self._function is None:
+            cuda = cuda_module()
+            import numpy as np
+
+            namespace = {
+                "cuda": cuda, "np": np, "math": math, "_add": semantics.add,
+                "_fmax": semantics.fmax, "_fmin": semantics.fmin,
+                "_tree_reduce": semantics.tree_reduce,
+            }
+            exec(compile(self.source, self.filename, "exec"), namespace)  # noqa: S102
+            self._function = namespace["_kernel"]
+        return self._function
+
+    def launch_shape(self, grid: tuple[int, ...]) -> tuple[int, int]:
+        """(blocks, threads per block) of a launch over ``grid``."""
+        if self.kir.grouped:
+            return math.prod(grid), math.prod(self.kir.tile_shape)
+        total = math.prod(grid)
+        threads = min(FLAT_BLOCK, max(total, 1))
+        return -(-total // threads), threads
+
+    def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
+        del parallel  # a GPU always runs groups in parallel
+        if self._kernel is None:
+            self._kernel = cuda_module().jit(self.python_function())
+            stats.bump("compiles")
+        blocks, threads = self.launch_shape(grid)
+        self._kernel[blocks, threads](*args, *grid)
+
+    # ------------------------------------------------------------------ without a GPU
+    def ptx(self, signature: tuple, arch: str) -> str:
+        """PTX for ``arch`` (NVVM; needs no GPU)."""
+        cuda = cuda_module()
+        ptx, _ = cuda.compile_ptx(self.python_function(), signature, cc=parse_arch(arch))
+        return ptx
+
+    def cubin(self, signature: tuple, arch: str) -> tuple[bytes, str]:
+        """A cubin for ``arch`` and ptxas's report (nvJitLink; needs no GPU)."""
+        from cuda.bindings import nvjitlink
+
+        ptx = self.ptx(signature, arch).encode()
+        handle = nvjitlink.create(2, [f"-arch={arch}", "-verbose"])
+        try:
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx, len(ptx), "kernel.ptx")
+            try:
+                nvjitlink.complete(handle)
+            except Exception as exc:
+                raise TesseraError(f"ptxas failed for {arch}: {_log(nvjitlink, handle)}") from exc
+            cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+            nvjitlink.get_linked_cubin(handle, cubin)
+            return bytes(cubin), _log(nvjitlink, handle)
+        finally:
+            nvjitlink.destroy(handle)
+
+    def metadata(self, signature: tuple, arch: str, grid: tuple[int, ...]) -> dict:
+        """What the seeds' kernel metadata lists, read from the cubin's ptxas report."""
+        _, report = self.cubin(signature, arch)
+        registers = re.search(r"Used (\d+) registers", report)
+        spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", report)
+        blocks, threads = self.launch_shape(grid)
+        shared = self.spec.shared_bytes + self.scratch_bytes
+        return {
+            "name": self.kir.name,
+            "arch": arch,
+            "tile": list(self.kir.tile_shape) or [threads],
+            "grid": list(grid),
+            "shared_bytes": shared,
+            "registers_per_thread": int(registers.group(1)) if registers else 0,
+            "spill_bytes": sum(int(n) for n in spills),
+            "launch": {"grid": [blocks, 1, 1], "block": [threads, 1, 1], "smem_bytes": shared},
+        }
+
+
+def _log(nvjitlink, handle) -> str:
+    size = nvjitlink.get_info_log_size(handle)
+    log = bytearray(size)
+    if size:
+        nvjitlink.get_info_log(handle, log)
+    return log.decode(errors="replace").rstrip("\x00")

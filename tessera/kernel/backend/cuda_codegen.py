@@ -1,0 +1,238 @@
+"""Kernel IR → the source of a numba-cuda kernel: one CUDA block per group, one thread
+per lane (flat kernels: one thread per tile, the tail guarded).
+
+What a lane does is emitted by the shared :class:`~.pysource.SourceEmitter`, exactly as on
+the CPU; this module adds the thread and block numbering and the collectives:
+``tbarrier`` is ``cuda.syncthreads()``, shared arrays are ``cuda.shared.array``, group
+reductions gather the lanes' values into shared scratch and run *the same* reduction
+tree (semantics.py) so results are bitwise equal to the CPU target, and atomics are CUDA
+atomics. Lanes are numbered row-major (the last group axis varies fastest, i.e. it is
+``threadIdx.x`` of a 1-D block of ``prod(tile)`` threads).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ... import dtypes as D
+from ...errors import KernelError
+from .. import ir
+from ..ir import ScalarType
+from ..typer import concrete
+from .pysource import SourceEmitter, ctor
+
+FLAT_BLOCK = 256  # threads per block of a flat kernel
+ATOMIC_DTYPES = (D.f16, D.f32, D.f64, D.i32, D.i64, D.u32, D.u64)
+
+
+class CudaCodegen(SourceEmitter):
+    """Generates the source of ``_kernel`` (to be wrapped in ``numba.cuda.jit``)."""
+
+    def __init__(self, kir: ir.KernelIR, grid_ndim: int):
+        super().__init__(kir, grid_ndim)
+        self.scratch: dict[str, int] = {}  # compute dtype ctor → elements of shared scratch
+        for name, t in kir.var_types.items():
+            if isinstance(t, ir.ArrayType) and t.dtype == D.bf16:
+                p = self.params.get(name)
+                raise KernelError(
+                    kir.name,
+                    f"'{name}' is a bf16 array: the CUDA target does not support bf16 yet "
+                    "(run on the CPU or debug target, or use f16/f32)",
+                    p.loc if p is not None else kir.loc,
+                )
+
+    # ------------------------------------------------------------------ frame
+    def generate(self) -> str:
+        arrays = [p.name for p in self.kir.params if p.kind == "array"]
+        scalars = [p.name for p in self.kir.params if p.kind == "scalar"]
+        args = [self.name(n) for n in arrays + scalars]
+        args += ["s_" + s for s in self.kir.symbols]
+        args += [f"_N{d}" for d in range(self.grid_ndim)]
+        self.emit(f"def _kernel({', '.join(args)}):")
+        self.indent += 1
+        self.emit(f'"""Tessera kernel {self.kir.name} ({self.kir.loc}) for CUDA."""')
+        body_start = len(self.lines)
+        if self.kir.grouped:
+            self.grouped_frame()
+        else:
+            self.flat_frame()
+        self.lane_block(self.kir.body)
+        # shared scratch for reductions is declared up front, sized by what was emitted
+        declared = [
+            f"    _scr_{dt.removeprefix('np.')} = cuda.shared.array({size}, {dt})"
+            for dt, size in self.scratch.items()
+        ]
+        self.lines[body_start:body_start] = declared
+        return "\n".join(self.lines) + "\n"
+
+    def flat_frame(self) -> None:
+        total = " * ".join(f"_N{d}" for d in range(self.grid_ndim))
+        self.emit("_lin = cuda.grid(1)")
+        self.emit(f"if _lin >= {total}:")
+        self.emit("    return")
+        rest = "_lin"
+        for d in reversed(range(1, self.grid_ndim)):
+            self.emit(f"_t{d} = {rest} % _N{d}")
+            rest = f"({rest} // _N{d})"
+        self.emit(f"_t0 = {rest}")
+
+    def grouped_frame(self) -> None:
+        self.emit("_lane = cuda.threadIdx.x")
+        rest = "_lane"
+        for d in reversed(range(1, len(self.tile))):
+            self.emit(f"_l{d} = {rest} % {self.tile[d]}")
+            rest = f"({rest} // {self.tile[d]})"
+        self.emit(f"_l0 = {rest}")
+        self.emit("_g = cuda.blockIdx.x")
+        rest = "_g"
+        for d in reversed(range(1, self.grid_ndim)):
+            self.emit(f"_g{d} = {rest} % _N{d}")
+            rest = f"({rest} // _N{d})"
+        self.emit(f"_g0 = {rest}")
+        self.emit(f"s_grid_groups = {' * '.join(f'_N{d}' for d in range(self.grid_ndim))}")
+        for a in self.kir.allocs:
+            shape = tuple(int(x) for x in a.shape)
+            self.emit(f"_sh{a.slot} = cuda.shared.array({shape}, {self.storage(a.dtype)})",
+                      a.loc)
+
+    # ------------------------------------------------------------------ numbering
+    def lane_id(self, axis: int | None) -> str:
+        if not self.kir.grouped:
+            if axis is None:
+                return "np.int64(_lin)"
+            return "np.int64(0)" if axis >= self.grid_ndim else f"np.int64(_t{axis})"
+        if axis is None:
+            return "np.int64(_lane)"
+        return "np.int64(0)" if axis >= len(self.tile) else f"np.int64(_l{axis})"
+
+    def group_axis(self, axis: int) -> str:
+        return "np.int64(0)" if axis >= self.grid_ndim else f"np.int64(_g{axis})"
+
+    # ------------------------------------------------------------------ memory
+    @staticmethod
+    def storage(dtype: D.DType) -> str:
+        return "np." + dtype.np_dtype.name
+
+    def half_to_f32(self, code: str, dtype: D.DType) -> str:
+        return f"np.float32({code})"
+
+    def f32_to_half(self, code: str, dtype: D.DType) -> str:
+        return f"np.float16({code})"
+
+    def round_half(self, code: str, dtype: D.DType) -> str:
+        return f"np.float32(np.float16(np.float32({code})))"
+
+    def atomic_add(self, array: str, dtype: D.DType, idx: str, value: str) -> str:
+        if dtype not in ATOMIC_DTYPES:
+            raise KernelError(
+                self.kir.name,
+                f"tile.atomic_add on {dtype.name} is not supported on the CUDA target "
+                f"(supported: {', '.join(d.name for d in ATOMIC_DTYPES)})",
+                self.kir.loc,
+            )
+        if dtype == D.f16:
+            return f"np.float32(cuda.atomic.add({array}, {idx}, np.float16({value})))"
+        return f"cuda.atomic.add({array}, {idx}, {value})"
+
+    # ------------------------------------------------------------------ collectives
+    def collective(self, s: ir.Stmt) -> None:
+        if isinstance(s, ir.SharedAlloc):
+            self.emit(f"{self.name(s.target)} = _sh{s.slot}", s.loc)
+        elif isinstance(s, ir.Barrier):
+            self.emit("cuda.syncthreads()", s.loc)
+        elif isinstance(s, ir.CopyWait):
+            # the copy below is a plain cooperative copy: waiting means every lane's part
+            # is done and visible, which takes a barrier
+            self.emit("cuda.syncthreads()  # cp_async.wait()", s.loc)
+        elif isinstance(s, ir.CopyAsync):
+            self.copy_async(s)
+        elif isinstance(s, ir.For) and s.tile_range:
+            self.loop_header(s)
+            self.nested(lambda: self.lane_block(s.body))
+        elif isinstance(s, ir.Assign) and isinstance(s.value, ir.Reduce):
+            self.reduce(s)
+        else:
+            super().collective(s)
+
+    def scratch_for(self, dtype: D.DType, size: int) -> str:
+        key = ctor(dtype)
+        self.scratch[key] = max(self.scratch.get(key, 0), size)
+        return f"_scr_{key.removeprefix('np.')}"
+
+    def reduce(self, s: ir.Assign) -> None:
+        r = s.value
+        t = concrete(r.type)
+        combine = {"sum": "_add", "max": "_fmax", "min": "_fmin"}[r.op]
+        if r.over == "lanes":
+            size = self.lanes
+            scratch = self.scratch_for(t.dtype, size)
+            value = self.conv(self.expr(r.source), r.source.type, t)
+            self.emit(f"{scratch}[_lane] = {value}", s.loc)
+        else:
+            at = self.types[r.source.name]
+            shape = self.shared_shape(r.source.name, s)
+            size = math.prod(shape)
+            scratch = self.scratch_for(t.dtype, size)
+            arr = self.name(r.source.name)
+            self.emit(f"for _i in range(_lane, {size}, {self.lanes}):", s.loc)
+            index, rest = [], "_i"
+            for d in reversed(range(len(shape))):
+                index.insert(0, f"{rest} % {shape[d]}" if d else rest)
+                rest = f"({rest} // {shape[d]})"
+            element = self.load_storage(f"{arr}[{', '.join(index)}]", at.dtype)
+            self.emit(f"    {scratch}[_i] = {self.conv(element, ScalarType(at.dtype), t)}")
+        # lane 0 runs the fixed tree (the same code as every target), then all lanes read
+        self.emit("cuda.syncthreads()")
+        self.emit("if _lane == 0:")
+        self.emit(f"    {scratch}[0] = _tree_reduce({scratch}, {size}, {combine})")
+        self.emit("cuda.syncthreads()")
+        target = self.conv(f"{scratch}[0]", t, self.types[s.target])
+        self.emit(f"{self.name(s.target)} = {target}", s.loc)
+        self.emit("cuda.syncthreads()  # the scratch may be reused right after")
+
+    def shared_shape(self, var: str, at: ir.Stmt) -> tuple[int, ...]:
+        t = self.types[var]
+        shapes = {
+            tuple(int(x) for x in a.shape)
+            for a in self.kir.allocs
+            if a.target == var or (len(a.shape) == t.ndim and a.dtype == t.dtype)
+        }
+        if len(shapes) != 1:
+            raise KernelError(self.kir.name, f"cannot tell the shape of shared array '{var}'",
+                              at.loc)
+        return shapes.pop()
+
+    def copy_async(self, s: ir.CopyAsync) -> None:
+        """Every lane copies its share of the slice (zero-filling past the tail)."""
+        dst, src = self.name(s.dst.name), self.name(s.src.name)
+        src_t = self.types[s.src.name]
+        sliced = s.sliced or [True] * src_t.ndim
+        starts = s.starts or [ir.Const(s.loc, 0)] * src_t.ndim
+        stops = s.stops or [None] * src_t.ndim
+        i64 = ScalarType(D.i64)
+        self.emit(f"# cp_async.shared.global_({s.dst.name}, {s.src.name}[...])", s.loc)
+        src_idx, conds, q = [], [], 0
+        for a, (is_slice, start, stop) in enumerate(zip(sliced, starts, stops)):
+            self.emit(f"_cs{a} = {self.conv(self.expr(start), start.type, i64)}")
+            end = f"{src}.shape[{a}]"
+            if stop is not None:
+                end = f"min({end}, {self.conv(self.expr(stop), stop.type, i64)})"
+            self.emit(f"_ce{a} = {end}")
+            if is_slice:
+                src_idx.append(f"_cs{a} + _q{q}")
+                conds.append(f"0 <= _cs{a} + _q{q} < _ce{a}")
+                q += 1
+            else:
+                src_idx.append(f"_cs{a}")
+                conds.append(f"0 <= _cs{a} < _ce{a}")
+        total = " * ".join(f"{dst}.shape[{d}]" for d in range(q))
+        self.emit(f"for _q in range(_lane, {total}, {self.lanes}):")
+        rest = "_q"
+        for d in reversed(range(q)):
+            self.emit(f"    _q{d} = {rest} % {dst}.shape[{d}]" if d else f"    _q{d} = {rest}")
+            rest = f"({rest} // {dst}.shape[{d}])"
+        dst_idx = ", ".join(f"_q{d}" for d in range(q))
+        self.emit(f"    if {' and '.join(conds)}:")
+        self.emit(f"        {dst}[{dst_idx}] = {src}[{', '.join(src_idx)}]")
+        self.emit("    else:")
+        self.emit(f"        {dst}[{dst_idx}] = 0")
