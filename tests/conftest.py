@@ -18,8 +18,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # so every test module can ``import classic_kernels``
     sys.path.insert(0, HERE)
 
-# Targets every semantic test runs on. Add "cuda" and "debug" here when they exist.
-TARGETS = ["cpu", "debug"]
+# Targets every semantic test runs on. numba-cuda's simulator must be switched on before
+# Numba is imported, so the cuda target runs in a pytest process of its own
+# (tests/test_cuda_simulator.py starts it), where it is the only target.
+SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+TARGETS = ["cuda"] if SIMULATOR else ["cpu", "debug"]
 
 
 @pytest.fixture(params=TARGETS)

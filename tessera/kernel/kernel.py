@@ -131,8 +131,11 @@ class Kernel:
         bound = launch.bind(
             self.name, self.params, self.ir.symbols, args, grid, self.grouped, target="cuda"
         )
-        arrays = [(p.name, launch.is_device_array(a)) for p, a in zip(self.params, args)
-                  if p.kind == "array"]
+        arrays = [
+            (p.name, launch.is_device_array(a))
+            for p, a in zip(self.params, args)
+            if p.kind == "array"
+        ]
         on_device = {name for name, device in arrays if device}
         if on_device and len(on_device) != len(arrays):
             on_host = [name for name, device in arrays if not device]

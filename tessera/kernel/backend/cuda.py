@@ -13,6 +13,8 @@ import linecache
 import math
 import re
 
+import numpy as np
+
 from ... import stats
 from ...errors import TesseraError
 from ..pipeline import Specialised
@@ -25,9 +27,7 @@ def cuda_module():
     try:
         from numba import cuda
     except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise TesseraError(
-            "the CUDA target needs numba-cuda: pip install 'tessera[cuda]'"
-        ) from exc
+        raise TesseraError("the CUDA target needs numba-cuda: pip install 'tessera[cuda]'") from exc
     return cuda
 
 
@@ -39,6 +39,68 @@ def cuda_signature(call_args: tuple, grid_ndim: int) -> tuple:
     import numba
 
     return tuple(numba.typeof(a) for a in call_args) + (numba.int64,) * grid_ndim
+
+
+def _simulating() -> bool:
+    from numba import config
+
+    return bool(getattr(config, "ENABLE_CUDASIM", False))
+
+
+def _simulator_math():
+    """The simulator runs kernels as Python, where ``math.sqrt(-1.0)`` raises; on a GPU it
+    is NaN. This stand-in gives the GPU's answers (NaN or inf), computed by NumPy."""
+    import types
+
+    shim = types.SimpleNamespace()
+    for name in dir(math):
+        if not name.startswith("_"):
+            setattr(shim, name, getattr(math, name))
+    numpy_names = {
+        "asin": "arcsin",
+        "acos": "arccos",
+        "atan": "arctan",
+        "atan2": "arctan2",
+        "asinh": "arcsinh",
+        "acosh": "arccosh",
+        "atanh": "arctanh",
+        "pow": "power",
+    }
+    for name in (
+        "exp",
+        "expm1",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "sqrt",
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "atan2",
+        "sinh",
+        "cosh",
+        "tanh",
+        "asinh",
+        "acosh",
+        "atanh",
+        "fabs",
+        "pow",
+        "hypot",
+        "copysign",
+        "fmod",
+    ):
+        fn = getattr(np, numpy_names.get(name, name))
+
+        def quiet(*args, _fn=fn):
+            with np.errstate(all="ignore"):
+                return _fn(*args)
+
+        setattr(shim, name, quiet)
+    return shim
 
 
 def parse_arch(arch: str) -> tuple[int, int]:
@@ -64,7 +126,10 @@ class CudaProgram:
         )
         self.filename = f"<tessera-cuda {spec.kir.name} {id(self):x}>"
         linecache.cache[self.filename] = (
-            len(self.source), None, self.source.splitlines(True), self.filename
+            len(self.source),
+            None,
+            self.source.splitlines(True),
+            self.filename,
         )
         self._function = None
         self._kernel = None
@@ -73,11 +138,13 @@ class CudaProgram:
         """The generated ``_kernel`` as a Python function (what numba-cuda compiles)."""
         if self._function is None:
             cuda = cuda_module()
-            import numpy as np
-
             namespace = {
-                "cuda": cuda, "np": np, "math": math, "_add": semantics.add,
-                "_fmax": semantics.fmax, "_fmin": semantics.fmin,
+                "cuda": cuda,
+                "np": np,
+                "math": _simulator_math() if _simulating() else math,
+                "_add": semantics.add,
+                "_fmax": semantics.fmax,
+                "_fmin": semantics.fmin,
                 "_tree_reduce": semantics.tree_reduce,
             }
             exec(compile(self.source, self.filename, "exec"), namespace)  # noqa: S102
@@ -98,7 +165,27 @@ class CudaProgram:
             self._kernel = cuda_module().jit(self.python_function())
             stats.bump("compiles")
         blocks, threads = self.launch_shape(grid)
+        cuda = cuda_module()
+        # numba-cuda copies host arrays to the GPU and back after the launch. Read-only
+        # parameters go over once, explicitly (nothing to copy back, and a read-only
+        # NumPy array could not take it); a strided view travels as a contiguous copy
+        # that is written back into it afterwards.
+        args = list(args)
+        write_back = []
+        arrays = [p for p in self.kir.params if p.kind == "array"]
+        for k, p in enumerate(arrays):
+            a = args[k]
+            if not isinstance(a, np.ndarray):
+                continue
+            if not (a.flags.c_contiguous or a.flags.f_contiguous):
+                args[k] = np.ascontiguousarray(a)
+                if p.mutable:
+                    write_back.append((a, args[k]))
+            if not p.mutable:
+                args[k] = cuda.to_device(args[k])
         self._kernel[blocks, threads](*args, *grid)
+        for original, copy in write_back:
+            original[...] = copy
 
     # ------------------------------------------------------------------ without a GPU
     def ptx(self, signature: tuple, arch: str) -> str:

@@ -92,8 +92,7 @@ class CudaCodegen(SourceEmitter):
         self.emit(f"s_grid_groups = {' * '.join(f'_N{d}' for d in range(self.grid_ndim))}")
         for a in self.kir.allocs:
             shape = tuple(int(x) for x in a.shape)
-            self.emit(f"_sh{a.slot} = cuda.shared.array({shape}, {self.storage(a.dtype)})",
-                      a.loc)
+            self.emit(f"_sh{a.slot} = cuda.shared.array({shape}, {self.storage(a.dtype)})", a.loc)
 
     # ------------------------------------------------------------------ numbering
     def lane_id(self, axis: int | None) -> str:
@@ -198,8 +197,9 @@ class CudaCodegen(SourceEmitter):
             if a.target == var or (len(a.shape) == t.ndim and a.dtype == t.dtype)
         }
         if len(shapes) != 1:
-            raise KernelError(self.kir.name, f"cannot tell the shape of shared array '{var}'",
-                              at.loc)
+            raise KernelError(
+                self.kir.name, f"cannot tell the shape of shared array '{var}'", at.loc
+            )
         return shapes.pop()
 
     def copy_async(self, s: ir.CopyAsync) -> None:

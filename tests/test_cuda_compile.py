@@ -1,0 +1,71 @@
+"""The CUDA lowering compiled to PTX (NVVM) and to a cubin (nvJitLink) for sm_80 and sm_90
+without a GPU, and the kernel metadata read from the cubin."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+from classic_kernels import axpy_tiled, block_reduce_tree, histogram, matmul, softmax_rows
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
+    reason="PTX needs numba-cuda without its simulator",
+)
+ARCHS = ["sm_80", "sm_90"]
+
+
+def _reduce_args():
+    return np.zeros(1000, np.float32), np.zeros(4, np.float32)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_ptx_targets_the_architecture_and_has_barriers_and_shared_memory(arch):
+    ptx = block_reduce_tree.inspect("ptx", *_reduce_args(), grid=4, arch=arch)
+    assert f".target {arch}" in ptx
+    assert "bar.sync" in ptx
+    assert "st.shared" in ptx and "ld.shared" in ptx
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_ptx_of_a_histogram_has_global_atomics(arch):
+    values, hist = np.zeros(100, np.int32), np.zeros(8, np.int32)
+    ptx = histogram.inspect("ptx", values, hist, grid=100, arch=arch)
+    assert "atom.global.add" in ptx or "red.global.add" in ptx
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_cubin_is_an_elf_for_the_architecture(arch):
+    a = np.zeros((32, 32), np.float32)
+    cubin = matmul.inspect("cubin", a, a, a, grid=(2, 2), arch=arch)
+    assert cubin[:4] == b"\x7fELF"
+
+
+def test_group_reductions_compile_with_their_shared_scratch():
+    x = np.zeros((4, 300), np.float32)
+    ptx = softmax_rows.inspect("ptx", x, x, grid=4, arch="sm_90")
+    assert ptx.count("bar.sync") >= 4
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_metadata_reads_registers_and_shared_bytes_from_the_cubin(arch):
+    meta = block_reduce_tree.metadata(*_reduce_args(), grid=4, arch=arch)
+    assert meta["name"] == "block_reduce_tree" and meta["arch"] == arch
+    assert meta["tile"] == [256] and meta["grid"] == [4]
+    assert meta["shared_bytes"] == 256 * 4
+    assert meta["registers_per_thread"] > 0 and meta["spill_bytes"] == 0
+    assert meta["launch"] == {"grid": [4, 1, 1], "block": [256, 1, 1], "smem_bytes": 1024}
+
+
+def test_half_precision_kernel_compiles():
+    x = np.zeros(1024, np.float16)
+    ptx = axpy_tiled.inspect("ptx", x, x, 0.5, grid=2, arch="sm_80")
+    assert "cvt.f32.f16" in ptx and "cvt.rn.f16.f32" in ptx
+
+
+def test_generated_cuda_source_maps_back_to_kernel_lines():
+    source = block_reduce_tree.inspect("cuda", *_reduce_args(), grid=4)
+    assert "cuda.syncthreads()  # line" in source
+    assert "cuda.shared.array((256,), np.float32)" in source

@@ -1,0 +1,52 @@
+"""CUDA-target launches with device arrays (run under the simulator, or on a real GPU)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from classic_kernels import axpy, block_reduce_tree
+
+import tessera as ts
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="runs in the simulator process"
+)
+
+
+def test_device_arrays_pick_the_cuda_target_and_compute(rng):
+    from numba import cuda
+
+    x = rng.random(300, dtype=np.float32)
+    y = rng.random(300, dtype=np.float32)
+    dx, dy = cuda.to_device(x), cuda.to_device(y)
+    axpy[300](dx, dy, 2.0)  # target "auto": device arrays run on CUDA
+    np.testing.assert_array_equal(dy.copy_to_host(), np.float32(2.0) * x + y)
+
+
+def test_mixing_host_and_device_arrays_names_the_parameters(rng):
+    from numba import cuda
+
+    x = rng.random(300, dtype=np.float32)
+    y = np.zeros(300, np.float32)
+    with pytest.raises(ts.LaunchError, match=r"GPU arrays \(x\).*host arrays \(y\)"):
+        axpy[300](cuda.to_device(x), y, 2.0)
+
+
+def test_device_array_on_the_cpu_target_is_refused(rng):
+    from numba import cuda
+
+    dx = cuda.to_device(rng.random(300, dtype=np.float32))
+    with ts.config(target="cpu"), pytest.raises(ts.LaunchError, match="is a GPU array"):
+        axpy[300](dx, dx, 2.0)
+
+
+def test_cuda_and_cpu_reductions_agree_bitwise(rng):
+    x = rng.standard_normal(2000).astype(np.float32)
+    on_cpu, on_cuda = np.zeros(8, np.float32), np.zeros(8, np.float32)
+    with ts.config(target="cpu"):
+        block_reduce_tree[8](x, on_cpu)
+    with ts.config(target="cuda"):
+        block_reduce_tree[8](x, on_cuda)
+    assert on_cpu.tobytes() == on_cuda.tobytes()
