@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 from classic_kernels import axpy_tiled, block_reduce_tree, histogram, matmul, softmax_rows
+from tessera import cp_async, f32, group_linear_id, kernel, mut, tile, tshared
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
@@ -69,3 +70,28 @@ def test_generated_cuda_source_maps_back_to_kernel_lines():
     source = block_reduce_tree.inspect("cuda", *_reduce_args(), grid=4)
     assert "cuda.syncthreads()  # line" in source
     assert "cuda.shared.array((256,), np.float32)" in source
+
+
+@kernel(tile=(64,), shared=1024)
+def stage_rows(a: f32[n], out: mut[f32[n]]):
+    s = tshared.alloc[f32](64)
+    base = group_linear_id() * 64
+    cp_async.shared.global_(s, a[base : base + 64])
+    cp_async.wait()
+    k = base + tile.linear_id()
+    if k < n:
+        out[k] = s[tile.linear_id()] * 2.0
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_double_buffered_axpy_tiled_uses_hardware_async_copies(arch):
+    x = np.zeros(1024, np.float16)
+    ptx = axpy_tiled.inspect("ptx", x, x, 0.5, grid=2, arch=arch)
+    assert "cp.async.ca.shared.global" in ptx
+    assert "cp.async.commit_group" in ptx and "cp.async.wait_group" in ptx
+
+
+def test_four_byte_elements_are_copied_one_cp_async_each():
+    a = np.zeros(200, np.float32)
+    ptx = stage_rows.inspect("ptx", a, a, grid=4, arch="sm_80")
+    assert "cp.async.ca.shared.global" in ptx and ", 4, " in ptx

@@ -221,7 +221,7 @@ class Kernel:
             program = self._cuda_program(grid_t, constexprs)
             if stage == "cuda":
                 return program.source
-            signature = cuda_signature(call_args, len(grid_t))
+            signature = cuda_signature(call_args, len(grid_t), len(program.align_params))
             if stage == "ptx":
                 return program.ptx(signature, arch)
             return program.cubin(signature, arch)[0]
@@ -238,7 +238,8 @@ class Kernel:
         grid_t = launch.normalise_grid(self.name, grid)
         _, call_args, constexprs = self._bind_cuda(grid_t, args)
         program = self._cuda_program(grid_t, constexprs)
-        return program.metadata(cuda_signature(call_args, len(grid_t)), arch, grid_t)
+        signature = cuda_signature(call_args, len(grid_t), len(program.align_params))
+        return program.metadata(signature, arch, grid_t)
 
 
 def kernel(

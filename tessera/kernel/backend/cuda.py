@@ -34,11 +34,33 @@ def cuda_module():
 CUDA_STAGES = ("cuda", "ptx", "cubin")
 
 
-def cuda_signature(call_args: tuple, grid_ndim: int) -> tuple:
-    """Numba types of a launch's arguments (arrays, scalars, symbols, then grid dims)."""
+def cuda_signature(call_args: tuple, grid_ndim: int, aligned: int = 0) -> tuple:
+    """Numba types of a launch's arguments (arrays, scalars, symbols, grid dims, then the
+    alignment flags of 16-bit cp_async sources)."""
     import numba
 
-    return tuple(numba.typeof(a) for a in call_args) + (numba.int64,) * grid_ndim
+    return (
+        tuple(numba.typeof(a) for a in call_args)
+        + (numba.int64,) * grid_ndim
+        + (numba.boolean,) * aligned
+    )
+
+
+def _aligned4(a) -> bool:
+    """Whether a 16-bit array's rows start on 4-byte boundaries (pairs can use cp.async)."""
+    interface = getattr(a, "__cuda_array_interface__", None)
+    if interface is not None:
+        address = interface["data"][0]
+        strides = interface.get("strides") or ()
+    elif isinstance(a, np.ndarray):
+        address, strides = a.ctypes.data, a.strides
+    else:
+        return False
+    return (
+        address % 4 == 0
+        and all(st % 4 == 0 for st in strides[:-1])
+        and (not strides or strides[-1] == 2)
+    )
 
 
 def _simulating() -> bool:
@@ -118,7 +140,8 @@ class CudaProgram:
         self.spec = spec
         self.kir = spec.kir
         self.grid_ndim = grid_ndim
-        codegen = CudaCodegen(spec.kir, grid_ndim)
+        codegen = CudaCodegen(spec.kir, grid_ndim, async_copies=not _simulating())
+        self.align_params = codegen.align_params
         self.source = codegen.generate()
         self.scratch_bytes = sum(
             size * (8 if dt.endswith("64") else 4 if dt.endswith("32") else 2)
@@ -147,6 +170,10 @@ class CudaProgram:
                 "_fmin": semantics.fmin,
                 "_tree_reduce": semantics.tree_reduce,
             }
+            if not _simulating():
+                from .cuda_async import namespace as async_names
+
+                namespace.update(async_names())
             exec(compile(self.source, self.filename, "exec"), namespace)  # noqa: S102
             self._function = namespace["_kernel"]
         return self._function
@@ -183,9 +210,14 @@ class CudaProgram:
                     write_back.append((a, args[k]))
             if not p.mutable:
                 args[k] = cuda.to_device(args[k])
-        self._kernel[blocks, threads](*args, *grid)
+        aligned = [_aligned4(args[k]) for k in self._align_positions()]
+        self._kernel[blocks, threads](*args, *grid, *aligned)
         for original, copy in write_back:
             original[...] = copy
+
+    def _align_positions(self) -> list[int]:
+        arrays = [p.name for p in self.kir.params if p.kind == "array"]
+        return [arrays.index(name) for name in self.align_params]
 
     # ------------------------------------------------------------------ without a GPU
     def ptx(self, signature: tuple, arch: str) -> str:

@@ -28,9 +28,25 @@ ATOMIC_DTYPES = (D.f16, D.f32, D.f64, D.i32, D.i64, D.u32, D.u64)
 class CudaCodegen(SourceEmitter):
     """Generates the source of ``_kernel`` (to be wrapped in ``numba.cuda.jit``)."""
 
-    def __init__(self, kir: ir.KernelIR, grid_ndim: int):
+    def __init__(self, kir: ir.KernelIR, grid_ndim: int, async_copies: bool = True):
         super().__init__(kir, grid_ndim)
         self.scratch: dict[str, int] = {}  # compute dtype ctor → elements of shared scratch
+        # cp.async for copies (off under the simulator, which cannot run inline PTX)
+        self.async_copies = async_copies
+        self.uses_copies = any(isinstance(s, ir.CopyAsync) for s in ir.walk_stmts(kir.body))
+        # 16-bit sources copied two elements at a time need 4-byte alignment, which only
+        # the launch can see: one bool argument per such array
+        self.align_params: list[str] = (
+            sorted(
+                {
+                    s.src.name
+                    for s in ir.walk_stmts(kir.body)
+                    if isinstance(s, ir.CopyAsync) and kir.var_types[s.src.name].dtype.itemsize == 2
+                }
+            )
+            if async_copies
+            else []
+        )
         for name, t in kir.var_types.items():
             if isinstance(t, ir.ArrayType) and t.dtype == D.bf16:
                 p = self.params.get(name)
@@ -48,6 +64,7 @@ class CudaCodegen(SourceEmitter):
         args = [self.name(n) for n in arrays + scalars]
         args += ["s_" + s for s in self.kir.symbols]
         args += [f"_N{d}" for d in range(self.grid_ndim)]
+        args += [f"_align_{name}" for name in self.align_params]
         self.emit(f"def _kernel({', '.join(args)}):")
         self.indent += 1
         self.emit(f'"""Tessera kernel {self.kir.name} ({self.kir.loc}) for CUDA."""')
@@ -138,10 +155,13 @@ class CudaCodegen(SourceEmitter):
         if isinstance(s, ir.SharedAlloc):
             self.emit(f"{self.name(s.target)} = _sh{s.slot}", s.loc)
         elif isinstance(s, ir.Barrier):
+            if self.async_copies and self.uses_copies:
+                self.emit("_cp_wait_all()  # a barrier completes outstanding copies", s.loc)
             self.emit("cuda.syncthreads()", s.loc)
         elif isinstance(s, ir.CopyWait):
-            # the copy below is a plain cooperative copy: waiting means every lane's part
-            # is done and visible, which takes a barrier
+            # other lanes' parts of a copy are visible only after a barrier as well
+            if self.async_copies:
+                self.emit("_cp_wait_all()", s.loc)
             self.emit("cuda.syncthreads()  # cp_async.wait()", s.loc)
         elif isinstance(s, ir.CopyAsync):
             self.copy_async(s)
@@ -225,6 +245,17 @@ class CudaCodegen(SourceEmitter):
             else:
                 src_idx.append(f"_cs{a}")
                 conds.append(f"0 <= _cs{a} < _ce{a}")
+        itemsize = src_t.dtype.itemsize
+        if self.async_copies and itemsize in (4, 8):
+            self.copy_loop(s, dst, src, q, src_idx, conds, f"_cp_async{itemsize}", itemsize)
+            self.emit("_cp_commit()")
+        elif self.async_copies and itemsize == 2 and q == 1 and len(sliced) == 1:
+            self.copy_pairs(s, dst, src, src_idx, conds)
+        else:
+            self.copy_loop(s, dst, src, q, src_idx, conds, None, itemsize)
+
+    def copy_loop(self, s, dst, src, q, src_idx, conds, intrinsic, itemsize) -> None:
+        """Each lane takes every L-th element of the destination."""
         total = " * ".join(f"{dst}.shape[{d}]" for d in range(q))
         self.emit(f"for _q in range(_lane, {total}, {self.lanes}):")
         rest = "_q"
@@ -232,7 +263,35 @@ class CudaCodegen(SourceEmitter):
             self.emit(f"    _q{d} = {rest} % {dst}.shape[{d}]" if d else f"    _q{d} = {rest}")
             rest = f"({rest} // {dst}.shape[{d}])"
         dst_idx = ", ".join(f"_q{d}" for d in range(q))
-        self.emit(f"    if {' and '.join(conds)}:")
+        inside = " and ".join(conds)
+        if intrinsic is not None:  # one cp.async per element; out of range reads 0 bytes
+            zero = ", ".join("0" for _ in src_idx)
+            self.emit(f"    if {inside}:")
+            self.emit(
+                f"        {intrinsic}({dst}, ({dst_idx},), {src}, ({', '.join(src_idx)},), "
+                f"{itemsize})"
+            )
+            self.emit("    else:")
+            self.emit(f"        {intrinsic}({dst}, ({dst_idx},), {src}, ({zero},), 0)")
+            return
+        self.emit(f"    if {inside}:")
         self.emit(f"        {dst}[{dst_idx}] = {src}[{', '.join(src_idx)}]")
         self.emit("    else:")
         self.emit(f"        {dst}[{dst_idx}] = 0")
+
+    def copy_pairs(self, s, dst, src, src_idx, conds) -> None:
+        """16-bit elements: cp.async moves 4 bytes at least, so each lane copies a pair
+        when the source is 4-byte aligned there (else the plain copy)."""
+        name = s.src.name
+        self.emit(f"if _align_{name} and _cs0 >= 0 and _cs0 % 2 == 0 and {dst}.shape[0] % 2 == 0:")
+        self.emit(f"    for _p in range(_lane, {dst}.shape[0] // 2, {self.lanes}):")
+        self.emit("        _q0 = 2 * _p")
+        self.emit("        _n = min(2, max(0, _ce0 - (_cs0 + _q0)))")
+        self.emit(
+            f"        _cp_async4({dst}, (_q0,), {src}, ((_cs0 + _q0) if _n > 0 else 0,), 2 * _n)"
+        )
+        self.emit("    _cp_commit()")
+        self.emit("else:")
+        self.indent += 1
+        self.copy_loop(s, dst, src, 1, src_idx, conds, None, 2)
+        self.indent -= 1
