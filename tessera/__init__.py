@@ -46,6 +46,7 @@ from .errors import (
 )
 from .kernel.helpers import func
 from .kernel.kernel import Kernel, kernel
+from .kernel.streams import Event, event, stream, synchronize
 from .stats import stats
 from .tile import (
     cp_async,
@@ -70,6 +71,7 @@ __all__ = [
     "RaceError",
     "SanitizerError",
     "UninitializedReadError",
+    "Event",
     "Kernel",
     "KernelError",
     "KernelRuntimeError",
@@ -99,7 +101,10 @@ __all__ = [
     "reduce_max",
     "reduce_min",
     "reduce_sum",
+    "event",
     "stats",
+    "stream",
+    "synchronize",
     "tbarrier",
     "tile",
     "tshared",

@@ -50,3 +50,20 @@ def test_cuda_and_cpu_reductions_agree_bitwise(rng):
     with ts.config(target="cuda"):
         block_reduce_tree[8](x, on_cuda)
     assert on_cpu.tobytes() == on_cuda.tobytes()
+
+
+def test_launches_inside_a_named_stream_block_run_on_that_stream(rng):
+    from numba import cuda
+
+    x = rng.random(300, dtype=np.float32)
+    dy = cuda.to_device(np.zeros(300, np.float32))
+    with ts.stream("compute") as s:
+        axpy[300](cuda.to_device(x), dy, 1.0)
+        start = ts.event().record()
+        end = ts.event().record()
+    with ts.stream("compute") as again:
+        assert again is s  # one stream per name
+    end.synchronize()
+    ts.synchronize()
+    np.testing.assert_array_equal(dy.copy_to_host(), x)
+    assert isinstance(start.elapsed_ms(end), float)  # the simulator's clock says -1

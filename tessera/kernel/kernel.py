@@ -25,6 +25,7 @@ from .pipeline import KernelOptions, front, specialise
 from .signature import parse_params
 from .source import source_info_of
 from .stages import STAGES, dump, stage_text
+from .streams import current_stream
 
 TARGETS = ("auto", "cpu", "debug", "cuda")
 
@@ -125,7 +126,7 @@ class Kernel:
         program = self._cuda_program(grid, constexprs)
         _counters["launches"] += 1
         if math.prod(grid):
-            program.run(call_args, grid, True)
+            program.run(call_args, grid, True, current_stream())
 
     def _bind_cuda(self, grid: tuple[int, ...], args: tuple) -> launch.Bound:
         bound = launch.bind(

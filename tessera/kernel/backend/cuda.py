@@ -186,7 +186,9 @@ class CudaProgram:
         threads = min(FLAT_BLOCK, max(total, 1))
         return -(-total // threads), threads
 
-    def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
+    def run(self, args: tuple, grid: tuple[int, ...], parallel: bool, stream=0) -> None:
+        """Queue the kernel on ``stream`` (asynchronous for device arrays; NumPy
+        arguments are copied over and back, which waits for the kernel)."""
         del parallel  # a GPU always runs groups in parallel
         if self._kernel is None:
             self._kernel = cuda_module().jit(self.python_function())
@@ -211,7 +213,7 @@ class CudaProgram:
             if not p.mutable:
                 args[k] = cuda.to_device(args[k])
         aligned = [_aligned4(args[k]) for k in self._align_positions()]
-        self._kernel[blocks, threads](*args, *grid, *aligned)
+        self._kernel[blocks, threads, stream](*args, *grid, *aligned)
         for original, copy in write_back:
             original[...] = copy
 
