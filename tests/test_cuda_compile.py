@@ -95,3 +95,17 @@ def test_four_byte_elements_are_copied_one_cp_async_each():
     a = np.zeros(200, np.float32)
     ptx = stage_rows.inspect("ptx", a, a, grid=4, arch="sm_80")
     assert "cp.async.ca.shared.global" in ptx and ", 4, " in ptx
+
+
+def test_metadata_dump_is_yaml_with_the_launch_spec(tmp_path):
+    import tessera as ts
+    from tessera import kernel
+
+    k = kernel(tile=(256,), shared=1024)(block_reduce_tree.fn)
+    x, p = _reduce_args()
+    with ts.config(dump="meta", dump_dir=str(tmp_path)):
+        program = k._cuda_program((4,), {}, (x, p))
+    assert program is not None
+    text = (tmp_path / "block_reduce_tree.1.meta.yaml").read_text()
+    assert "name: block_reduce_tree" in text and "tile: [256]" in text
+    assert "launch:\n  grid: [4, 1, 1]\n  block: [256, 1, 1]" in text

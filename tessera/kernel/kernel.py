@@ -24,7 +24,7 @@ from .cache import SpecialisationCache, explain_recompile
 from .pipeline import KernelOptions, front, specialise
 from .signature import parse_params
 from .source import source_info_of
-from .stages import STAGES, dump, stage_text
+from .stages import STAGES, dump, dump_metadata, stage_text
 from .streams import current_stream
 
 TARGETS = ("auto", "cpu", "debug", "cuda")
@@ -123,7 +123,7 @@ class Kernel:
     def _cuda_launch(self, grid: tuple[int, ...], args: tuple) -> None:
         """A launch on the CUDA target: device arrays (or NumPy arrays, copied over)."""
         _, call_args, constexprs = self._bind_cuda(grid, args)
-        program = self._cuda_program(grid, constexprs)
+        program = self._cuda_program(grid, constexprs, args)
         _counters["launches"] += 1
         if math.prod(grid):
             program.run(call_args, grid, True, current_stream())
@@ -147,12 +147,23 @@ class Kernel:
             )
         return bound
 
-    def _cuda_program(self, grid: tuple[int, ...], constexprs: dict) -> CudaProgram:
+    def _cuda_program(
+        self, grid: tuple[int, ...], constexprs: dict, args: tuple | None = None
+    ) -> CudaProgram:
         key = (len(grid), tuple(sorted(constexprs.items())))
         program = self._cuda_programs.get(key)
         if program is None:
             program = CudaProgram(specialise(self.ir, constexprs), len(grid))
             self._cuda_programs[key] = program
+            if args is not None and not program.simulated:
+                signature = cuda_signature(
+                    self._bind_cuda(grid, args).call_args, len(grid), len(program.align_params)
+                )
+                dump_metadata(
+                    self.name,
+                    len(self._cuda_programs),
+                    lambda: program.metadata(signature, program.device_arch(), grid),
+                )
         return program
 
     def _compile(self, key: tuple, grid_ndim: int, constexprs: dict) -> CpuProgram:

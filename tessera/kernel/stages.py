@@ -18,6 +18,7 @@ from .ir_print import format_kernel, format_schedule
 
 STAGES = ("ir", "regions", "cpu", "llvm", "asm")
 TEXT_STAGES = ("ir", "regions", "cpu")
+DUMPS = TEXT_STAGES + ("meta",)  # meta: CUDA kernel metadata, as YAML
 
 
 def stage_text(program, stage: str) -> str:
@@ -37,25 +38,49 @@ def stage_text(program, stage: str) -> str:
 def requested_dumps() -> list[str]:
     stages = [s.strip() for s in setting("dump").split(",") if s.strip()]
     for s in stages:
-        if s not in TEXT_STAGES:
+        if s not in DUMPS:
             raise TesseraError(
-                f"TESSERA_DUMP names unknown stage {s!r}; choose from {', '.join(TEXT_STAGES)}"
+                f"TESSERA_DUMP names unknown stage {s!r}; choose from {', '.join(DUMPS)}"
             )
     return stages
 
 
 def dump(kernel: str, number: int, program) -> list[Path]:
     """Write the requested stages of a newly built specialisation; returns the files."""
-    stages = requested_dumps()
-    if not stages:
-        return []
+    stages = [s for s in requested_dumps() if s in TEXT_STAGES]
+    return [
+        _write(f"{kernel}.{number}.{stage}.txt", stage_text(program, stage)) for stage in stages
+    ]
+
+
+def dump_metadata(kernel: str, number: int, metadata) -> Path | None:
+    """With ``meta`` in TESSERA_DUMP: write a CUDA specialisation's metadata as YAML.
+    ``metadata`` is called only then (it compiles a cubin)."""
+    if "meta" not in requested_dumps():
+        return None
+    return _write(f"{kernel}.{number}.meta.yaml", to_yaml(metadata()))
+
+
+def to_yaml(value, indent: int = 0) -> str:
+    """The small YAML subset metadata needs: nested mappings, flow lists, scalars."""
+    lines = []
+    for key, item in value.items():
+        pad = "  " * indent
+        if isinstance(item, dict):
+            lines.append(f"{pad}{key}:")
+            lines.append(to_yaml(item, indent + 1).rstrip("\n"))
+        elif isinstance(item, (list, tuple)):
+            lines.append(f"{pad}{key}: [{', '.join(str(v) for v in item)}]")
+        else:
+            lines.append(f"{pad}{key}: {item}")
+    return "\n".join(lines) + "\n"
+
+
+def _write(name: str, text: str) -> Path:
     folder = Path(setting("dump_dir") or os.getcwd())
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for stage in stages:
-        path = folder / f"{kernel}.{number}.{stage}.txt"
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(stage_text(program, stage))
-        os.replace(tmp, path)
-        written.append(path)
-    return written
+    path = folder / name
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path

@@ -140,7 +140,8 @@ class CudaProgram:
         self.spec = spec
         self.kir = spec.kir
         self.grid_ndim = grid_ndim
-        codegen = CudaCodegen(spec.kir, grid_ndim, async_copies=not _simulating())
+        self.simulated = _simulating()
+        codegen = CudaCodegen(spec.kir, grid_ndim, async_copies=not self.simulated)
         self.align_params = codegen.align_params
         self.source = codegen.generate()
         self.scratch_bytes = sum(
@@ -216,6 +217,15 @@ class CudaProgram:
         self._kernel[blocks, threads, stream](*args, *grid, *aligned)
         for original, copy in write_back:
             original[...] = copy
+
+    @staticmethod
+    def device_arch() -> str:
+        """The current GPU's architecture ("sm_90"), or sm_90 where there is no GPU."""
+        try:
+            major, minor = cuda_module().get_current_device().compute_capability
+        except Exception:  # no GPU or driver: metadata for the newest supported arch
+            return "sm_90"
+        return f"sm_{major}{minor}"
 
     def _align_positions(self) -> list[int]:
         arrays = [p.name for p in self.kir.params if p.kind == "array"]
