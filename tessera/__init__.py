@@ -9,6 +9,7 @@ See README.md for a first kernel and docs/language.md for the language.
 """
 
 from . import tile
+from .autotune import AutotuneError, autotune
 from .config import config
 from .dtypes import (
     KiB,
@@ -60,10 +61,13 @@ from .tile import (
     tshared,
 )
 
+kernel.autotune = autotune  # the spelling of AUTOTUNE.md: @kernel.autotune(...)
+
 __version__ = "0.1.0"
 
 __all__ = [
     "AsyncCopyError",
+    "AutotuneError",
     "CacheWarning",
     "DivergenceError",
     "KernelArithmeticError",
@@ -80,6 +84,7 @@ __all__ = [
     "MiB",
     "TesseraError",
     "TesseraWarning",
+    "autotune",
     "bf16",
     "bool_",
     "config",

@@ -99,6 +99,21 @@ SETTINGS: dict[str, Setting] = {
             None,
             "Where TESSERA_DUMP writes its files (default: the current directory).",
         ),
+        Setting(
+            "autotune",
+            "TESSERA_AUTOTUNE",
+            "on",
+            ("on", "off"),
+            "off: autotuned kernels use the cached winner or their first valid config, "
+            "without trials.",
+        ),
+        Setting(
+            "autotune_verbose",
+            "TESSERA_AUTOTUNE_VERBOSE",
+            "0",
+            ("0", "1"),
+            "1: print every sweep's table of configs and times.",
+        ),
     )
 }
 

@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 from classic_kernels import axpy_tiled, block_reduce_tree, histogram, matmul, softmax_rows
+
 from tessera import cp_async, f32, group_linear_id, kernel, mut, tile, tshared
 
 pytestmark = pytest.mark.skipif(

@@ -8,9 +8,9 @@ import os
 
 import numpy as np
 import pytest
+from classic_kernels import axpy_tiled, block_reduce_tree, matmul
 
 import tessera as ts
-from classic_kernels import axpy_tiled, block_reduce_tree, matmul
 
 
 def _gpu_present() -> bool:

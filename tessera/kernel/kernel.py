@@ -8,6 +8,7 @@ runs on the CPU target.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -40,8 +41,10 @@ class Kernel:
         shared: int | None = None,
         target: str | None = None,
         boundscheck: bool | None = None,
+        constants: dict[str, object] | None = None,
     ):
         self.fn = fn
+        self.constants = dict(constants or {})
         self.boundscheck = boundscheck
         self.name = fn.__name__
         self.__doc__ = fn.__doc__
@@ -53,6 +56,8 @@ class Kernel:
         self.target = target
         tile = (tile,) if isinstance(tile, int) else tile
         info = source_info_of(fn, "kernel")
+        if self.constants:  # names the body reads as compile-time constants (autotuning)
+            info = dataclasses.replace(info, globals={**info.globals, **self.constants})
         if tile is not None:
             tile = tuple(tile)
             if not 1 <= len(tile) <= 3 or not all(isinstance(t, int) and t > 0 for t in tile):

@@ -1,0 +1,267 @@
+"""``@kernel.autotune``: sweep a space of compile-time parameters, safely.
+
+Safe means: every ``mut`` argument is snapshotted before the sweep and restored before
+each trial, every candidate's output is checked against the first valid candidate's (an
+autotuner must never pick a config that computes something else), and after the sweep
+the winner runs once on the original data — the caller sees exactly one launch's effect.
+Winners are cached in memory and on disk (store.py); under MPI one rank decides and
+broadcasts, so every rank launches the same config.
+
+Timing (docs/autotune.md): each trial restores the inputs, launches, and waits for the
+launch to finish (``tessera.synchronize()``, which waits for CUDA work); repetitions run
+until ``min_reps`` and a time budget are both met, or ``max_reps``; the median decides.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from ..config import get as setting
+from ..dtypes import ShardedDim, Symbol
+from ..errors import TesseraError
+from ..kernel.kernel import Kernel
+from ..kernel.streams import synchronize
+from . import store
+from .space import Config, expand, make_strategy, prune
+from .world import agree
+
+
+class AutotuneError(TesseraError):
+    """No config of a sweep could run (the message lists every reason)."""
+
+
+class Autotuned:
+    """A kernel with a space of compile-time parameters. Launch it like a kernel; the
+    grid may be a function of the config: ``k[lambda c: n // c.BM](...)``."""
+
+    def __init__(
+        self,
+        fn,
+        space,
+        key,
+        tile,
+        shared,
+        prune_rule,
+        strategy,
+        budget,
+        check,
+        rtol,
+        atol,
+        scope,
+        measure,
+        target,
+    ):
+        self.fn = fn
+        self.name = fn.__name__
+        self.configs = prune(expand(space), prune_rule)
+        if not self.configs:
+            raise AutotuneError(f"kernel '{self.name}': prune= removed every config")
+        self.space = {k: list(v) for k, v in space.items()}
+        self.key_names = list(key or [])
+        self.tile, self.shared = tile, shared
+        self.strategy = make_strategy(strategy, budget)
+        self.check, self.rtol, self.atol = check, rtol, atol
+        if scope not in ("world", "rank"):
+            raise TesseraError(f"scope={scope!r} must be 'world' or 'rank'")
+        self.scope = scope
+        self.measure_hook = measure
+        self.target = target
+        self._kernels: dict[Config, Kernel | str] = {}
+        self._winners: dict[str, Config] = {}
+        self.last_table: list[dict] = []
+        first = self.kernel_for(self.configs[0])
+        if isinstance(first, str):  # the first config may fail; the signature is shared
+            first = next(
+                (k for k in map(self.kernel_for, self.configs) if not isinstance(k, str)), None
+            )
+        if first is None:
+            raise AutotuneError(
+                f"kernel '{self.name}': no config compiles:\n"
+                + self._reasons({c: self._kernels[c] for c in self.configs})
+            )
+        self.params = first.params
+
+    def __repr__(self) -> str:
+        return f"<tessera.autotune {self.name} over {len(self.configs)} configs>"
+
+    def __call__(self, *args: object) -> None:
+        raise TesseraError(
+            f"kernel '{self.name}' must be launched with a grid: {self.name}[grid](...)"
+        )
+
+    def __getitem__(self, grid) -> Callable[..., None]:
+        return lambda *args: self.launch(grid, args)
+
+    # ------------------------------------------------------------------ configs
+    def kernel_for(self, c: Config) -> Kernel | str:
+        """The compiled-on-demand kernel of config ``c``, or why it cannot exist."""
+        if c not in self._kernels:
+            try:
+                tile = self.tile(c) if callable(self.tile) else self.tile
+                shared = self.shared(c) if callable(self.shared) else self.shared
+                self._kernels[c] = Kernel(
+                    self.fn, tile=tile, shared=shared, target=self.target, constants=dict(c.items())
+                )
+            except TesseraError as exc:
+                self._kernels[c] = f"does not compile: {_first_line(exc)}"
+        return self._kernels[c]
+
+    @staticmethod
+    def grid_for(grid, c: Config):
+        return grid(c) if callable(grid) else grid
+
+    # ------------------------------------------------------------------ keys
+    def key(self, args: tuple) -> dict:
+        """What a cached winner is valid for (AUTOTUNE.md: source, space, key values,
+        dtypes, target, device)."""
+        symbols, dtypes = {}, {}
+        for p, a in zip(self.params, args):
+            if p.kind != "array":
+                continue
+            dtypes[p.name] = p.dtype.name
+            for dim, extent in zip(p.dims, getattr(a, "shape", ())):
+                sym = dim.symbol.name if isinstance(dim, ShardedDim) else getattr(dim, "name", None)
+                if isinstance(dim, (Symbol, ShardedDim)) and sym not in symbols:
+                    symbols[sym] = int(extent)
+        values = {}
+        for name in self.key_names:
+            if name in symbols:
+                values[name] = symbols[name]
+            elif name in dtypes:
+                values[name] = dtypes[name]
+            else:
+                raise TesseraError(
+                    f"kernel '{self.name}': key {name!r} is neither a symbol "
+                    f"of the signature ({', '.join(symbols)}) nor an array"
+                )
+        first = next(k for k in self._kernels.values() if isinstance(k, Kernel))
+        target = self.target or setting("target")
+        return {
+            "kernel": self.name,
+            "source": first.ir.source_hash,
+            "space": self.space,
+            "key": values,
+            "dtypes": dtypes,
+            "target": target,
+            "device": _device(target),
+        }
+
+    def best_config(self, *args: object) -> dict | None:
+        """The cached winner for these arguments (memory, then disk), without tuning."""
+        key = self.key(args)
+        digest = store.key_digest(key)
+        if digest in self._winners:
+            return dict(self._winners[digest].items())
+        entry = store.load(self.name, key)
+        return None if entry is None else entry["config"]
+
+    # ------------------------------------------------------------------ launch
+    def launch(self, grid, args: tuple) -> None:
+        key = self.key(args)
+        digest = store.key_digest(key)
+        winner = self._winners.get(digest)
+        if winner is None:
+            winner = agree(self.scope, lambda: self._decide(grid, args, key))
+            self._winners[digest] = winner
+        else:  # cached: a plain launch
+            pass
+        kernel = self.kernel_for(winner)
+        kernel[self.grid_for(grid, winner)](*args)
+
+    def _decide(self, grid, args: tuple, key: dict) -> Config:
+        """The winner for ``key``: from the disk cache, else the first valid config when
+        tuning is off, else a sweep. Leaves every argument as it found it."""
+        entry = store.load(self.name, key)
+        if entry is not None:
+            config = Config(entry["config"])
+            if config in self.configs:
+                return config
+        if setting("autotune") == "off":
+            return next(c for c in self.configs if isinstance(self.kernel_for(c), Kernel))
+        from .sweep import Sweep
+
+        sweep = Sweep(self, grid, args)
+        winner = sweep.run()
+        self.last_table = sweep.table
+        store.save(self.name, key, dict(winner.items()), sweep.table)
+        return winner
+
+    @staticmethod
+    def _reasons(failures: dict) -> str:
+        return "\n".join(f"  {c}: {why}" for c, why in failures.items())
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0]
+
+
+def _device(target: str) -> str:
+    if target == "cuda":
+        try:
+            from ..kernel.backend.cuda import cuda_module
+
+            return str(cuda_module().get_current_device().name)
+        except Exception:  # the simulator or no GPU
+            return "cuda"
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def time_launches(
+    run: Callable[[], None],
+    restore: Callable[[], None],
+    min_reps: int = 3,
+    max_reps: int = 50,
+    budget_s: float = 0.2,
+) -> list[float]:
+    """The default timing: restore, launch, wait for it; repeat within the budget."""
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < max_reps and (len(times) < min_reps or spent < budget_s):
+        restore()
+        start = time.perf_counter()
+        run()
+        synchronize()
+        elapsed = time.perf_counter() - start
+        times.append(elapsed)
+        spent += elapsed
+    return times
+
+
+def progress(name: str, done: int, total: int) -> None:
+    """A one-line progress bar on a terminal (nothing when stderr is a file)."""
+    if not sys.stderr.isatty():
+        return
+    width = 24
+    filled = width * done // max(total, 1)
+    sys.stderr.write(f"\rautotune {name}: [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def median(times: list[float]) -> float:
+    return statistics.median(times) if times else float("inf")
+
+
+def outputs_agree(reference: list, outputs: list, rtol: float, atol: float) -> str | None:
+    """None if the outputs match the reference, else how they differ."""
+    for ref, out in zip(reference, outputs):
+        if ref.dtype.kind in "iub":
+            if not np.array_equal(ref, out):
+                return f"{int(np.count_nonzero(ref != out))} integer elements differ"
+            continue
+        r, o = ref.astype(np.float64), out.astype(np.float64)
+        if not np.array_equal(np.isnan(r), np.isnan(o)):
+            return "NaNs in different places"
+        finite = ~np.isnan(r)
+        if not np.allclose(o[finite], r[finite], rtol=rtol, atol=atol):
+            worst = float(np.max(np.abs(o[finite] - r[finite]))) if finite.any() else 0.0
+            return f"max abs difference {worst:.3g} beyond rtol={rtol}, atol={atol}"
+    return None

@@ -1,0 +1,39 @@
+"""Rank agreement: two MPI ranks whose timings favour different configs still launch the
+same one (``scope="world"``), unless each rank may choose (``scope="rank"``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("mpi4py") is None or shutil.which("mpiexec") is None,
+    reason="needs mpi4py and mpiexec",
+)
+
+
+def _launched(scope: str) -> dict[int, str]:
+    env = dict(os.environ, TESSERA_CACHE="off")
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    result = subprocess.run(
+        ["mpiexec", "-n", "2", sys.executable, os.path.join(HERE, "mpi_autotune_script.py"),
+         scope],
+        env=env, capture_output=True, text=True, timeout=240, cwd=HERE,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [ln.split() for ln in result.stdout.splitlines() if ln.startswith("rank ")]
+    return {int(parts[1]): parts[3] for parts in lines}
+
+
+def test_ranks_launch_rank_zeros_winner_whatever_they_would_measure():
+    assert _launched("world") == {0: "BM=64", 1: "BM=64"}
+
+
+def test_scope_rank_lets_each_rank_keep_its_own_winner():
+    assert _launched("rank") == {0: "BM=64", 1: "BM=128"}
