@@ -1,4 +1,4 @@
-"""The ``tessera`` command: ``tessera info``, ``tessera demo`` and ``tessera cache list|clear``."""
+"""The ``tessera`` command: ``info``, ``demo``, ``cache list|clear`` and ``tune SCRIPT``."""
 
 from __future__ import annotations
 
@@ -58,9 +58,15 @@ def cache(action: str, out=print) -> int:
 
     root = disk_cache.directory()
     state = "" if disk_cache.enabled() else " (TESSERA_CACHE=off: launches do not use it)"
+    from .autotune import store
+
     if action == "clear":
         files, nbytes = disk_cache.clear(root)
-        out(f"removed {_count(files, 'file')} ({_size(nbytes)}) from {root}{state}")
+        tuned = store.clear()
+        out(
+            f"removed {_count(files, 'file')} ({_size(nbytes)}) and "
+            f"{_count(tuned, 'autotune entry')} from {root}{state}"
+        )
         return 0
     found = disk_cache.entries(root)
     out(f"{root}: {_count(len(found), 'entry')}, {_size(sum(e.size for e in found))}{state}")
@@ -72,6 +78,28 @@ def cache(action: str, out=print) -> int:
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
         for r in rows:
             out("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+    tuned = store.entries()
+    out(f"autotune: {_count(len(tuned), 'entry')}")
+    for e in tuned:
+        config = ", ".join(f"{k}={v}" for k, v in (e["config"] or {}).items()) or "unreadable"
+        out(f"  {e['kernel']}  {config}  {e['created']}  {e['path'].name}")
+    return 0
+
+
+def tune(script: str, script_args: list[str]) -> int:
+    """``tessera tune SCRIPT [ARGS...]``: run a script, sweeping every autotuned launch again
+    (TESSERA_AUTOTUNE=retune) and printing each sweep's table; the script's launches choose
+    the sizes, and the new winners replace the cached ones."""
+    import os
+    import runpy
+
+    os.environ["TESSERA_AUTOTUNE_VERBOSE"] = "1"
+    os.environ["TESSERA_AUTOTUNE"] = "retune"
+    from .config import refresh
+
+    refresh()
+    sys.argv = [script, *script_args]
+    runpy.run_path(script, run_name="__main__")
     return 0
 
 
@@ -97,7 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     cache_parser.add_argument(
         "action", choices=("list", "clear"), help="list the entries, or delete them all"
     )
+    tune_parser = sub.add_parser(
+        "tune", help="run a script, printing the table of every autotune sweep it makes"
+    )
+    tune_parser.add_argument("script", help="a Python script that launches autotuned kernels")
+    tune_parser.add_argument("script_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    if args.command == "tune":
+        return tune(args.script, args.script_args)
     if args.command == "info":
         info()
         return 0

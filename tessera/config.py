@@ -103,9 +103,9 @@ SETTINGS: dict[str, Setting] = {
             "autotune",
             "TESSERA_AUTOTUNE",
             "on",
-            ("on", "off"),
+            ("on", "off", "retune"),
             "off: autotuned kernels use the cached winner or their first valid config, "
-            "without trials.",
+            "without trials; retune: sweep again even where the cache has a winner.",
         ),
         Setting(
             "autotune_verbose",

@@ -19,6 +19,8 @@ from ..stats import bump
 from .space import Config
 from .tuner import AutotuneError, median, outputs_agree, progress, time_launches
 
+NOISE = 0.05  # a runner-up this close (relative median) is flagged as a tie within noise
+
 
 class Sweep:
     def __init__(self, tuner, grid, args: tuple):
@@ -129,8 +131,9 @@ class Sweep:
             else:
                 out.write(f"  {config:<28} {row['status']}\n")
         ranked = sorted(self.results.values(), key=lambda r: r[0])
-        if len(ranked) > 1 and min(ranked[1][1]) <= max(ranked[0][1]):
-            out.write("  note: the runner-up's times overlap the winner's: within noise\n")
+        if len(ranked) > 1 and ranked[1][0] <= ranked[0][0] * (1 + NOISE):
+            out.write(f"  note: the runner-up is within {NOISE:.0%} of the winner: the choice "
+                      "is within measurement noise\n")
         out.flush()
 
 

@@ -176,12 +176,13 @@ class Autotuned:
     def _decide(self, grid, args: tuple, key: dict) -> Config:
         """The winner for ``key``: from the disk cache, else the first valid config when
         tuning is off, else a sweep. Leaves every argument as it found it."""
-        entry = store.load(self.name, key)
+        mode = setting("autotune")
+        entry = store.load(self.name, key) if mode != "retune" else None
         if entry is not None:
             config = Config(entry["config"])
             if config in self.configs:
                 return config
-        if setting("autotune") == "off":
+        if mode == "off":
             return next(c for c in self.configs if isinstance(self.kernel_for(c), Kernel))
         from .sweep import Sweep
 
