@@ -19,6 +19,13 @@ from ..stats import bump
 from .space import Config
 from .tuner import AutotuneError, median, outputs_agree, progress, time_launches
 
+
+def setting_simulator() -> bool:
+    import os
+
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
 NOISE = 0.05  # a runner-up this close (relative median) is flagged as a tie within noise
 
 
@@ -34,6 +41,16 @@ class Sweep:
         self.failures: dict[Config, str] = {}
         self.table: list[dict] = []
         self.tried = 0
+
+    def on_gpu(self) -> bool:
+        """Whether trials run on a real GPU (then CUDA events time them)."""
+        from ..kernel.launch import is_device_array
+
+        target = self.tuner.target or setting("target")
+        uses_cuda = target == "cuda" or (
+            target == "auto" and any(is_device_array(a) for a in self.args)
+        )
+        return uses_cuda and setting_simulator() is False
 
     def restore(self) -> None:
         for a, saved in zip(self.mut, self.snapshot):
@@ -68,7 +85,7 @@ class Sweep:
             if t.measure_hook is not None:
                 times = list(t.measure_hook(run, c))
             else:
-                times = time_launches(run, self.restore)
+                times = time_launches(run, self.restore, cuda_events=self.on_gpu())
         except TesseraError as exc:
             self.failures[c] = f"fails: {str(exc).splitlines()[0]}"
             return None
@@ -132,8 +149,10 @@ class Sweep:
                 out.write(f"  {config:<28} {row['status']}\n")
         ranked = sorted(self.results.values(), key=lambda r: r[0])
         if len(ranked) > 1 and ranked[1][0] <= ranked[0][0] * (1 + NOISE):
-            out.write(f"  note: the runner-up is within {NOISE:.0%} of the winner: the choice "
-                      "is within measurement noise\n")
+            out.write(
+                f"  note: the runner-up is within {NOISE:.0%} of the winner: the choice "
+                "is within measurement noise\n"
+            )
         out.flush()
 
 
