@@ -173,3 +173,12 @@ def _plain_add(x: f32[n], y: mut[f32[n]]):
     i = group_linear_id() * BM + tile.linear_id()
     if i < n:
         y[i] += x[i]
+
+
+def test_autotune_works_on_every_target(target, fresh_cache):
+    tuned = ts.kernel.autotune(space=dict(BM=[32, 64]), tile=lambda c: (c.BM,))(_plain_add)
+    x = np.arange(200, dtype=np.float32)
+    y = np.ones(200, np.float32)
+    tuned[lambda c: -(-200 // c.BM)](x, y)
+    np.testing.assert_array_equal(y, x + 1)
+    assert tuned.best_config(x, y)["BM"] in (32, 64)

@@ -80,10 +80,16 @@ def event() -> Event:
     return Event()
 
 
-def synchronize() -> None:
-    """Wait until all queued GPU work is done. Without CUDA work in this process there is
-    nothing to wait for (CPU and debug launches finish before they return)."""
-    import sys
+_gpu_work = [False]  # set by the first CUDA launch of this process
 
-    if "numba.cuda" in sys.modules:
+
+def note_gpu_work() -> None:
+    _gpu_work[0] = True
+
+
+def synchronize() -> None:
+    """Wait until all queued GPU work is done. Without CUDA launches in this process there
+    is nothing to wait for (CPU and debug launches finish before they return), and no GPU
+    driver is touched."""
+    if _gpu_work[0]:
         _cuda().synchronize()

@@ -18,6 +18,7 @@ import numpy as np
 from ... import stats
 from ...errors import TesseraError
 from ..pipeline import Specialised
+from ..streams import note_gpu_work
 from . import semantics
 from .cuda_codegen import FLAT_BLOCK, CudaCodegen
 
@@ -214,6 +215,7 @@ class CudaProgram:
             if not p.mutable:
                 args[k] = cuda.to_device(args[k])
         aligned = [_aligned4(args[k]) for k in self._align_positions()]
+        note_gpu_work()
         self._kernel[blocks, threads, stream](*args, *grid, *aligned)
         for original, copy in write_back:
             original[...] = copy
