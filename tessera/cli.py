@@ -1,4 +1,5 @@
-"""The ``tessera`` command: ``info``, ``demo``, ``cache list|clear`` and ``tune SCRIPT``."""
+"""The ``tessera`` command: ``info``, ``demo``, ``cache list|clear``, ``tune SCRIPT`` and
+``bench``."""
 
 from __future__ import annotations
 
@@ -86,6 +87,22 @@ def cache(action: str, out=print) -> int:
     return 0
 
 
+def bench(bench_args: list[str]) -> int:
+    """``tessera bench [NAMES] [--quick]``: the benchmarks live in the source tree's bench/
+    (not in the installed package), so this runs them from the checkout it finds."""
+    import subprocess
+    from pathlib import Path
+
+    for root in (Path.cwd(), Path(__file__).resolve().parent.parent):
+        if (root / "bench" / "__main__.py").exists():
+            return subprocess.call([sys.executable, "-m", "bench", *bench_args], cwd=root)
+    print(
+        "tessera bench: no bench/ folder here; run it from a Tessera source checkout",
+        file=sys.stderr,
+    )
+    return 2
+
+
 def tune(script: str, script_args: list[str]) -> int:
     """``tessera tune SCRIPT [ARGS...]``: run a script, sweeping every autotuned launch again
     (TESSERA_AUTOTUNE=retune) and printing each sweep's table; the script's launches choose
@@ -130,7 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     tune_parser.add_argument("script", help="a Python script that launches autotuned kernels")
     tune_parser.add_argument("script_args", nargs=argparse.REMAINDER)
+    bench_parser = sub.add_parser(
+        "bench", help="run the benchmarks (python -m bench) from a source checkout"
+    )
+    bench_parser.add_argument("bench_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        return bench(args.bench_args)
     if args.command == "tune":
         return tune(args.script, args.script_args)
     if args.command == "info":

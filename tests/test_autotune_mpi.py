@@ -22,9 +22,12 @@ def _launched(scope: str) -> dict[int, str]:
     env = dict(os.environ, TESSERA_CACHE="off")
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     result = subprocess.run(
-        ["mpiexec", "-n", "2", sys.executable, os.path.join(HERE, "mpi_autotune_script.py"),
-         scope],
-        env=env, capture_output=True, text=True, timeout=240, cwd=HERE,
+        ["mpiexec", "-n", "2", sys.executable, os.path.join(HERE, "mpi_autotune_script.py"), scope],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=HERE,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [ln.split() for ln in result.stdout.splitlines() if ln.startswith("rank ")]

@@ -13,7 +13,6 @@ import math
 import numpy as np
 
 from ... import dtypes as D
-from ...errors import KernelError
 from .. import ir
 from ..analysis.regions import GroupIf, GroupLoop, LaneRegion, Schedule
 from ..ir import ScalarType
@@ -219,45 +218,9 @@ class CpuCodegen(SourceEmitter):
         value = self.conv(f"_tree_reduce({scratch}, {size}, {combine})", t, target_t)
         self.emit(f"{self.name(s.target)} = {value}", s.loc)
 
-    def shared_shape(self, var: str, at: ir.Stmt) -> tuple[int, ...]:
-        """The shape of the shared array a variable holds; every candidate must agree."""
-        shapes = set()
-        for a in self.kir.allocs:
-            if a.target == var:
-                shapes.add(tuple(int(x) for x in a.shape))
-        if not shapes:  # a variable bound by assignment from shared arrays (a swap)
-            shapes = {
-                tuple(int(x) for x in a.shape)
-                for a in self.kir.allocs
-                if len(a.shape) == self.types[var].ndim and a.dtype == self.types[var].dtype
-            }
-        if len(shapes) != 1:
-            raise KernelError(
-                self.kir.name, f"cannot tell the shape of shared array '{var}'", at.loc
-            )
-        return shapes.pop()
-
     def copy_async(self, s: ir.CopyAsync) -> None:
-        dst, src = self.name(s.dst.name), self.name(s.src.name)
-        src_t = self.types[s.src.name]
-        sliced = s.sliced or [True] * src_t.ndim
-        starts = s.starts or [ir.Const(s.loc, 0)] * src_t.ndim
-        stops = s.stops or [None] * src_t.ndim
         self.emit(f"# cp_async.shared.global_({s.dst.name}, {s.src.name}[...]): eager copy", s.loc)
-        src_idx, conds, q = [], [], 0
-        for a, (is_slice, start, stop) in enumerate(zip(sliced, starts, stops)):
-            self.emit(f"_cs{a} = {self.conv(self.expr(start), start.type, ir.ScalarType(D.i64))}")
-            end = f"{src}.shape[{a}]"
-            if stop is not None:
-                end = f"min({end}, {self.conv(self.expr(stop), stop.type, ir.ScalarType(D.i64))})"
-            self.emit(f"_ce{a} = {end}")
-            if is_slice:
-                src_idx.append(f"_cs{a} + _q{q}")
-                conds.append(f"0 <= _cs{a} + _q{q} < _ce{a}")
-                q += 1
-            else:
-                src_idx.append(f"_cs{a}")
-                conds.append(f"0 <= _cs{a} < _ce{a}")
+        dst, src, q, src_idx, conds = self.copy_bounds(s)
         for d in range(q):
             self.emit(f"{'    ' * d}for _q{d} in range({dst}.shape[{d}]):")
         pad = "    " * q

@@ -209,42 +209,12 @@ class CudaCodegen(SourceEmitter):
         self.emit(f"{self.name(s.target)} = {target}", s.loc)
         self.emit("cuda.syncthreads()  # the scratch may be reused right after")
 
-    def shared_shape(self, var: str, at: ir.Stmt) -> tuple[int, ...]:
-        t = self.types[var]
-        shapes = {
-            tuple(int(x) for x in a.shape)
-            for a in self.kir.allocs
-            if a.target == var or (len(a.shape) == t.ndim and a.dtype == t.dtype)
-        }
-        if len(shapes) != 1:
-            raise KernelError(
-                self.kir.name, f"cannot tell the shape of shared array '{var}'", at.loc
-            )
-        return shapes.pop()
-
     def copy_async(self, s: ir.CopyAsync) -> None:
         """Every lane copies its share of the slice (zero-filling past the tail)."""
-        dst, src = self.name(s.dst.name), self.name(s.src.name)
+        self.emit(f"# cp_async.shared.global_({s.dst.name}, {s.src.name}[...])", s.loc)
+        dst, src, q, src_idx, conds = self.copy_bounds(s)
         src_t = self.types[s.src.name]
         sliced = s.sliced or [True] * src_t.ndim
-        starts = s.starts or [ir.Const(s.loc, 0)] * src_t.ndim
-        stops = s.stops or [None] * src_t.ndim
-        i64 = ScalarType(D.i64)
-        self.emit(f"# cp_async.shared.global_({s.dst.name}, {s.src.name}[...])", s.loc)
-        src_idx, conds, q = [], [], 0
-        for a, (is_slice, start, stop) in enumerate(zip(sliced, starts, stops)):
-            self.emit(f"_cs{a} = {self.conv(self.expr(start), start.type, i64)}")
-            end = f"{src}.shape[{a}]"
-            if stop is not None:
-                end = f"min({end}, {self.conv(self.expr(stop), stop.type, i64)})"
-            self.emit(f"_ce{a} = {end}")
-            if is_slice:
-                src_idx.append(f"_cs{a} + _q{q}")
-                conds.append(f"0 <= _cs{a} + _q{q} < _ce{a}")
-                q += 1
-            else:
-                src_idx.append(f"_cs{a}")
-                conds.append(f"0 <= _cs{a} < _ce{a}")
         itemsize = src_t.dtype.itemsize
         if self.async_copies and itemsize in (4, 8):
             self.copy_loop(s, dst, src, q, src_idx, conds, f"_cp_async{itemsize}", itemsize)

@@ -62,6 +62,51 @@ class SourceEmitter:
     def atomic_add(self, array: str, dtype: D.DType, idx: str, value: str) -> str:
         raise KernelError(self.kir.name, "internal: the target has no atomics", self.kir.loc)
 
+    # ------------------------------------------------------------------ shared helpers
+    def copy_bounds(self, s: ir.CopyAsync) -> tuple[str, str, int, list[str], list[str]]:
+        """Emit the source slice's bounds of a ``cp_async`` (``_cs<axis>`` start and
+        ``_ce<axis>`` end, clipped to the array); returns the destination and source
+        names, the number of sliced axes and, in terms of ``_q<d>`` (the destination
+        index), the source index and the in-range conditions."""
+        dst, src = self.name(s.dst.name), self.name(s.src.name)
+        src_t = self.types[s.src.name]
+        sliced = s.sliced or [True] * src_t.ndim
+        starts = s.starts or [ir.Const(s.loc, 0)] * src_t.ndim
+        stops = s.stops or [None] * src_t.ndim
+        i64 = ScalarType(D.i64)
+        src_idx, conds, q = [], [], 0
+        for a, (is_slice, start, stop) in enumerate(zip(sliced, starts, stops)):
+            self.emit(f"_cs{a} = {self.conv(self.expr(start), start.type, i64)}")
+            end = f"{src}.shape[{a}]"
+            if stop is not None:
+                end = f"min({end}, {self.conv(self.expr(stop), stop.type, i64)})"
+            self.emit(f"_ce{a} = {end}")
+            if is_slice:
+                src_idx.append(f"_cs{a} + _q{q}")
+                conds.append(f"0 <= _cs{a} + _q{q} < _ce{a}")
+                q += 1
+            else:
+                src_idx.append(f"_cs{a}")
+                conds.append(f"0 <= _cs{a} < _ce{a}")
+        return dst, src, q, src_idx, conds
+
+    def shared_shape(self, var: str, at: ir.Stmt) -> tuple[int, ...]:
+        """The shape of the shared array a variable holds; every candidate must agree
+        (a variable bound by swapping shared arrays may hold any of its kind)."""
+        t = self.types[var]
+        shapes = {tuple(int(x) for x in a.shape) for a in self.kir.allocs if a.target == var}
+        if not shapes:
+            shapes = {
+                tuple(int(x) for x in a.shape)
+                for a in self.kir.allocs
+                if len(a.shape) == t.ndim and a.dtype == t.dtype
+            }
+        if len(shapes) != 1:
+            raise KernelError(
+                self.kir.name, f"cannot tell the shape of shared array '{var}'", at.loc
+            )
+        return shapes.pop()
+
     # How 16-bit floats are stored (``code`` is an element) and rounded (``code`` is f32
     # or wider): the CPU keeps them as uint16 bits, a GPU has native half loads.
     def half_to_f32(self, code: str, dtype: D.DType) -> str:
