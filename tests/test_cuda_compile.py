@@ -110,3 +110,14 @@ def test_metadata_dump_is_yaml_with_the_launch_spec(tmp_path):
     text = (tmp_path / "block_reduce_tree.1.meta.yaml").read_text()
     assert "name: block_reduce_tree" in text and "tile: [256]" in text
     assert "launch:\n  grid: [4, 1, 1]\n  block: [256, 1, 1]" in text
+
+
+def test_bf16_kernels_compile_with_the_languages_rounding():
+    import ml_dtypes
+
+    from test_language_numerics import HALF_KERNELS
+
+    k, _ = HALF_KERNELS["bf16"]
+    x = np.zeros(64, ml_dtypes.bfloat16)
+    ptx = k.inspect("ptx", x, x, x, grid=64, arch="sm_90")
+    assert "ld.global.u16" in ptx and "st.global.u16" in ptx

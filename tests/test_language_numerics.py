@@ -214,8 +214,6 @@ def all_values(np_type, with_signalling_nans=False):
 
 @pytest.mark.parametrize("name", ["f16", "bf16"])
 def test_half_copy_and_arithmetic_round_once(target, name):
-    if target == "cuda" and name == "bf16":
-        pytest.skip("bf16 is not supported on the CUDA target yet (docs/targets.md)")
     k, np_type = HALF_KERNELS[name]
     x = all_values(np_type)
     y, z = np.zeros_like(x), np.zeros_like(x)
@@ -237,8 +235,6 @@ def test_f16_copy_preserves_every_bit_pattern(target):
 
 
 def test_bf16_copy_preserves_signalling_nan_bits(target):
-    if target == "cuda":
-        pytest.skip("bf16 is not supported on the CUDA target yet (docs/targets.md)")
     k, np_type = HALF_KERNELS["bf16"]
     x = all_values(np_type, with_signalling_nans=True)
     y, z = np.zeros_like(x), np.zeros_like(x)
@@ -326,8 +322,6 @@ def run_half_rounding(rng):
 
 
 def test_half_values_round_once_at_the_store(target, rng):
-    if target == "cuda":
-        pytest.skip("bf16 is not supported on the CUDA target yet (docs/targets.md)")
     x, b, y, z, u, w, once, twice = run_half_rounding(rng)
     np.testing.assert_array_equal(bits(z), bits(once))
     np.testing.assert_array_equal(bits(u), bits(once))
@@ -335,7 +329,5 @@ def test_half_values_round_once_at_the_store(target, rng):
 
 
 def test_explicit_f16_cast_rounds_to_16_bits(target, rng):
-    if target == "cuda":
-        pytest.skip("bf16 is not supported on the CUDA target yet (docs/targets.md)")
     x, b, y, z, u, w, once, twice = run_half_rounding(rng)
     np.testing.assert_array_equal(bits(y), bits(twice))

@@ -234,7 +234,9 @@ def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size, target="cp
             )
         bound[sym] = value
         bound_by.setdefault(sym, p.name)
-    if p.dtype.name in HALF_NAMES and target == "cpu":
+    # 16-bit floats travel as uint16 bits where the target has no native type for them:
+    # both on the CPU, bf16 on CUDA (which loads f16 natively)
+    if p.dtype.name == "bf16" or (p.dtype.name in HALF_NAMES and target == "cpu"):
         return a.view(np.uint16)
     return a
 

@@ -126,6 +126,34 @@ def _simulator_math():
     return shim
 
 
+def _bf16_conversions(cuda, simulated: bool) -> dict:
+    """``_b2f`` (uint16 bits → f32) and ``_f2b`` (f32 → uint16 bits, the language's
+    rounding) for generated CUDA code: device functions on the GPU (libdevice's bit
+    casts), NumPy under the simulator, which runs kernels as Python."""
+    if simulated:
+
+        def b2f(bits):
+            return (np.uint32(bits) << np.uint32(16)).view(np.float32)
+
+        def f2b(value):
+            return semantics.bf16_bits.py_func(np.float32(value).view(np.uint32))
+
+        return {"_b2f": b2f, "_f2b": f2b}
+    from numba.cuda import libdevice
+
+    bits_of = semantics.bf16_bits
+
+    @cuda.jit(device=True, inline="always")
+    def b2f_device(bits):
+        return libdevice.int_as_float(np.int32(np.uint32(bits) << np.uint32(16)))
+
+    @cuda.jit(device=True, inline="always")
+    def f2b_device(value):
+        return bits_of(np.uint32(libdevice.float_as_int(np.float32(value))))
+
+    return {"_b2f": b2f_device, "_f2b": f2b_device}
+
+
 def parse_arch(arch: str) -> tuple[int, int]:
     """``"sm_90"`` → ``(9, 0)``."""
     match = re.fullmatch(r"sm_(\d+)(\d)a?", arch)
@@ -172,6 +200,7 @@ class CudaProgram:
                 "_fmin": semantics.fmin,
                 "_tree_reduce": semantics.tree_reduce,
             }
+            namespace.update(_bf16_conversions(cuda, _simulating()))
             if not _simulating():
                 from .cuda_async import namespace as async_names
 

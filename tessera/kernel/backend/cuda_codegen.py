@@ -47,15 +47,6 @@ class CudaCodegen(SourceEmitter):
             if async_copies
             else []
         )
-        for name, t in kir.var_types.items():
-            if isinstance(t, ir.ArrayType) and t.dtype == D.bf16:
-                p = self.params.get(name)
-                raise KernelError(
-                    kir.name,
-                    f"'{name}' is a bf16 array: the CUDA target does not support bf16 yet "
-                    "(run on the CPU or debug target, or use f16/f32)",
-                    p.loc if p is not None else kir.loc,
-                )
 
     # ------------------------------------------------------------------ frame
     def generate(self) -> str:
@@ -125,17 +116,21 @@ class CudaCodegen(SourceEmitter):
         return "np.int64(0)" if axis >= self.grid_ndim else f"np.int64(_g{axis})"
 
     # ------------------------------------------------------------------ memory
+    # f16 is native on the GPU; bf16 travels as uint16 bits, converted with the
+    # language's rounding rule (semantics.bf16_bits), as on the CPU
     @staticmethod
     def storage(dtype: D.DType) -> str:
-        return "np." + dtype.np_dtype.name
+        return "np.uint16" if dtype == D.bf16 else "np." + dtype.np_dtype.name
 
     def half_to_f32(self, code: str, dtype: D.DType) -> str:
-        return f"np.float32({code})"
+        return f"_b2f({code})" if dtype == D.bf16 else f"np.float32({code})"
 
     def f32_to_half(self, code: str, dtype: D.DType) -> str:
-        return f"np.float16({code})"
+        return f"_f2b({code})" if dtype == D.bf16 else f"np.float16({code})"
 
     def round_half(self, code: str, dtype: D.DType) -> str:
+        if dtype == D.bf16:
+            return f"_b2f(_f2b(np.float32({code})))"
         return f"np.float32(np.float16(np.float32({code})))"
 
     def atomic_add(self, array: str, dtype: D.DType, idx: str, value: str) -> str:
