@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from classic_kernels import axpy_tiled, block_reduce_tree, histogram, matmul, softmax_rows
 
-from tessera import cp_async, f32, group_linear_id, kernel, mut, tile, tshared
+from tessera import KiB, cp_async, f32, group_linear_id, kernel, mut, tbarrier, tile, tshared
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
@@ -121,3 +121,26 @@ def test_bf16_kernels_compile_with_the_languages_rounding():
     x = np.zeros(64, ml_dtypes.bfloat16)
     ptx = k.inspect("ptx", x, x, x, grid=64, arch="sm_90")
     assert "ld.global.u16" in ptx and "st.global.u16" in ptx
+
+
+@kernel(tile=(128,), shared=96 * KiB)
+def big_tiles(x: f32[n], y: mut[f32[n]]):
+    a = tshared.alloc[f32](16384)  # 64 KiB: more than a block's static shared memory
+    b = tshared.alloc[f32]((64, 64))
+    for j in range(tile.linear_id(), 16384, 128):
+        a[j] = x[j % n]
+    for j in range(tile.linear_id(), 4096, 128):
+        b[j // 64, j % 64] = x[j % n]
+    tbarrier()
+    i = tile.linear_id()
+    if i < n:
+        y[i] = a[i] + b[i % 64, 0]
+
+
+def test_shared_memory_above_48_kib_is_dynamic():
+    x = np.zeros(128, np.float32)
+    source = big_tiles.inspect("cuda", x, x, grid=1)
+    assert "cuda.shared.array(0, _dt_float32)[0:16384]" in source
+    assert "[16384:20480].reshape((64, 64))" in source
+    ptx = big_tiles.inspect("ptx", x, x, grid=1, arch="sm_90")
+    assert ".extern .shared" in ptx

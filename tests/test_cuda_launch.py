@@ -67,3 +67,15 @@ def test_launches_inside_a_named_stream_block_run_on_that_stream(rng):
     ts.synchronize()
     np.testing.assert_array_equal(dy.copy_to_host(), x)
     assert isinstance(start.elapsed_ms(end), float)  # the simulator's clock says -1
+
+
+def test_shared_memory_above_48_kib_runs_and_matches_the_cpu():
+    from test_cuda_compile import big_tiles
+
+    x = np.arange(128, dtype=np.float32)
+    on_cpu, on_cuda = np.zeros(128, np.float32), np.zeros(128, np.float32)
+    with ts.config(target="cpu"):
+        big_tiles[1](x, on_cpu)
+    with ts.config(target="cuda"):
+        big_tiles[1](x, on_cuda)
+    assert on_cpu.tobytes() == on_cuda.tobytes()

@@ -173,6 +173,7 @@ class CudaProgram:
         codegen = CudaCodegen(spec.kir, grid_ndim, async_copies=not self.simulated)
         self.align_params = codegen.align_params
         self.source = codegen.generate()
+        self.dynamic_shared_bytes = codegen.dynamic_shared_bytes  # known once generated
         self.scratch_bytes = sum(
             size * (8 if dt.endswith("64") else 4 if dt.endswith("32") else 2)
             for dt, size in codegen.scratch.items()
@@ -201,6 +202,26 @@ class CudaProgram:
                 "_tree_reduce": semantics.tree_reduce,
             }
             namespace.update(_bf16_conversions(cuda, _simulating()))
+            # dynamic shared arrays take dtype instances (the simulator needs .itemsize)
+            namespace.update(
+                {
+                    f"_dt_{t}": np.dtype(t)
+                    for t in (
+                        "float16",
+                        "float32",
+                        "float64",
+                        "int8",
+                        "int16",
+                        "int32",
+                        "int64",
+                        "uint8",
+                        "uint16",
+                        "uint32",
+                        "uint64",
+                        "bool",
+                    )
+                }
+            )
             if not _simulating():
                 from .cuda_async import namespace as async_names
 
@@ -245,9 +266,37 @@ class CudaProgram:
                 args[k] = cuda.to_device(args[k])
         aligned = [_aligned4(args[k]) for k in self._align_positions()]
         note_gpu_work()
-        self._kernel[blocks, threads, stream](*args, *grid, *aligned)
+        if self.dynamic_shared_bytes:
+            self._opt_in_dynamic_shared(args, grid, aligned)
+        self._kernel[blocks, threads, stream, self.dynamic_shared_bytes](*args, *grid, *aligned)
         for original, copy in write_back:
             original[...] = copy
+
+    def _opt_in_dynamic_shared(self, args, grid, aligned) -> None:
+        """Above 48 KiB a kernel must opt in to its dynamic shared memory
+        (cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES) and fit the device's limit.
+        Written against the CUDA driver API; not yet run on a GPU."""
+        if self.simulated or getattr(self, "_opted_in", False):
+            return
+        cuda = cuda_module()
+        device = cuda.get_current_device()
+        limit = device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+        if self.dynamic_shared_bytes > limit:
+            raise TesseraError(
+                f"kernel '{self.kir.name}' needs {self.dynamic_shared_bytes} bytes of shared "
+                f"memory per group; this GPU allows at most {limit}"
+            )
+        from cuda.bindings import driver as cu
+        from numba.cuda.cudadrv.driver import driver
+
+        signature = cuda_signature(tuple(args), len(grid), len(aligned))
+        compiled = self._kernel.compile(signature)
+        function = compiled._codelibrary.get_cufunc()
+        attribute = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        driver.cuKernelSetAttribute(
+            attribute, self.dynamic_shared_bytes, function.handle, device.id
+        )
+        self._opted_in = True
 
     @staticmethod
     def device_arch() -> str:
@@ -293,7 +342,7 @@ class CudaProgram:
         registers = re.search(r"Used (\d+) registers", report)
         spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", report)
         blocks, threads = self.launch_shape(grid)
-        shared = self.spec.shared_bytes + self.scratch_bytes
+        shared = max(self.spec.shared_bytes, self.dynamic_shared_bytes) + self.scratch_bytes
         return {
             "name": self.kir.name,
             "arch": arch,

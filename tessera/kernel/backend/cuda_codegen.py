@@ -22,6 +22,7 @@ from ..typer import concrete
 from .pysource import SourceEmitter, ctor
 
 FLAT_BLOCK = 256  # threads per block of a flat kernel
+STATIC_SHARED_LIMIT = 48 * 1024  # above this a block's shared memory must be dynamic
 ATOMIC_DTYPES = (D.f16, D.f32, D.f64, D.i32, D.i64, D.u32, D.u64)
 
 
@@ -31,6 +32,7 @@ class CudaCodegen(SourceEmitter):
     def __init__(self, kir: ir.KernelIR, grid_ndim: int, async_copies: bool = True):
         super().__init__(kir, grid_ndim)
         self.scratch: dict[str, int] = {}  # compute dtype ctor → elements of shared scratch
+        self.dynamic_shared_bytes = 0  # > 0: shared arrays are carved from dynamic memory
         # cp.async for copies (off under the simulator, which cannot run inline PTX)
         self.async_copies = async_copies
         self.uses_copies = any(isinstance(s, ir.CopyAsync) for s in ir.walk_stmts(kir.body))
@@ -98,9 +100,30 @@ class CudaCodegen(SourceEmitter):
             rest = f"({rest} // _N{d})"
         self.emit(f"_g0 = {rest}")
         self.emit(f"s_grid_groups = {' * '.join(f'_N{d}' for d in range(self.grid_ndim))}")
-        for a in self.kir.allocs:
+        sizes = [
+            (a, math.prod(int(x) for x in a.shape) * a.dtype.itemsize) for a in self.kir.allocs
+        ]
+        if sum(n for _, n in sizes) <= STATIC_SHARED_LIMIT:
+            for a, _ in sizes:
+                shape = tuple(int(x) for x in a.shape)
+                storage = self.storage(a.dtype)
+                self.emit(f"_sh{a.slot} = cuda.shared.array({shape}, {storage})", a.loc)
+            return
+        # Dynamic shared memory (sized at launch, opted in above 48 KiB): every extern
+        # shared array starts at the same address, so each allocation is a slice of one
+        # of its dtype, at a byte offset rounded up to 16.
+        offset = 0
+        for a, nbytes in sizes:
             shape = tuple(int(x) for x in a.shape)
-            self.emit(f"_sh{a.slot} = cuda.shared.array({shape}, {self.storage(a.dtype)})", a.loc)
+            start = offset // a.dtype.itemsize
+            end = start + math.prod(shape)
+            dtype = "_dt_" + self.storage(a.dtype).removeprefix("np.")  # a dtype instance
+            view = f"cuda.shared.array(0, {dtype})[{start}:{end}]"
+            if len(shape) > 1:
+                view += f".reshape({shape})"
+            self.emit(f"_sh{a.slot} = {view}", a.loc)
+            offset += -(-nbytes // 16) * 16
+        self.dynamic_shared_bytes = offset
 
     # ------------------------------------------------------------------ numbering
     def lane_id(self, axis: int | None) -> str:
