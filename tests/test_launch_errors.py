@@ -243,3 +243,25 @@ def test_bf16_parameter_refuses_other_16_bit_storage(target, dtype):
     x = np.ones(4, dtype)
     y = np.zeros(4, ml_dtypes.bfloat16)
     refused(lambda: lk_bf16[4](x, y), [x, y], "'x'", "bf16", kernel_name="lk_bf16")
+
+
+class _DLPackOnly:
+    """A host tensor that offers only the DLPack protocol (like a CPU PyTorch tensor)."""
+
+    def __init__(self, array):
+        self._array = array
+
+    def __dlpack__(self, **kwargs):
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+
+def test_dlpack_host_tensors_are_accepted_without_a_copy(target):
+    from classic_kernels import axpy
+
+    x = np.arange(10, dtype=np.float32)
+    y = np.ones(10, np.float32)
+    axpy[10](_DLPackOnly(x), _DLPackOnly(y), 2.0)
+    np.testing.assert_array_equal(y, 2 * x + 1)

@@ -103,6 +103,9 @@ class Kernel:
             return self._cuda_launch(grid, args)
         bound = self._binder.fast(args, grid)
         if bound is None:  # something unusual: the full checks find it, or a GPU array
+            unwrapped = launch.unwrap_dlpack(self.name, self.params, args)
+            if any(u is not a for u, a in zip(unwrapped, args)):
+                return self.launch(grid, *unwrapped)
             if target == "auto" and any(launch.is_device_array(a) for a in args):
                 return self._cuda_launch(grid, args)
             if target not in TARGETS:
@@ -134,6 +137,7 @@ class Kernel:
             program.run(call_args, grid, True, current_stream())
 
     def _bind_cuda(self, grid: tuple[int, ...], args: tuple) -> launch.Bound:
+        args = launch.unwrap_dlpack(self.name, self.params, args)
         bound = launch.bind(
             self.name, self.params, self.ir.symbols, args, grid, self.grouped, target="cuda"
         )
