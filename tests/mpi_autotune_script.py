@@ -1,5 +1,6 @@
 """Run under ``mpiexec -n 2``: each rank's injected timings favour a different config;
-prints the config each rank launched. Argument: the autotune scope."""
+each rank writes the config it launched to ``<folder>/rank<r>.txt`` (ranks' standard
+outputs interleave). Arguments: the autotune scope, the folder."""
 
 from __future__ import annotations
 
@@ -34,4 +35,5 @@ x = np.arange(500, dtype=np.float32)
 y = np.zeros(500, np.float32)
 tuned[lambda c: -(-500 // c.BM)](x, y)
 assert np.array_equal(y, x)
-print(f"rank {RANK} launched BM={tuned.best_config(x, y)['BM']}", flush=True)
+with open(f"{sys.argv[2]}/rank{RANK}.txt", "w") as f:
+    f.write(f"BM={tuned.best_config(x, y)['BM']}")

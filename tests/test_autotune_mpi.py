@@ -18,11 +18,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _launched(scope: str) -> dict[int, str]:
+def _launched(scope: str, folder) -> dict[int, str]:
+    """Run the script on 2 ranks; each rank writes the config it launched to a file."""
     env = dict(os.environ, TESSERA_CACHE="off")
     env.pop("NUMBA_ENABLE_CUDASIM", None)
+    script = os.path.join(HERE, "mpi_autotune_script.py")
     result = subprocess.run(
-        ["mpiexec", "-n", "2", sys.executable, os.path.join(HERE, "mpi_autotune_script.py"), scope],
+        ["mpiexec", "-n", "2", sys.executable, script, scope, str(folder)],
         env=env,
         capture_output=True,
         text=True,
@@ -30,13 +32,12 @@ def _launched(scope: str) -> dict[int, str]:
         cwd=HERE,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = [ln.split() for ln in result.stdout.splitlines() if ln.startswith("rank ")]
-    return {int(parts[1]): parts[3] for parts in lines}
+    return {r: (folder / f"rank{r}.txt").read_text() for r in (0, 1)}
 
 
-def test_ranks_launch_rank_zeros_winner_whatever_they_would_measure():
-    assert _launched("world") == {0: "BM=64", 1: "BM=64"}
+def test_ranks_launch_rank_zeros_winner_whatever_they_would_measure(tmp_path):
+    assert _launched("world", tmp_path) == {0: "BM=64", 1: "BM=64"}
 
 
-def test_scope_rank_lets_each_rank_keep_its_own_winner():
-    assert _launched("rank") == {0: "BM=64", 1: "BM=128"}
+def test_scope_rank_lets_each_rank_keep_its_own_winner(tmp_path):
+    assert _launched("rank", tmp_path) == {0: "BM=64", 1: "BM=128"}

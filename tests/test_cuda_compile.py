@@ -114,7 +114,6 @@ def test_metadata_dump_is_yaml_with_the_launch_spec(tmp_path):
 
 def test_bf16_kernels_compile_with_the_languages_rounding():
     import ml_dtypes
-
     from test_language_numerics import HALF_KERNELS
 
     k, _ = HALF_KERNELS["bf16"]
