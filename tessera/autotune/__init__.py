@@ -39,23 +39,22 @@ def autotune(
     ``measure(run, config) -> list of seconds`` replaces the default timing.
     """
 
+    options = dict(
+        tile=tile,
+        shared=shared,
+        prune_rule=prune,
+        strategy=strategy,
+        budget=budget,
+        check=check,
+        rtol=rtol,
+        atol=atol,
+        scope=scope,
+        measure=measure,
+        target=target,
+    )
+
     def wrap(fn: Callable) -> Autotuned:
-        return Autotuned(
-            fn,
-            space,
-            key,
-            tile,
-            shared,
-            prune,
-            strategy,
-            budget,
-            check,
-            rtol,
-            atol,
-            scope,
-            measure,
-            target,
-        )
+        return Autotuned(fn, space, key, **options)
 
     return wrap
 

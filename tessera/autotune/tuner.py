@@ -44,6 +44,7 @@ class Autotuned:
         fn,
         space,
         key,
+        *,
         tile,
         shared,
         prune_rule,
