@@ -8,7 +8,7 @@ np.float32(1.5)
 See README.md for a first kernel and docs/language.md for the language.
 """
 
-from . import tile
+from . import dist, tile
 from .autotune import AutotuneError, autotune
 from .config import config
 from .dtypes import (
@@ -86,6 +86,7 @@ __all__ = [
     "TesseraWarning",
     "autotune",
     "bf16",
+    "dist",
     "bool_",
     "config",
     "constexpr",

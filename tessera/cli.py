@@ -87,6 +87,22 @@ def cache(action: str, out=print) -> int:
     return 0
 
 
+def run_ranks(ranks: int, script: str, script_args: list[str]) -> int:
+    """``tessera run -n N SCRIPT``: start SCRIPT on N ranks with the ``mpiexec`` of the
+    installed MPI (the ``mpich`` wheel's, or the system's)."""
+    import shutil
+    import subprocess
+
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        print(
+            "tessera run: no mpiexec found; install MPI (pip install 'tessera[mpi]')",
+            file=sys.stderr,
+        )
+        return 2
+    return subprocess.call([mpiexec, "-n", str(ranks), sys.executable, script, *script_args])
+
+
 def bench(bench_args: list[str]) -> int:
     """``tessera bench [NAMES] [--quick]``: the benchmarks live in the source tree's bench/
     (not in the installed package), so this runs them from the checkout it finds."""
@@ -147,11 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     tune_parser.add_argument("script", help="a Python script that launches autotuned kernels")
     tune_parser.add_argument("script_args", nargs=argparse.REMAINDER)
+    run_parser = sub.add_parser("run", help="run a script on N ranks with the installed mpiexec")
+    run_parser.add_argument("-n", type=int, required=True, help="number of ranks")
+    run_parser.add_argument("script")
+    run_parser.add_argument("script_args", nargs=argparse.REMAINDER)
     bench_parser = sub.add_parser(
         "bench", help="run the benchmarks (python -m bench) from a source checkout"
     )
     bench_parser.add_argument("bench_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    if args.command == "run":
+        return run_ranks(args.n, args.script, args.script_args)
     if args.command == "bench":
         return bench(args.bench_args)
     if args.command == "tune":

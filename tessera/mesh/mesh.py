@@ -1,0 +1,101 @@
+"""Device meshes: ranks laid out row-major over named axes, one communicator per axis.
+
+    mesh = dist.Mesh(axes=("dp", "tp"), shape=(2, 2))     # needs 4 ranks
+    mesh.coords, mesh.index("tp"), mesh.size("dp")
+
+Each axis's communicator groups the ranks that differ only along that axis (ordered by
+their index on it); it is made once, collectively, when the mesh is created.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+from ..errors import TesseraError
+from .world import world
+
+_state = threading.local()
+_latest: list = []
+
+
+class Mesh:
+    def __init__(self, axes, shape, devices=None):
+        self.axes = tuple(axes)
+        self.shape = tuple(int(s) for s in shape)
+        if len(self.axes) != len(self.shape) or len(set(self.axes)) != len(self.axes):
+            raise TesseraError(
+                f"mesh axes {self.axes} and shape {self.shape} must pair up "
+                "one to one, with distinct names"
+            )
+        self.devices = list(devices) if devices is not None else None
+        comm = world()
+        needed, have = math.prod(self.shape), comm.Get_size()
+        if needed != have:
+            launch = f"mpiexec -n {needed} python script.py (or tessera run -n {needed} script.py)"
+            raise TesseraError(
+                f"Mesh(axes={self.axes}, shape={self.shape}) needs {needed} ranks but this world "
+                f"has {have}; start the script with {launch}"
+            )
+        self.rank = comm.Get_rank()
+        self.coords = _unravel(self.rank, self.shape)
+        self._comms = {}
+        for k, axis in enumerate(self.axes):  # collective: every rank splits every axis
+            others = self.coords[:k] + self.coords[k + 1 :]
+            color = _ravel(others, self.shape[:k] + self.shape[k + 1 :])
+            self._comms[axis] = comm.Split(color, self.coords[k])
+        _latest[:] = [self]
+
+    def __repr__(self) -> str:
+        return f"Mesh(axes={self.axes}, shape={self.shape}, rank={self.rank}, coords={self.coords})"
+
+    def _axis(self, axis: str) -> int:
+        try:
+            return self.axes.index(axis)
+        except ValueError:
+            raise TesseraError(f"mesh has no axis {axis!r}; its axes are {self.axes}") from None
+
+    def size(self, axis: str) -> int:
+        return self.shape[self._axis(axis)]
+
+    def index(self, axis: str) -> int:
+        return self.coords[self._axis(axis)]
+
+    def comm(self, axis: str):
+        """The communicator of the ranks that differ from this one only along ``axis``."""
+        self._axis(axis)
+        return self._comms[axis]
+
+    def __enter__(self) -> Mesh:
+        _state.__dict__.setdefault("stack", []).append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _state.stack.pop()
+
+
+def current_mesh(mesh: Mesh | None = None) -> Mesh:
+    """``mesh``, else the innermost ``with mesh:``, else the most recently created mesh."""
+    if mesh is not None:
+        return mesh
+    stack = getattr(_state, "stack", None)
+    if stack:
+        return stack[-1]
+    if _latest:
+        return _latest[0]
+    raise TesseraError("no mesh: create one with dist.Mesh(axes=..., shape=...) first")
+
+
+def _unravel(index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    coords = []
+    for extent in reversed(shape):
+        coords.append(index % extent)
+        index //= extent
+    return tuple(reversed(coords))
+
+
+def _ravel(coords: tuple[int, ...], shape: tuple[int, ...]) -> int:
+    index = 0
+    for c, extent in zip(coords, shape):
+        index = index * extent + c
+    return index

@@ -1,0 +1,64 @@
+"""Meshes and collectives on 2 and 4 real MPI ranks (``mpiexec``), and in a world of one."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tessera as ts
+from tessera import dist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+needs_mpi = pytest.mark.skipif(
+    importlib.util.find_spec("mpi4py") is None or shutil.which("mpiexec") is None,
+    reason="needs mpi4py and mpiexec",
+)
+
+
+@needs_mpi
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_collectives_on_a_mesh_match_numpy_on_every_rank(ranks, tmp_path):
+    result = subprocess.run(
+        [
+            "mpiexec",
+            "-n",
+            str(ranks),
+            sys.executable,
+            os.path.join(HERE, "mpi_collectives_script.py"),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=HERE,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    reports = {r: (tmp_path / f"rank{r}.txt").read_text() for r in range(ranks)}
+    assert reports == {r: "ok" for r in range(ranks)}, reports
+
+
+def test_a_script_started_alone_is_a_world_of_one():
+    mesh = dist.Mesh(axes=("dp",), shape=(1,))
+    x = np.arange(4.0)
+    assert mesh.rank == 0 and mesh.coords == (0,)
+    np.testing.assert_array_equal(dist.all_reduce(x, axis="dp"), x)
+    np.testing.assert_array_equal(dist.all_gather(x, axis="dp"), x)
+
+
+def test_a_mesh_bigger_than_the_world_says_how_to_launch():
+    with pytest.raises(ts.TesseraError, match=r"needs 4 ranks.*mpiexec -n 4"):
+        dist.Mesh(axes=("dp", "tp"), shape=(2, 2))
+
+
+def test_unknown_axis_and_op_are_errors():
+    dist.Mesh(axes=("dp",), shape=(1,))
+    with pytest.raises(ts.TesseraError, match="no axis 'tp'"):
+        dist.all_reduce(np.zeros(2), axis="tp")
+    with pytest.raises(ts.TesseraError, match="op="):
+        dist.all_reduce(np.zeros(2), axis="dp", op="mean")
