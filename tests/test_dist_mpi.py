@@ -62,3 +62,36 @@ def test_unknown_axis_and_op_are_errors():
         dist.all_reduce(np.zeros(2), axis="tp")
     with pytest.raises(ts.TesseraError, match="op="):
         dist.all_reduce(np.zeros(2), axis="dp", op="mean")
+
+
+@needs_mpi
+def test_sharded_tensors_hold_array_split_blocks_and_gather_back(tmp_path):
+    result = subprocess.run(
+        [
+            "mpiexec",
+            "-n",
+            "4",
+            sys.executable,
+            os.path.join(HERE, "mpi_tensor_script.py"),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=HERE,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    reports = {r: (tmp_path / f"rank{r}.txt").read_text() for r in range(4)}
+    assert reports == {r: "ok" for r in range(4)}, reports
+
+
+def test_layout_blocks_follow_array_split():
+    from tessera.mesh.layout import block
+
+    sizes = [block(10, 4, i) for i in range(4)]
+    assert sizes == [(0, 3), (3, 6), (6, 8), (8, 10)]
+
+
+def test_shard_spec_rejects_mismatched_pairs():
+    with pytest.raises(ts.TesseraError, match="pairs each partitioned dim"):
+        dist.ShardSpec(partition=("row", "col"), mesh_axes=("tp",))

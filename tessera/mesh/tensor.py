@@ -1,0 +1,93 @@
+"""Sharded tensors: each rank holds only its block of a global array.
+
+W = dist.tensor(shape=(M, N), layout=dist.ShardSpec(partition=("row",),
+                mesh_axes=("tp",)), mesh=mesh, dtype="f32")
+W.local            # this rank's block (NumPy)
+W.global_slice     # where it sits in the global array
+W.gather()         # the whole array, on every rank (for tests and small data)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import TesseraError
+from .layout import ShardSpec, local_slice
+from .mesh import Mesh, current_mesh
+
+
+class ShardedTensor:
+    def __init__(self, shape, layout: ShardSpec, mesh: Mesh, local: np.ndarray):
+        self.shape = tuple(int(s) for s in shape)
+        self.layout = layout
+        self.mesh = mesh
+        self.global_slice = local_slice(self.shape, layout, mesh)
+        self.local_shape = tuple(s.stop - s.start for s in self.global_slice)
+        if local.shape != self.local_shape:
+            raise TesseraError(
+                f"local block has shape {local.shape}, the layout says {self.local_shape}"
+            )
+        self.local = local
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.local.dtype
+
+    def __repr__(self) -> str:
+        return (
+            f"ShardedTensor(shape={self.shape}, local_shape={self.local_shape}, "
+            f"layout={self.layout}, rank={self.mesh.rank})"
+        )
+
+    def gather(self) -> np.ndarray:
+        """The global array on every rank: every rank's block put in its place."""
+        from .world import world
+
+        pieces = world().allgather((self.global_slice, self.local))
+        out = np.empty(self.shape, self.dtype)
+        for where, part in pieces:
+            out[where] = part
+        return out
+
+
+def _np_dtype(dtype) -> np.dtype:
+    if isinstance(dtype, dtypes.DType):
+        return dtype.np_dtype
+    if isinstance(dtype, str) and dtype in dtypes.BY_NAME:
+        return dtypes.BY_NAME[dtype].np_dtype
+    return np.dtype(dtype)
+
+
+def _make(shape, layout, mesh, dtype, fill) -> ShardedTensor:
+    mesh = current_mesh(mesh)
+    layout = layout or ShardSpec()
+    where = local_slice(tuple(shape), layout, mesh)
+    local_shape = tuple(s.stop - s.start for s in where)
+    local = fill(local_shape, _np_dtype(dtype))
+    return ShardedTensor(shape, layout, mesh, local)
+
+
+def tensor(
+    shape, layout: ShardSpec | None = None, mesh: Mesh | None = None, dtype="f32"
+) -> ShardedTensor:
+    """A sharded tensor of zeros (each rank allocates only its block)."""
+    return _make(shape, layout, mesh, dtype, np.zeros)
+
+
+def zeros(shape, layout=None, mesh=None, dtype="f32") -> ShardedTensor:
+    return _make(shape, layout, mesh, dtype, np.zeros)
+
+
+def empty(shape, layout=None, mesh=None, dtype="f32") -> ShardedTensor:
+    return _make(shape, layout, mesh, dtype, np.empty)
+
+
+def from_global(
+    array: np.ndarray, layout: ShardSpec | None = None, mesh: Mesh | None = None
+) -> ShardedTensor:
+    """Each rank keeps its block of ``array`` (which every rank holds)."""
+    mesh = current_mesh(mesh)
+    layout = layout or ShardSpec()
+    where = local_slice(array.shape, layout, mesh)
+    return ShardedTensor(array.shape, layout, mesh, np.ascontiguousarray(array[where]))
