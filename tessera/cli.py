@@ -7,7 +7,6 @@ import argparse
 import importlib.util
 import os
 import platform
-import shutil
 import sys
 
 
@@ -45,8 +44,10 @@ def info(out=print) -> None:
             why = "no CUDA GPU or driver found"
         out(f"  cuda GPU       {'usable' if gpu else 'no (' + why + ')'}")
         out("  cuda simulator available with NUMBA_ENABLE_CUDASIM=1")
+    from .mesh.world import find_mpiexec
+
     mpi = importlib.util.find_spec("mpi4py") is not None
-    mpiexec = shutil.which("mpiexec")
+    mpiexec = find_mpiexec()
     out(
         f"mpi       mpi4py {'installed' if mpi else 'not installed'}; "
         f"mpiexec {'at ' + mpiexec if mpiexec else 'not found'}"
@@ -90,10 +91,11 @@ def cache(action: str, out=print) -> int:
 def run_ranks(ranks: int, script: str, script_args: list[str]) -> int:
     """``tessera run -n N SCRIPT``: start SCRIPT on N ranks with the ``mpiexec`` of the
     installed MPI (the ``mpich`` wheel's, or the system's)."""
-    import shutil
     import subprocess
 
-    mpiexec = shutil.which("mpiexec")
+    from .mesh.world import find_mpiexec
+
+    mpiexec = find_mpiexec()
     if mpiexec is None:
         print(
             "tessera run: no mpiexec found; install MPI (pip install 'tessera[mpi]')",

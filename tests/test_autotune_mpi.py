@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
+from tessera.mesh.world import find_mpiexec
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("mpi4py") is None or shutil.which("mpiexec") is None,
+    importlib.util.find_spec("mpi4py") is None or find_mpiexec() is None,
     reason="needs mpi4py and mpiexec",
 )
 
@@ -24,7 +25,7 @@ def _launched(scope: str, folder) -> dict[int, str]:
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     script = os.path.join(HERE, "mpi_autotune_script.py")
     result = subprocess.run(
-        ["mpiexec", "-n", "2", sys.executable, script, scope, str(folder)],
+        [find_mpiexec(), "-n", "2", sys.executable, script, scope, str(folder)],
         env=env,
         capture_output=True,
         text=True,

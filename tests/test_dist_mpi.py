@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 
@@ -13,10 +12,11 @@ import pytest
 
 import tessera as ts
 from tessera import dist
+from tessera.mesh.world import find_mpiexec
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 needs_mpi = pytest.mark.skipif(
-    importlib.util.find_spec("mpi4py") is None or shutil.which("mpiexec") is None,
+    importlib.util.find_spec("mpi4py") is None or find_mpiexec() is None,
     reason="needs mpi4py and mpiexec",
 )
 
@@ -26,7 +26,7 @@ needs_mpi = pytest.mark.skipif(
 def test_collectives_on_a_mesh_match_numpy_on_every_rank(ranks, tmp_path):
     result = subprocess.run(
         [
-            "mpiexec",
+            find_mpiexec(),
             "-n",
             str(ranks),
             sys.executable,
@@ -68,7 +68,7 @@ def test_unknown_axis_and_op_are_errors():
 def test_sharded_tensors_hold_array_split_blocks_and_gather_back(tmp_path):
     result = subprocess.run(
         [
-            "mpiexec",
+            find_mpiexec(),
             "-n",
             "4",
             sys.executable,

@@ -52,6 +52,17 @@ class LocalComm:
         return None
 
 
+def find_mpiexec() -> str | None:
+    """The ``mpiexec`` of this Python's MPI (the ``mpich`` wheel puts it next to the
+    interpreter, which need not be on PATH in a virtual environment), else PATH's."""
+    import shutil
+
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if os.access(beside, os.X_OK):
+        return beside
+    return shutil.which("mpiexec")
+
+
 def launched_by_mpi() -> bool:
     return "mpi4py.MPI" in sys.modules or any(v in os.environ for v in LAUNCHER_VARIABLES)
 
