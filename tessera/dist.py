@@ -6,40 +6,5 @@
 Re-exports only; the logic lives in tessera/mesh/.
 """
 
-from .mesh import (
-    Mesh,
-    ShardedTensor,
-    ShardSpec,
-    all_gather,
-    all_reduce,
-    barrier,
-    broadcast,
-    current_mesh,
-    empty,
-    from_global,
-    rank,
-    reduce_scatter,
-    size,
-    tensor,
-    world,
-    zeros,
-)
-
-__all__ = [
-    "ShardSpec",
-    "ShardedTensor",
-    "empty",
-    "from_global",
-    "tensor",
-    "zeros",
-    "Mesh",
-    "all_gather",
-    "all_reduce",
-    "barrier",
-    "broadcast",
-    "current_mesh",
-    "rank",
-    "reduce_scatter",
-    "size",
-    "world",
-]
+from .mesh import *  # noqa: F403 - the surface is mesh's public names, listed once there
+from .mesh import __all__  # noqa: F401

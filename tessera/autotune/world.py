@@ -8,31 +8,15 @@ decide alone. mpi4py is imported only when the process was started by an MPI lau
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
 
+from ..mesh.world import world as mesh_world
 from .space import Config
-
-_LAUNCHER_VARIABLES = (
-    "PMI_SIZE",
-    "PMI_RANK",
-    "OMPI_COMM_WORLD_SIZE",
-    "PMIX_RANK",
-    "MPI_LOCALNRANKS",
-    "SLURM_NTASKS",
-)
 
 
 def world():
     """MPI.COMM_WORLD when running under MPI with more than one rank, else None."""
-    if "mpi4py.MPI" not in sys.modules and not any(v in os.environ for v in _LAUNCHER_VARIABLES):
-        return None
-    try:
-        from mpi4py import MPI
-    except ImportError:
-        return None
-    comm = MPI.COMM_WORLD
+    comm = mesh_world()
     return comm if comm.Get_size() > 1 else None
 
 

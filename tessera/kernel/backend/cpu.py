@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import linecache
 import math
 import sys
 import types
@@ -45,13 +44,7 @@ class CpuProgram:
         codegen = CpuCodegen(spec.kir, spec.schedule, grid_ndim)
         self.source = codegen.generate()
         self.stack_arrays = codegen.stack_arrays
-        self.filename = f"<tessera-cpu {spec.kir.name} {id(self):x}>"
-        linecache.cache[self.filename] = (
-            len(self.source),
-            None,
-            self.source.splitlines(True),
-            self.filename,
-        )
+        self.filename = codegen.source_file("cpu")
         self.grouped = spec.kir.grouped
         self.lanes = math.prod(spec.kir.tile_shape) if self.grouped else 1
         self._entries: dict[bool, object] = {}

@@ -38,11 +38,7 @@ class CpuCodegen(SourceEmitter):
         self.stack_bytes = 0
 
     def generate(self) -> str:
-        arrays = [p.name for p in self.kir.params if p.kind == "array"]
-        scalars = [p.name for p in self.kir.params if p.kind == "scalar"]
-        args = [self.name(n) for n in arrays + scalars]
-        args += ["s_" + s for s in self.kir.symbols]
-        args += [f"_N{d}" for d in range(self.grid_ndim)]
+        args = self.kernel_args()
         if self.kir.grouped:
             args.append("_nchunks")
         self.emit(f"def _kernel({', '.join(args)}):")

@@ -9,7 +9,6 @@ without the simulator, the kernels still compile to PTX (NVVM) and to a cubin
 
 from __future__ import annotations
 
-import linecache
 import math
 import re
 
@@ -178,13 +177,7 @@ class CudaProgram:
             size * (8 if dt.endswith("64") else 4 if dt.endswith("32") else 2)
             for dt, size in codegen.scratch.items()
         )
-        self.filename = f"<tessera-cuda {spec.kir.name} {id(self):x}>"
-        linecache.cache[self.filename] = (
-            len(self.source),
-            None,
-            self.source.splitlines(True),
-            self.filename,
-        )
+        self.filename = codegen.source_file("cuda")
         self._function = None
         self._kernel = None
 

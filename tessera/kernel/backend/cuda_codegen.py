@@ -52,11 +52,7 @@ class CudaCodegen(SourceEmitter):
 
     # ------------------------------------------------------------------ frame
     def generate(self) -> str:
-        arrays = [p.name for p in self.kir.params if p.kind == "array"]
-        scalars = [p.name for p in self.kir.params if p.kind == "scalar"]
-        args = [self.name(n) for n in arrays + scalars]
-        args += ["s_" + s for s in self.kir.symbols]
-        args += [f"_N{d}" for d in range(self.grid_ndim)]
+        args = self.kernel_args()
         args += [f"_align_{name}" for name in self.align_params]
         self.emit(f"def _kernel({', '.join(args)}):")
         self.indent += 1

@@ -14,6 +14,7 @@ a ``# line N`` comment pointing back at the kernel source.
 
 from __future__ import annotations
 
+import linecache
 import math
 
 from ... import dtypes as D
@@ -63,6 +64,23 @@ class SourceEmitter:
         raise KernelError(self.kir.name, "internal: the target has no atomics", self.kir.loc)
 
     # ------------------------------------------------------------------ shared helpers
+    def kernel_args(self) -> list[str]:
+        """The generated function's parameters, in the order launches pass them: arrays,
+        scalars, symbols, then the grid's extents."""
+        arrays = [p.name for p in self.kir.params if p.kind == "array"]
+        scalars = [p.name for p in self.kir.params if p.kind == "scalar"]
+        args = [self.name(n) for n in arrays + scalars]
+        args += ["s_" + s for s in self.kir.symbols]
+        return args + [f"_N{d}" for d in range(self.grid_ndim)]
+
+    def source_file(self, target: str) -> str:
+        """Register the generated source with linecache under a unique name, so tracebacks
+        and debuggers show its lines; returns that name."""
+        filename = f"<tessera-{target} {self.kir.name} {id(self):x}>"
+        source = "\n".join(self.lines) + "\n"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        return filename
+
     def copy_bounds(self, s: ir.CopyAsync) -> tuple[str, str, int, list[str], list[str]]:
         """Emit the source slice's bounds of a ``cp_async`` (``_cs<axis>`` start and
         ``_ce<axis>`` end, clipped to the array); returns the destination and source
