@@ -10,8 +10,18 @@ from __future__ import annotations
 import numpy as np
 
 import tessera as ts
-from tessera import cp_async, f16, f32, group_id, group_linear_id, kernel, mut, tbarrier, tile
-from tessera import tshared
+from tessera import (
+    cp_async,
+    f16,
+    f32,
+    group_id,
+    group_linear_id,
+    kernel,
+    mut,
+    tbarrier,
+    tile,
+    tshared,
+)
 
 
 @kernel.autotune(
@@ -37,8 +47,9 @@ def axpy_tiled(X: f16[m], Y: mut[f16[m]], alpha: f16):
         s0, s1 = s1, s0
 
 
-@kernel.autotune(space=dict(T=[8, 16]), tile=lambda c: (c.T, c.T),
-                 shared=lambda c: 2 * c.T * c.T * 4)
+@kernel.autotune(
+    space=dict(T=[8, 16]), tile=lambda c: (c.T, c.T), shared=lambda c: 2 * c.T * c.T * 4
+)
 def matmul(a: f32[M, K], b: f32[K, N], c: mut[f32[M, N]]):
     sa = tshared.alloc[f32]((T, T))
     sb = tshared.alloc[f32]((T, T))

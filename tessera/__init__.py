@@ -48,6 +48,7 @@ from .errors import (
 from .kernel.helpers import func
 from .kernel.kernel import Kernel, kernel
 from .kernel.streams import Event, event, stream, synchronize
+from .mesh import index_launch
 from .stats import stats
 from .tile import (
     cp_async,
@@ -102,6 +103,7 @@ __all__ = [
     "i16",
     "i32",
     "i64",
+    "index_launch",
     "kernel",
     "mut",
     "reduce_max",

@@ -114,6 +114,37 @@ SETTINGS: dict[str, Setting] = {
             ("0", "1"),
             "1: print every sweep's table of configs and times.",
         ),
+        Setting(
+            "collective_timeout",
+            "TESSERA_COLLECTIVE_TIMEOUT",
+            "300",
+            None,
+            "Seconds a collective waits for the other ranks before raising "
+            "CollectiveTimeout (naming the ranks that did not arrive).",
+        ),
+        Setting(
+            "dist_debug",
+            "TESSERA_DIST_DEBUG",
+            "0",
+            ("0", "1"),
+            "1: before each collective the ranks check that they all call the same one "
+            "(kind, shape, dtype, op); a mismatch names what each rank called.",
+        ),
+        Setting(
+            "dist_backend",
+            "TESSERA_DIST_BACKEND",
+            "auto",
+            ("auto", "mpi", "nccl"),
+            "Backend of the collectives: auto picks mpi for host arrays and nccl for GPU "
+            "arrays; mpi or nccl forces one.",
+        ),
+        Setting(
+            "deterministic",
+            "TESSERA_DETERMINISTIC",
+            "0",
+            ("0", "1"),
+            "1: reductions in collectives run in rank order, bitwise identical every run.",
+        ),
     )
 }
 

@@ -141,6 +141,18 @@ class MutAnnotation:
         return f"mut[{self.array!r}]"
 
 
+@dataclass(frozen=True)
+class ReductionAnnotation:
+    """``reduce_sum[f32[M, N]]``: an output an index launch reduces over its axis; the
+    kernel writes this rank's partial result (MESH.md)."""
+
+    array: ArrayAnnotation
+    op: str = "sum"
+
+    def __repr__(self) -> str:
+        return f"reduce_{self.op}[{self.array!r}]"
+
+
 class _Mut:
     """``mut[f32[n]]`` marks an array parameter the kernel may write."""
 

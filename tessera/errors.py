@@ -125,6 +125,27 @@ class KernelArithmeticError(SanitizerError):
     kind = "arithmetic"
 
 
+class DistError(TesseraError):
+    """A problem between the ranks of a distributed job."""
+
+
+class CollectiveTimeout(DistError):
+    """Some ranks never reached a collective within TESSERA_COLLECTIVE_TIMEOUT seconds.
+
+    ``collective``, ``seq`` (its number on the axis, from 1), ``axis`` and ``missing``
+    (world ranks that did not arrive) say which; the message says what each was doing.
+    """
+
+    def __init__(self, message: str, collective: str, seq: int, axis: str, missing: list[int]):
+        super().__init__(message)
+        self.collective, self.seq, self.axis, self.missing = collective, seq, axis, missing
+
+
+class CollectiveMismatch(DistError):
+    """Under TESSERA_DIST_DEBUG=1, the ranks of an axis called different collectives
+    (or the same one with different shapes, dtypes or ops); raised on every rank."""
+
+
 class TesseraWarning(UserWarning):
     """Base class of the warnings Tessera issues (filter them with this class)."""
 

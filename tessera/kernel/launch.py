@@ -9,6 +9,9 @@ pass to the compiled code.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
@@ -127,6 +130,23 @@ class Binder:
                 return None
             scalars.append(value)
         return tuple(key), tuple(arrays + scalars), _NO_CONSTEXPRS
+
+
+_global_extents = threading.local()
+
+
+@contextlib.contextmanager
+def global_extents(values: dict[str, int]) -> Iterator[None]:
+    """Inside this block, a ``K/tp`` dim binds ``K`` to ``values["K"]``: an index launch
+    knows the global extent of a sharded tensor, which its local shard (uneven blocks)
+    cannot tell. Elsewhere ``K`` is the local extent times the axis size (1 outside an
+    index launch). Only kernels with such dims read this, on their general bind path."""
+    previous = getattr(_global_extents, "values", None)
+    _global_extents.values = values
+    try:
+        yield
+    finally:
+        _global_extents.values = previous
 
 
 def bind(
@@ -252,7 +272,10 @@ def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size, target="cp
                 )
             continue
         sym = dim.symbol.name if isinstance(dim, ShardedDim) else dim.name
-        value = extent * axis_size(dim.axis) if isinstance(dim, ShardedDim) else extent
+        value = extent
+        if isinstance(dim, ShardedDim):
+            given = getattr(_global_extents, "values", None) or {}
+            value = given.get(sym, extent * axis_size(dim.axis))
         if sym in bound and bound[sym] != value:
             raise LaunchError(
                 kernel,

@@ -16,6 +16,7 @@ from ..dtypes import (
     ArrayAnnotation,
     DType,
     MutAnnotation,
+    ReductionAnnotation,
     ShardedDim,
     Symbol,
     _Constexpr,
@@ -35,6 +36,7 @@ class ParamSpec:
     dims: tuple[int | Symbol | ShardedDim, ...] = ()
     mutable: bool = False
     loc: SourceLoc | None = None
+    reduction: str | None = None  # "sum" for reduce_sum[...] outputs (written, then reduced)
 
     @property
     def ndim(self) -> int:
@@ -47,6 +49,8 @@ class ParamSpec:
             return self.dtype.name
         dims = ", ".join(repr(d) for d in self.dims)
         text = f"{self.dtype.name}[{dims}]"
+        if self.reduction:
+            return f"reduce_{self.reduction}[{text}]"
         return f"mut[{text}]" if self.mutable else text
 
 
@@ -128,20 +132,23 @@ def parse_params(
 
 
 def _spec_from_annotation(name: str, ann: object, loc: SourceLoc) -> ParamSpec:
-    mutable = False
+    mutable, reduction = False, None
     if isinstance(ann, MutAnnotation):
         mutable, ann = True, ann.array
+    elif isinstance(ann, ReductionAnnotation):  # partial sums: the kernel writes them
+        mutable, reduction, ann = True, ann.op, ann.array
     if isinstance(ann, ArrayAnnotation):
         dims = tuple(_parse_dim(d) for d in ann.dims)
         if not dims:
             raise TypeError("an array needs at least one dimension")
-        return ParamSpec(name, "array", ann.dtype, dims, mutable, loc)
+        return ParamSpec(name, "array", ann.dtype, dims, mutable, loc, reduction)
     if isinstance(ann, DType):
         return ParamSpec(name, "scalar", ann, loc=loc)
     if isinstance(ann, _Constexpr):
         return ParamSpec(name, "constexpr", loc=loc)
     raise TypeError(
-        f"{ann!r} is not a Tessera annotation (expected f32[n], mut[f32[n]], f32 or constexpr)"
+        f"{ann!r} is not a Tessera annotation (expected f32[n], mut[f32[n]], "
+        "reduce_sum[f32[n]], f32 or constexpr)"
     )
 
 

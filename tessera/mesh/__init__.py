@@ -1,26 +1,39 @@
-"""Meshes of ranks and the collectives between them (see docs/distributed.md)."""
+"""Meshes of ranks, sharded tensors, index launches and the collectives between them
+(see docs/distributed.md)."""
 
-from .collectives import all_gather, all_reduce, barrier, broadcast, reduce_scatter
+from ..errors import CollectiveMismatch, CollectiveTimeout, DistError
+from .coalesced import all_reduce_coalesced
+from .collectives import Work, all_gather, all_reduce, barrier, broadcast, reduce_scatter
+from .index_launch import IndexLaunch, Plan, index_launch
 from .layout import ShardSpec
 from .mesh import Mesh, current_mesh
-from .tensor import ShardedTensor, empty, from_global, tensor, zeros
+from .tensor import Parts, ShardedTensor, empty, from_global, tensor, zeros
 from .world import rank, size, world
 
 __all__ = [
+    "CollectiveMismatch",
+    "CollectiveTimeout",
+    "DistError",
+    "IndexLaunch",
+    "Mesh",
+    "Parts",
+    "Plan",
     "ShardSpec",
     "ShardedTensor",
-    "empty",
-    "from_global",
-    "tensor",
-    "zeros",
-    "Mesh",
+    "Work",
     "all_gather",
     "all_reduce",
+    "all_reduce_coalesced",
     "barrier",
     "broadcast",
     "current_mesh",
+    "empty",
+    "from_global",
+    "index_launch",
     "rank",
     "reduce_scatter",
     "size",
+    "tensor",
     "world",
+    "zeros",
 ]

@@ -1,52 +1,130 @@
-"""Collectives over one axis of a mesh, on local NumPy arrays, over MPI.
+"""Collectives over one axis of a mesh, on local arrays or sharded tensors.
 
 ``all_reduce`` (sum, max, min, prod), ``all_gather`` (concatenates along dim 0),
 ``reduce_scatter`` (reduces, then each rank keeps its ``array_split`` block of dim 0),
-``broadcast`` (from the axis member with index ``root``) and ``barrier``. A collective
-returns a new array; ``out=`` writes into an array instead.
+``broadcast`` (from the axis member with index ``root``) and ``barrier``. On a local array
+a collective returns a new array (``out=`` writes into one instead); on a sharded tensor
+it returns a sharded tensor whose layout says what changed (an all_gather makes the
+gathered dim whole, a reduce_scatter splits one).
 
 ``deterministic=True`` (or ``TESSERA_DETERMINISTIC=1``) reduces in one fixed order — the
 ranks' order along the axis, left to right — so the result is bitwise identical on every
 run and equal to a single process reducing the same arrays in rank order, whatever
-algorithm the MPI library uses.
+algorithm the library uses. ``async_op=True`` returns a :class:`Work` handle at once;
+``handle.wait()`` gives the result.
+
+Backends (``TESSERA_DIST_BACKEND``): ``mpi`` for host arrays (and device arrays when
+the MPI library is CUDA-aware), ``nccl`` (through CuPy) for device arrays.
 """
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
+from ..config import get as setting
 from ..errors import TesseraError
+from . import mpi_transport, nccl_transport
+from .channel import ISSUE_LOCK, Channel, Transfer, fingerprint
+from .layout import ShardSpec, block
 from .mesh import Mesh, current_mesh
+from .tensor import ShardedTensor
 
-OPS = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
-
-
-def _mpi_op(op: str):
-    from mpi4py import MPI
-
-    return {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[op]
+OPS = tuple(mpi_transport.OPS)
 
 
-def _check(x, op: str | None = None) -> np.ndarray:
-    if not isinstance(x, np.ndarray):
-        raise TesseraError(f"collectives take NumPy arrays in this release, not {type(x).__name__}")
+class Work:
+    """A collective in flight (``async_op=True``): ``wait()`` blocks until it is done —
+    or until the collective timeout — and returns its result."""
+
+    def __init__(self, channel: Channel, kind: str, seq: int, transfer: Transfer, deliver):
+        self.channel, self.kind, self.seq = channel, kind, seq
+        self._transfer, self._deliver = transfer, deliver
+        self._done, self._result = False, None
+
+    def __repr__(self) -> str:
+        state = "done" if self._done else "in flight"
+        return f"<Work {self.kind} #{self.seq} on axis '{self.channel.axis}', {state}>"
+
+    def is_completed(self) -> bool:
+        """Whether the communication has finished (never blocks)."""
+        if self._done:
+            return True
+        t = self._transfer
+        return all(r.Test() for r in t.requests) and (t.gpu_done is None or t.gpu_done())
+
+    def wait(self):
+        if not self._done:
+            t = self._transfer
+            self.channel.wait(t.requests, self.kind, self.seq, t.gpu_done)
+            self._result = self._deliver(t.finish())
+            self._done = True
+        return self._result
+
+
+def _run(channel: Channel, kind: str, seq: int, transfer: Transfer, deliver, async_op: bool):
+    work = Work(channel, kind, seq, transfer, deliver)
+    return work if async_op else work.wait()
+
+
+def _transport(x):
+    """The backend module for array ``x`` (TESSERA_DIST_BACKEND, else from the array)."""
+    from ..kernel.launch import is_device_array
+
+    backend = setting("dist_backend")
+    on_device = is_device_array(x)
+    if backend == "nccl" or (backend == "auto" and on_device and nccl_transport.available()):
+        if not on_device:
+            raise TesseraError(
+                "TESSERA_DIST_BACKEND=nccl moves GPU arrays only; this is a host array"
+            )
+        return nccl_transport
+    if on_device and backend == "auto" and not mpi_transport.cuda_aware():
+        raise TesseraError(
+            "a GPU array needs the nccl backend (pip install cupy-cuda12x) or a CUDA-aware "
+            "MPI library; set TESSERA_DIST_BACKEND=mpi if yours is one but does not say so"
+        )
+    return mpi_transport
+
+
+def _local(x, op: str | None = None):
+    from ..kernel.launch import is_device_array
+
+    if not (isinstance(x, np.ndarray) or is_device_array(x)):
+        raise TesseraError(
+            f"collectives take NumPy or GPU arrays or sharded tensors, not {type(x).__name__}"
+        )
     if op is not None and op not in OPS:
         raise TesseraError(f"op={op!r} must be one of {', '.join(OPS)}")
-    return np.ascontiguousarray(x)
+    return x
 
 
-def _deliver(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
-    if out is None:
-        return result
-    if out.shape != result.shape or out.dtype != result.dtype:
-        raise TesseraError(
-            f"out= has shape {out.shape} and dtype {out.dtype}; the result has "
-            f"{result.shape} and {result.dtype}"
-        )
-    out[...] = result
-    return out
+def _deterministic(value: bool | None) -> bool:
+    return setting("deterministic") == "1" if value is None else bool(value)
+
+
+def _deliver_to(out, dim: int = 0):
+    """What turns a transport's result (dim ``dim`` moved to the front) into the answer."""
+
+    def deliver(result):
+        if result is not None and dim != 0:
+            result = np.ascontiguousarray(np.moveaxis(result, 0, dim))
+        if out is None:
+            return result
+        if out.shape != result.shape or out.dtype != result.dtype:
+            raise TesseraError(
+                f"out= has shape {out.shape} and dtype {out.dtype}; the result has "
+                f"{result.shape} and {result.dtype}"
+            )
+        out[...] = result
+        return out
+
+    return deliver
+
+
+def _front(x, dim: int):
+    if not -x.ndim <= dim < x.ndim:
+        raise TesseraError(f"dim={dim} is not a dim of a {x.ndim}-d array")
+    return np.moveaxis(x, dim, 0) if dim % x.ndim else x
 
 
 def all_reduce(
@@ -57,28 +135,52 @@ def all_reduce(
     mesh: Mesh | None = None,
     out=None,
     deterministic: bool | None = None,
-) -> np.ndarray:
+    async_op: bool = False,
+):
     """Every rank of the axis gets ``op`` over all their ``x``."""
-    x = _check(x, op)
-    comm = current_mesh(mesh).comm(axis)
-    if deterministic is None:
-        deterministic = os.environ.get("TESSERA_DETERMINISTIC") == "1"
-    if deterministic or comm.Get_size() == 1:
-        parts = comm.allgather(x)
-        result = parts[0].copy()
-        for part in parts[1:]:  # rank order, left to right
-            OPS[op](result, part, out=result)
-        return _deliver(result, out)
-    result = np.empty_like(x)
-    comm.Allreduce(x, result, _mpi_op(op))
-    return _deliver(result, out)
+    if isinstance(x, ShardedTensor):
+        _whole_on(x, axis, "all_reduce")
+        return _sharded(
+            x,
+            x.layout,
+            out,
+            lambda local, o: all_reduce(
+                local, axis, op, mesh=x.mesh, out=o, deterministic=deterministic, async_op=async_op
+            ),
+        )
+    x = _local(x, op)
+    channel = current_mesh(mesh).channel(axis)
+    with ISSUE_LOCK:
+        seq = channel.begin("all_reduce", fingerprint("all_reduce", x, op))
+        transfer = _transport(x).all_reduce(channel, x, op, _deterministic(deterministic))
+    return _run(channel, "all_reduce", seq, transfer, _deliver_to(out), async_op)
 
 
-def all_gather(x, axis: str, *, mesh: Mesh | None = None, out=None) -> np.ndarray:
-    """The axis's arrays concatenated along dim 0, in rank order."""
-    x = _check(x)
-    parts = current_mesh(mesh).comm(axis).allgather(x)
-    return _deliver(np.concatenate(parts, axis=0), out)
+def all_gather(
+    x, axis: str, *, mesh: Mesh | None = None, out=None, dim: int = 0, async_op: bool = False
+):
+    """The axis's arrays concatenated along ``dim`` (default 0), in rank order; blocks may
+    differ in length along ``dim``. A sharded tensor is gathered along the dim that is
+    split over ``axis``."""
+    if isinstance(x, ShardedTensor):
+        split = _split_dim(x, axis, "all_gather")
+        layout = _without(x.layout, axis)
+        return _sharded(
+            x,
+            layout,
+            out,
+            lambda local, o: all_gather(
+                local, axis, mesh=x.mesh, out=o, dim=split, async_op=async_op
+            ),
+        )
+    x = _local(x)
+    front = _front(x, dim)
+    channel = current_mesh(mesh).channel(axis)
+    with ISSUE_LOCK:
+        seq = channel.begin("all_gather", fingerprint("all_gather", front, dim=dim))
+        rows = mpi_transport.exchange_rows(channel, front.shape[0], "all_gather", seq)
+        transfer = _transport(x).all_gather(channel, front, rows)
+    return _run(channel, "all_gather", seq, transfer, _deliver_to(out, dim % x.ndim), async_op)
 
 
 def reduce_scatter(
@@ -88,24 +190,72 @@ def reduce_scatter(
     *,
     mesh: Mesh | None = None,
     out=None,
+    dim: int = 0,
     deterministic: bool | None = None,
-) -> np.ndarray:
-    """``op`` over the axis, then this rank's ``array_split`` block of dim 0."""
-    mesh = current_mesh(mesh)
-    total = all_reduce(x, axis, op, mesh=mesh, deterministic=deterministic)
-    block = np.array_split(total, mesh.size(axis), axis=0)[mesh.index(axis)]
-    return _deliver(np.ascontiguousarray(block), out)
+    async_op: bool = False,
+):
+    """``op`` over the axis, then this rank's ``array_split`` block of ``dim`` (default 0).
+    A sharded tensor (whole on ``axis``) comes back split over ``axis`` along ``dim``."""
+    if isinstance(x, ShardedTensor):
+        _whole_on(x, axis, "reduce_scatter")
+        if x.layout.axis_of(dim) is not None:
+            raise TesseraError(
+                f"reduce_scatter: dim {dim} is already split over axis '{x.layout.axis_of(dim)}'"
+            )
+        layout = ShardSpec(x.layout.partition + (dim,), x.layout.mesh_axes + (axis,))
+        return _sharded(
+            x,
+            layout,
+            out,
+            lambda local, o: reduce_scatter(
+                local,
+                axis,
+                op,
+                mesh=x.mesh,
+                out=o,
+                dim=dim,
+                deterministic=deterministic,
+                async_op=async_op,
+            ),
+        )
+    x = _local(x, op)
+    front = _front(x, dim)
+    channel = current_mesh(mesh).channel(axis)
+    extent = front.shape[0]
+    rows = [b - a for a, b in (block(extent, channel.size, i) for i in range(channel.size))]
+    deliver = _deliver_to(out, dim % x.ndim)
+    with ISSUE_LOCK:
+        seq = channel.begin("reduce_scatter", fingerprint("reduce_scatter", front, op))
+        transport = _transport(x)
+        if _deterministic(deterministic):  # the rank-order sum, then this rank's block
+            whole = transport.all_reduce(channel, front, op, True)
+            start = sum(rows[: channel.index])
+            stop = start + rows[channel.index]
+            transfer = Transfer(whole.requests, lambda: whole.finish()[start:stop], whole.gpu_done)
+        else:
+            transfer = transport.reduce_scatter(channel, front, op, rows)
+    return _run(channel, "reduce_scatter", seq, transfer, deliver, async_op)
 
 
-def broadcast(x, axis: str, root: int = 0, *, mesh: Mesh | None = None, out=None) -> np.ndarray:
+def broadcast(
+    x, axis: str, root: int = 0, *, mesh: Mesh | None = None, out=None, async_op: bool = False
+):
     """The array of the axis member with index ``root``, on every member."""
-    x = _check(x)
-    mesh = current_mesh(mesh)
-    if not 0 <= root < mesh.size(axis):
-        raise TesseraError(f"root={root} is not an index on axis {axis!r} (size {mesh.size(axis)})")
-    result = x.copy()
-    mesh.comm(axis).Bcast(result, root=root)
-    return _deliver(result, out)
+    if isinstance(x, ShardedTensor):
+        return _sharded(
+            x,
+            x.layout,
+            out,
+            lambda local, o: broadcast(local, axis, root, mesh=x.mesh, out=o, async_op=async_op),
+        )
+    x = _local(x)
+    channel = current_mesh(mesh).channel(axis)
+    if not 0 <= root < channel.size:
+        raise TesseraError(f"root={root} is not an index on axis {axis!r} (size {channel.size})")
+    with ISSUE_LOCK:
+        seq = channel.begin("broadcast", fingerprint("broadcast", x, root=root))
+        transfer = _transport(x).broadcast(channel, x, root)
+    return _run(channel, "broadcast", seq, transfer, _deliver_to(out), async_op)
 
 
 def barrier(axis: str | None = None, *, mesh: Mesh | None = None) -> None:
@@ -115,4 +265,44 @@ def barrier(axis: str | None = None, *, mesh: Mesh | None = None) -> None:
 
         world().Barrier()
         return
-    current_mesh(mesh).comm(axis).Barrier()
+    channel = current_mesh(mesh).channel(axis)
+    with ISSUE_LOCK:
+        seq = channel.begin("barrier", "barrier()")
+        transfer = mpi_transport.barrier(channel)
+    _run(channel, "barrier", seq, transfer, lambda _: None, False)
+
+
+def _sharded(t: ShardedTensor, layout: ShardSpec, out, collective):
+    """Run ``collective`` on ``t``'s local block; wrap the result in a sharded tensor."""
+    if out is not None and not isinstance(out, ShardedTensor):
+        raise TesseraError("out= of a collective on a sharded tensor must be a sharded tensor")
+    result = collective(t.local, None if out is None else out.local)
+
+    def wrap(local):
+        return out if out is not None else ShardedTensor(t.shape, layout, t.mesh, local)
+
+    if isinstance(result, Work):
+        inner = result._deliver
+        result._deliver = lambda data: wrap(inner(data))
+        return result
+    return wrap(result)
+
+
+def _split_dim(t: ShardedTensor, axis: str, kind: str) -> int:
+    for d, a in zip(t.layout.partition, t.layout.mesh_axes):
+        if a == axis:
+            return d
+    raise TesseraError(f"{kind}: the tensor is not split over axis '{axis}' ({t.layout})")
+
+
+def _whole_on(t: ShardedTensor, axis: str, kind: str) -> None:
+    if axis in t.layout.mesh_axes:
+        raise TesseraError(
+            f"{kind} over axis '{axis}' needs a tensor that is whole on that axis, but this "
+            f"one is split over it ({t.layout}); all_gather it first"
+        )
+
+
+def _without(layout: ShardSpec, axis: str) -> ShardSpec:
+    pairs = [(d, a) for d, a in zip(layout.partition, layout.mesh_axes) if a != axis]
+    return ShardSpec(tuple(d for d, _ in pairs), tuple(a for _, a in pairs))

@@ -4,7 +4,9 @@
     mesh.coords, mesh.index("tp"), mesh.size("dp")
 
 Each axis's communicator groups the ranks that differ only along that axis (ordered by
-their index on it); it is made once, collectively, when the mesh is created.
+their index on it); it is made once, collectively, when the mesh is created, and wrapped
+in a :class:`~tessera.mesh.channel.Channel` (sequence numbers, timeouts, debug checks).
+Creating a mesh under MPI also picks this rank's GPU, if the node has any.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import math
 import threading
 
 from ..errors import TesseraError
+from .channel import Channel
+from .devices import select_device
 from .world import world
 
 _state = threading.local()
@@ -37,13 +41,18 @@ class Mesh:
                 f"Mesh(axes={self.axes}, shape={self.shape}) needs {needed} ranks but this world "
                 f"has {have}; start the script with {launch}"
             )
+        if self.devices is not None and len(self.devices) != needed:
+            raise TesseraError(
+                f"Mesh(devices=...) names {len(self.devices)} devices for {needed} ranks"
+            )
         self.rank = comm.Get_rank()
         self.coords = _unravel(self.rank, self.shape)
-        self._comms = {}
+        self._channels: dict[str, Channel] = {}
         for k, axis in enumerate(self.axes):  # collective: every rank splits every axis
             others = self.coords[:k] + self.coords[k + 1 :]
             color = _ravel(others, self.shape[:k] + self.shape[k + 1 :])
-            self._comms[axis] = comm.Split(color, self.coords[k])
+            self._channels[axis] = Channel(axis, comm.Split(color, self.coords[k]), self.rank)
+        self.device = select_device(comm)
         _latest[:] = [self]
 
     def __repr__(self) -> str:
@@ -63,8 +72,12 @@ class Mesh:
 
     def comm(self, axis: str):
         """The communicator of the ranks that differ from this one only along ``axis``."""
+        return self.channel(axis).comm
+
+    def channel(self, axis: str) -> Channel:
+        """The axis's channel: its communicator with sequence numbers and timeouts."""
         self._axis(axis)
-        return self._comms[axis]
+        return self._channels[axis]
 
     def __enter__(self) -> Mesh:
         _state.__dict__.setdefault("stack", []).append(self)

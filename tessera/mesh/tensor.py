@@ -40,6 +40,10 @@ class ShardedTensor:
             f"layout={self.layout}, rank={self.mesh.rank})"
         )
 
+    def parts(self, axis: str) -> Parts:
+        """The view an index launch over ``axis`` fans out (``index_launch(axis=...)``)."""
+        return Parts(self, axis)
+
     def gather(self) -> np.ndarray:
         """The global array on every rank: every rank's block put in its place."""
         from .world import world
@@ -49,6 +53,18 @@ class ShardedTensor:
         for where, part in pieces:
             out[where] = part
         return out
+
+
+class Parts:
+    """``W.parts("tp")``: tensor ``W`` as an index launch over axis ``tp`` sees it, one
+    shard per member of the axis (each rank launches on its own)."""
+
+    def __init__(self, tensor: ShardedTensor, axis: str):
+        tensor.mesh.size(axis)  # an unknown axis is an error naming the mesh's axes
+        self.tensor, self.axis = tensor, axis
+
+    def __repr__(self) -> str:
+        return f"Parts({self.tensor!r}, axis={self.axis!r})"
 
 
 def _np_dtype(dtype) -> np.dtype:

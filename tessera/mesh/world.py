@@ -51,6 +51,39 @@ class LocalComm:
     def Barrier(self) -> None:  # noqa: N802
         return None
 
+    def Dup(self) -> LocalComm:  # noqa: N802
+        return self
+
+    # the non-blocking calls the collectives use, complete at once for one rank
+    def Iallreduce(self, send, recv, op=None) -> Done:  # noqa: N802
+        np.copyto(recv, send)
+        return Done()
+
+    def Iallgather(self, send, recv) -> Done:  # noqa: N802
+        np.copyto(recv.reshape(send.shape), send)
+        return Done()
+
+    def Iallgatherv(self, send, recv) -> Done:  # noqa: N802
+        np.copyto(recv[0].reshape(send.shape), send)
+        return Done()
+
+    def Ireduce_scatter(self, send, recv, counts=None, op=None) -> Done:  # noqa: N802
+        np.copyto(recv, send.reshape(recv.shape))
+        return Done()
+
+    def Ibcast(self, buf, root: int = 0) -> Done:  # noqa: N802
+        return Done()
+
+    def Ibarrier(self) -> Done:  # noqa: N802
+        return Done()
+
+
+class Done:
+    """A request that is already complete (what LocalComm's non-blocking calls return)."""
+
+    def Test(self) -> bool:  # noqa: N802
+        return True
+
 
 def find_mpiexec() -> str | None:
     """The ``mpiexec`` of this Python's MPI (the ``mpich`` wheel puts it next to the
@@ -76,7 +109,24 @@ def world():
         from mpi4py import MPI
     except ImportError:
         return LocalComm()
+    if MPI.COMM_WORLD.Get_size() > 1:
+        _abort_on_uncaught_exception(MPI.COMM_WORLD)
     return MPI.COMM_WORLD
+
+
+def _abort_on_uncaught_exception(comm) -> None:
+    """An exception that ends one rank's script ends the whole job (as ``python -m
+    mpi4py`` does): the traceback is printed, then MPI_Abort stops every rank, instead of
+    the others waiting forever in their next collective."""
+    previous = sys.excepthook
+
+    def hook(kind, value, traceback) -> None:
+        previous(kind, value, traceback)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        comm.Abort(1)
+
+    sys.excepthook = hook
 
 
 def rank() -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..dtypes import ArrayAnnotation, ReductionAnnotation
 from ..errors import TesseraError
 
 
@@ -31,7 +32,10 @@ class Primitive:
             f"{self.name}{self.signature} can only be used inside a @tessera.kernel function"
         )
 
-    def __getitem__(self, item: object) -> Primitive:
+    def __getitem__(self, item: object) -> object:
+        # ``reduce_sum[f32[M, N]]`` in a signature: an output of partial sums (MESH.md)
+        if self.name == "reduce_sum" and isinstance(item, ArrayAnnotation):
+            return ReductionAnnotation(item, "sum")
         # ``tshared.alloc[f32]`` is resolved by the frontend; outside a kernel it is inert.
         return self
 

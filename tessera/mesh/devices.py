@@ -1,0 +1,62 @@
+"""Which device a rank computes on: one GPU per process, ``local_rank % gpus_on_node``
+(MESH.md), or the CPU on a node without GPUs.
+
+The local rank comes from the launcher's environment (MPICH/Hydra, Open MPI, Slurm) or,
+failing that, from MPI's shared-memory split of the world. The GPU is made current for
+numba-cuda and, when installed, CuPy, so kernels and collectives use the same one.
+"""
+
+from __future__ import annotations
+
+import os
+
+LOCAL_RANK_VARIABLES = (
+    "MPI_LOCALRANKID",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "SLURM_LOCALID",
+    "PMI_LOCAL_RANK",
+)
+
+
+def local_rank(comm) -> int:
+    """This process's rank among the processes on its node."""
+    for name in LOCAL_RANK_VARIABLES:
+        value = os.environ.get(name)
+        if value is not None and value.isdigit():
+            return int(value)
+    if comm.Get_size() == 1:
+        return 0
+    from mpi4py import MPI
+
+    return comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
+
+
+def gpus_on_node() -> int:
+    """How many GPUs this process can see (0 without a driver, or under the simulator)."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return 0
+    if os.name == "posix" and not os.path.exists("/dev/nvidiactl"):
+        return 0  # no NVIDIA driver: skip importing numba.cuda
+    from numba import cuda
+
+    return len(cuda.gpus) if cuda.is_available() else 0
+
+
+def select_device(comm) -> str:
+    """Make this rank's GPU current and return ``"cuda:N"``, or ``"cpu"`` without GPUs."""
+    if comm.Get_size() == 1:
+        return "cpu" if gpus_on_node() == 0 else "cuda:0"
+    count = gpus_on_node()
+    if count == 0:
+        return "cpu"
+    index = local_rank(comm) % count
+    from numba import cuda
+
+    cuda.select_device(index)
+    try:
+        import cupy
+    except ImportError:
+        pass
+    else:
+        cupy.cuda.runtime.setDevice(index)
+    return f"cuda:{index}"

@@ -1,0 +1,129 @@
+"""Collectives over MPI: non-blocking mpi4py calls on buffers (never pickled array data).
+
+Host arrays are NumPy; device arrays (CuPy and other ``__cuda_array_interface__``
+arrays) go through the same calls when the MPI library is CUDA-aware, with CuPy as the
+array module. MPI has no 16-bit float types: f16 and bf16 reduce in f32 (rounded once, at
+the end) and travel as raw 16-bit data in gathers and broadcasts; bools reduce as bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .channel import Channel, Transfer
+from .world import LocalComm
+
+OPS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply"}
+HALF = ("float16", "bfloat16")
+
+
+def array_module(x):
+    """NumPy for host arrays, CuPy for device arrays."""
+    if isinstance(x, np.ndarray):
+        return np
+    import cupy
+
+    return cupy
+
+
+def _mpi_op(ch: Channel, op: str):
+    if isinstance(ch.comm, LocalComm):
+        return None  # a world of one never reaches MPI (which may not be installed)
+    from mpi4py import MPI
+
+    return {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[op]
+
+
+def to_reduction_wire(x, xp):
+    """The array MPI reduces for ``x``: f32 for 16-bit floats, bytes for bools."""
+    if x.dtype.name in HALF:
+        return x.astype(np.float32)
+    if x.dtype == np.bool_:
+        return xp.ascontiguousarray(x).view(np.uint8)
+    return xp.ascontiguousarray(x)
+
+
+def from_reduction_wire(result, dtype):
+    if result.dtype == dtype:
+        return result
+    if dtype == np.bool_:
+        return result != 0
+    return result.astype(dtype)
+
+
+def _bytes(x):
+    """A contiguous array as flat bytes (what gathers and broadcasts move)."""
+    return x.reshape(-1).view(np.uint8)
+
+
+def all_reduce(ch: Channel, x, op: str, deterministic: bool) -> Transfer:
+    xp = array_module(x)
+    wire = to_reduction_wire(x, xp)
+    if deterministic:
+        parts = xp.empty((ch.size,) + wire.shape, wire.dtype)
+        request = ch.comm.Iallgather(wire, parts)
+        return Transfer(
+            [request], lambda: from_reduction_wire(reduce_in_order(parts, op, xp), x.dtype)
+        )
+    received = xp.empty_like(wire)
+    request = ch.comm.Iallreduce(wire, received, _mpi_op(ch, op))
+    return Transfer([request], lambda: from_reduction_wire(received, x.dtype))
+
+
+def reduce_in_order(parts, op: str, xp):
+    """``op`` over dim 0 of ``parts``, left to right: the rank-order result."""
+    ufunc = getattr(xp, OPS[op])
+    total = parts[0].copy()
+    for part in parts[1:]:
+        ufunc(total, part, out=total)
+    return total
+
+
+def exchange_rows(ch: Channel, rows: int, kind: str, seq: int) -> list[int]:
+    """Every member's number of rows (dim 0), for gathers of uneven blocks."""
+    mine = np.array([rows], np.int64)
+    everyone = np.empty(ch.size, np.int64)
+    ch.wait([ch.comm.Iallgather(mine, everyone)], kind, seq)
+    return everyone.tolist()
+
+
+def all_gather(ch: Channel, x, rows: list[int]) -> Transfer:
+    """Concatenate the members' arrays along dim 0 (``rows[i]`` rows from member i)."""
+    xp = array_module(x)
+    x = xp.ascontiguousarray(x)
+    row_bytes = x.dtype.itemsize * int(np.prod(x.shape[1:], dtype=np.int64))
+    out = xp.empty((sum(rows),) + tuple(x.shape[1:]), x.dtype)
+    counts = [r * row_bytes for r in rows]
+    displacements = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
+    request = ch.comm.Iallgatherv(_bytes(x), [_bytes(out), (counts, displacements)])
+    return Transfer([request], lambda: out)
+
+
+def reduce_scatter(ch: Channel, x, op: str, rows: list[int]) -> Transfer:
+    """``op`` over the members, then member i keeps ``rows[i]`` rows of dim 0."""
+    xp = array_module(x)
+    wire = to_reduction_wire(x, xp)
+    row_items = int(np.prod(wire.shape[1:], dtype=np.int64))
+    received = xp.empty((rows[ch.index],) + tuple(wire.shape[1:]), wire.dtype)
+    counts = [r * row_items for r in rows]
+    request = ch.comm.Ireduce_scatter(wire, received, counts, _mpi_op(ch, op))
+    return Transfer([request], lambda: from_reduction_wire(received, x.dtype))
+
+
+def broadcast(ch: Channel, x, root: int) -> Transfer:
+    xp = array_module(x)
+    out = xp.array(x, copy=True, order="C")
+    request = ch.comm.Ibcast(_bytes(out), root=root)
+    return Transfer([request], lambda: out)
+
+
+def barrier(ch: Channel) -> Transfer:
+    return Transfer([ch.comm.Ibarrier()], lambda: None)
+
+
+def cuda_aware() -> bool:
+    """Whether the MPI library says it can move device buffers."""
+    from mpi4py import MPI
+
+    query = getattr(MPI, "Query_cuda_support", None)
+    return bool(query and query())

@@ -1,0 +1,132 @@
+"""Collectives over NCCL for device arrays, through CuPy's NCCL communicator.
+
+UNTESTED ON HARDWARE: no GPU has run this module yet (see docs/distributed.md). It is
+written against CuPy's documented ``cupy.cuda.nccl`` API and kept small.
+
+One NCCL communicator per mesh axis, made on the axis's first GPU collective: member 0
+makes the unique id, MPI broadcasts it. Operations are enqueued on CuPy's current stream;
+completion is an event on that stream, polled (with the collective timeout) like MPI
+requests. NCCL needs equal counts per rank: uneven gathers are padded to the largest
+block and compacted, uneven reduce-scatters reduce everything and keep a block.
+"""
+
+from __future__ import annotations
+
+from .channel import Channel, Transfer
+from .mpi_transport import reduce_in_order
+
+
+def _nccl():
+    from cupy.cuda import nccl
+
+    return nccl
+
+
+def available() -> bool:
+    try:
+        _nccl()
+    except ImportError:
+        return False
+    return True
+
+
+def communicator(ch: Channel):
+    """The axis's NCCL communicator (collective: every member calls this together)."""
+    if ch.nccl is None:
+        nccl = _nccl()
+        uid = nccl.get_unique_id() if ch.index == 0 else None
+        uid = ch.comm.bcast(uid, root=0)
+        ch.nccl = nccl.NcclCommunicator(ch.size, uid, ch.index)
+    return ch.nccl
+
+
+def _dtype_code(dtype) -> int:
+    nccl = _nccl()
+    names = {
+        "int8": "NCCL_INT8",
+        "uint8": "NCCL_UINT8",
+        "bool": "NCCL_UINT8",
+        "int32": "NCCL_INT32",
+        "uint32": "NCCL_UINT32",
+        "int64": "NCCL_INT64",
+        "uint64": "NCCL_UINT64",
+        "float16": "NCCL_FLOAT16",
+        "bfloat16": "NCCL_BFLOAT16",
+        "float32": "NCCL_FLOAT32",
+        "float64": "NCCL_FLOAT64",
+    }
+    return getattr(nccl, names[dtype.name])
+
+
+def _op_code(op: str) -> int:
+    nccl = _nccl()
+    return {
+        "sum": nccl.NCCL_SUM,
+        "max": nccl.NCCL_MAX,
+        "min": nccl.NCCL_MIN,
+        "prod": nccl.NCCL_PROD,
+    }[op]
+
+
+def _enqueued(finish) -> Transfer:
+    import cupy
+
+    event = cupy.cuda.Event(block=False, disable_timing=True)
+    event.record(cupy.cuda.get_current_stream())
+    return Transfer([], finish, gpu_done=lambda: event.done)
+
+
+def _stream() -> int:
+    import cupy
+
+    return cupy.cuda.get_current_stream().ptr
+
+
+def all_reduce(ch: Channel, x, op: str, deterministic: bool) -> Transfer:
+    import cupy
+
+    x = cupy.ascontiguousarray(x)
+    comm = communicator(ch)
+    if deterministic:
+        parts = cupy.empty((ch.size,) + x.shape, x.dtype)
+        comm.allGather(x.data.ptr, parts.data.ptr, x.size, _dtype_code(x.dtype), _stream())
+        return _enqueued(lambda: reduce_in_order(parts, op, cupy))
+    out = cupy.empty_like(x)
+    comm.allReduce(x.data.ptr, out.data.ptr, x.size, _dtype_code(x.dtype), _op_code(op), _stream())
+    return _enqueued(lambda: out)
+
+
+def all_gather(ch: Channel, x, rows: list[int]) -> Transfer:
+    import cupy
+
+    most = max(rows)
+    padded = cupy.zeros((most,) + x.shape[1:], x.dtype)
+    padded[: x.shape[0]] = x
+    parts = cupy.empty((ch.size,) + padded.shape, x.dtype)
+    communicator(ch).allGather(
+        padded.data.ptr, parts.data.ptr, padded.size, _dtype_code(x.dtype), _stream()
+    )
+    return _enqueued(lambda: cupy.concatenate([parts[i, :r] for i, r in enumerate(rows)]))
+
+
+def reduce_scatter(ch: Channel, x, op: str, rows: list[int]) -> Transfer:
+    import cupy
+
+    x = cupy.ascontiguousarray(x)
+    start = sum(rows[: ch.index])
+    if len(set(rows)) > 1:  # uneven blocks: NCCL's reduce-scatter needs equal counts
+        whole = all_reduce(ch, x, op, deterministic=False)
+        return Transfer([], lambda: whole.finish()[start : start + rows[ch.index]], whole.gpu_done)
+    out = cupy.empty((rows[ch.index],) + x.shape[1:], x.dtype)
+    communicator(ch).reduceScatter(
+        x.data.ptr, out.data.ptr, out.size, _dtype_code(x.dtype), _op_code(op), _stream()
+    )
+    return _enqueued(lambda: out)
+
+
+def broadcast(ch: Channel, x, root: int) -> Transfer:
+    import cupy
+
+    out = cupy.array(x, copy=True, order="C")
+    communicator(ch).bcast(out.data.ptr, out.nbytes, _nccl().NCCL_UINT8, root, _stream())
+    return _enqueued(lambda: out)

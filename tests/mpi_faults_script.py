@@ -1,0 +1,71 @@
+"""Run under ``mpiexec -n 2`` or ``-n 4`` with a mode: a planted fault that the ranks must
+turn into an error (not a hang). Writes what each rank saw to ``<folder>/rank<r>.txt``.
+
+* ``skip``: the last rank skips an all_reduce and sleeps; the others must raise
+  CollectiveTimeout naming it (run with a short TESSERA_COLLECTIVE_TIMEOUT).
+* ``mismatch``: rank 0 calls all_reduce, the others all_gather (TESSERA_DIST_DEBUG=1).
+* ``raise``: rank 1 raises before a collective; the job must end.
+* ``die``: the last rank's process exits abruptly before a collective; the job must end.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+from tessera import dist
+
+
+def main(mode: str, folder: str) -> None:
+    mesh = dist.Mesh(axes=("x",), shape=(dist.size(),))
+    last = mesh.size("x") - 1
+
+    def report(text: str) -> None:
+        with open(f"{folder}/rank{mesh.rank}.txt", "w") as f:
+            f.write(text)
+
+    dist.all_reduce(np.ones(3), axis="x")  # one collective that everyone reaches
+    if mode == "skip":
+        if mesh.rank == last:
+            report("skipped")
+            time.sleep(30)
+            return
+        started = time.monotonic()
+        try:
+            dist.all_reduce(np.ones(3), axis="x")
+            report("no error")
+        except dist.CollectiveTimeout as exc:
+            took = time.monotonic() - started
+            report(
+                f"{type(exc).__name__} {exc.collective} {exc.seq} {exc.axis} "
+                f"{exc.missing} {took:.1f}\n{exc}"
+            )
+            raise
+    elif mode == "mismatch":
+        try:
+            if mesh.rank == 0:
+                dist.all_reduce(np.ones(3, np.float32), axis="x")
+            else:
+                dist.all_gather(np.ones((2, 2)), axis="x")
+            report("no error")
+        except dist.CollectiveMismatch as exc:
+            report(f"{type(exc).__name__}\n{exc}")
+    elif mode == "raise":
+        if mesh.rank == 1:
+            report("raising")
+            raise RuntimeError("planted failure on rank 1")
+        dist.all_reduce(np.ones(3), axis="x")
+        report("no error")
+    elif mode == "die":
+        if mesh.rank == last:
+            report("dying")
+            os._exit(3)
+        dist.all_reduce(np.ones(3), axis="x")
+        report("no error")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
