@@ -1,0 +1,84 @@
+"""Faults in a distributed job end in errors, never in hangs: real ``mpiexec`` runs of
+tests/mpi_faults_script.py with a planted fault each."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tessera.mesh.world import find_mpiexec
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("mpi4py") is None or find_mpiexec() is None,
+    reason="needs mpi4py and mpiexec",
+)
+
+
+def run_faulty(mode: str, ranks: int, folder, **env):
+    started = time.monotonic()
+    result = subprocess.run(
+        [
+            find_mpiexec(),
+            "-n",
+            str(ranks),
+            sys.executable,
+            os.path.join(HERE, "mpi_faults_script.py"),
+            mode,
+            str(folder),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=HERE,
+        env=dict(os.environ, **env),
+    )
+    return result, time.monotonic() - started
+
+
+def test_a_rank_that_skips_a_collective_makes_the_others_time_out(tmp_path):
+    result, _ = run_faulty("skip", 4, tmp_path, TESSERA_COLLECTIVE_TIMEOUT="3")
+    report = (tmp_path / "rank0.txt").read_text()
+    kind, collective, seq, axis, missing, took = report.splitlines()[0].split(" ", 5)
+    assert (kind, collective, seq, axis, missing) == (
+        "CollectiveTimeout",
+        "all_reduce",
+        "2",
+        "x",
+        "[3]",
+    )
+    assert 3.0 <= float(took) < 5.0  # the timeout, plus at most a second asking who is there
+    assert "ranks [3] did not arrive" in report and "rank 3: no answer" in report
+    assert result.returncode != 0  # the uncaught timeout ended the job
+
+
+def test_mismatched_collectives_are_named_on_every_rank_under_dist_debug(tmp_path):
+    result, _ = run_faulty("mismatch", 2, tmp_path, TESSERA_DIST_DEBUG="1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    for r in range(2):
+        report = (tmp_path / f"rank{r}.txt").read_text()
+        assert report.startswith("CollectiveMismatch")
+        assert (
+            "rank 0 (index 0 on axis 'x'): all_reduce(shape=(3,), dtype=float32, op=sum)" in report
+        )
+        assert "rank 1 (index 1 on axis 'x'): all_gather(shape=('*', 2), dtype=float64" in report
+
+
+def test_a_rank_that_raises_ends_the_job(tmp_path):
+    result, took = run_faulty("raise", 2, tmp_path, TESSERA_COLLECTIVE_TIMEOUT="100")
+    assert result.returncode != 0
+    assert "planted failure on rank 1" in result.stderr
+    assert took < 60  # ended by MPI_Abort, not by the 100 s collective timeout
+    assert not (tmp_path / "rank0.txt").exists()  # rank 0 never finished its all_reduce
+
+
+def test_a_rank_that_dies_ends_the_job(tmp_path):
+    result, took = run_faulty("die", 2, tmp_path, TESSERA_COLLECTIVE_TIMEOUT="100")
+    assert result.returncode != 0
+    assert (tmp_path / "rank1.txt").read_text() == "dying"
+    assert took < 60

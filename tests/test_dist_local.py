@@ -1,0 +1,81 @@
+"""The distributed layer's checks and settings in a world of one (no MPI needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import dist
+
+
+@pytest.fixture
+def mesh():
+    return dist.Mesh(axes=("x",), shape=(1,))
+
+
+def test_async_op_returns_a_work_handle(mesh):
+    work = dist.all_reduce(np.arange(3.0), axis="x", async_op=True)
+    assert isinstance(work, dist.Work) and "all_reduce #" in repr(work)
+    assert np.array_equal(work.wait(), np.arange(3.0)) and work.is_completed()
+
+
+def test_collectives_number_their_calls_per_axis(mesh):
+    channel = mesh.channel("x")
+    before = channel.started
+    dist.all_reduce(np.ones(2), axis="x")
+    dist.broadcast(np.ones(2), axis="x")
+    assert channel.started == before + 2
+
+
+def test_coalesced_bucket_size_must_be_positive(mesh):
+    with pytest.raises(tessera.TesseraError, match="bucket_mb=0"):
+        dist.all_reduce_coalesced([np.ones(2)], axis="x", bucket_mb=0)
+
+
+def test_coalesced_keeps_order_shapes_and_dtypes(mesh):
+    tensors = [np.ones((2, 3), np.float32), np.arange(4), np.full(1, 2.5)]
+    got = dist.all_reduce_coalesced(tensors, axis="x")
+    for t, g in zip(tensors, got):
+        assert g.dtype == t.dtype and np.array_equal(g, t)
+
+
+def test_nccl_backend_refuses_host_arrays(mesh):
+    with (
+        tessera.config(dist_backend="nccl"),
+        pytest.raises(tessera.TesseraError, match="GPU arrays only"),
+    ):
+        dist.all_reduce(np.ones(2), axis="x")
+
+
+def test_a_bad_collective_timeout_setting_is_named():
+    from tessera.mesh.channel import timeout_seconds
+
+    with (
+        tessera.config(collective_timeout="soon"),
+        pytest.raises(tessera.TesseraError, match="TESSERA_COLLECTIVE_TIMEOUT='soon'"),
+    ):
+        timeout_seconds()
+
+
+def test_a_sharded_collective_needs_a_sharded_out(mesh):
+    t = dist.zeros((4,), dist.ShardSpec(), mesh)
+    with pytest.raises(tessera.TesseraError, match="out= of a collective on a sharded tensor"):
+        dist.all_reduce(t, axis="x", out=np.zeros(4))
+
+
+def test_all_gather_of_a_tensor_whole_on_the_axis_is_an_error(mesh):
+    t = dist.zeros((4,), dist.ShardSpec(), mesh)
+    with pytest.raises(tessera.TesseraError, match="not split over axis 'x'"):
+        dist.all_gather(t, axis="x")
+
+
+def test_a_mesh_without_gpus_computes_on_the_cpu(mesh):
+    from tessera.mesh.devices import gpus_on_node
+
+    assert mesh.device == ("cpu" if gpus_on_node() == 0 else "cuda:0")
+
+
+def test_mesh_devices_must_name_one_device_per_rank():
+    with pytest.raises(tessera.TesseraError, match="names 2 devices for 1 ranks"):
+        dist.Mesh(axes=("x",), shape=(1,), devices=range(2))
