@@ -28,8 +28,11 @@ from ..errors import CollectiveMismatch, CollectiveTimeout, TesseraError
 
 QUERY, REPLY = 7301, 7302  # tags on the control channel
 ANSWER_WINDOW_S = 1.0  # at most this long a timed-out rank waits for the members' answers
-POLL_SLEEP_S = 0.0002  # between polls once a wait is older than SPIN_S
-SPIN_S = 0.002  # poll without sleeping for this long: short collectives stay fast
+# MPI moves a non-blocking collective's data only while it is polled, so a wait polls
+# without pause for SPIN_S (what a blocking MPI call would do); a wait that is longer is
+# most likely waiting for a late rank, and then polls every POLL_SLEEP_S.
+SPIN_S = 0.05
+POLL_SLEEP_S = 0.0005
 
 ISSUE_LOCK = threading.RLock()  # one global order of collectives per process
 _channels: list[Channel] = []  # every channel of this process, to answer queries on
@@ -50,13 +53,14 @@ class Channel:
         self.nccl = None  # the NCCL communicator, made on the first GPU collective
         _channels.append(self)
 
-    def begin(self, kind: str, fingerprint: str) -> int:
+    def begin(self, kind: str, x, op: str | None = None, **extra) -> int:
         """Number the next collective; under TESSERA_DIST_DEBUG, check that every member
-        calls the same one. Call with ISSUE_LOCK held."""
+        calls the same one (on ``x``'s shape and dtype, ``op`` and ``extra``). Call with
+        ISSUE_LOCK held."""
         self.started += 1
         seq = self.started
         if self.size > 1 and setting("dist_debug") == "1":
-            self._check_fingerprints(kind, seq, fingerprint)
+            self._check_fingerprints(kind, seq, fingerprint(kind, x, op, **extra))
         return seq
 
     def _check_fingerprints(self, kind: str, seq: int, fingerprint: str) -> None:
@@ -166,13 +170,15 @@ def answer_queries() -> None:
 def fingerprint(kind: str, x, op: str | None = None, **extra) -> str:
     """What TESSERA_DIST_DEBUG compares: the collective, the array's shape and dtype (for
     all_gather, without dim 0, which may differ between ranks) and the op."""
-    shape = tuple(x.shape) if x is not None else ()
+    if x is None:
+        return f"{kind}()"
+    shape = tuple(x.shape)
     if kind == "all_gather":
         shape = ("*",) + shape[1:]
-    parts = [f"shape={shape}", f"dtype={x.dtype}" if x is not None else ""]
+    parts = [f"shape={shape}", f"dtype={x.dtype}"]
     parts += [f"op={op}"] if op else []
     parts += [f"{k}={v}" for k, v in extra.items()]
-    return f"{kind}({', '.join(p for p in parts if p)})"
+    return f"{kind}({', '.join(parts)})"
 
 
 def timeout_seconds() -> float:

@@ -24,9 +24,9 @@ import numpy as np
 from ..config import get as setting
 from ..errors import TesseraError
 from . import mpi_transport, nccl_transport
-from .channel import ISSUE_LOCK, Channel, Transfer, fingerprint
+from .channel import ISSUE_LOCK, Channel, Transfer
 from .layout import ShardSpec, block
-from .mesh import Mesh, current_mesh
+from .mesh import Mesh, current_mesh, world_channel
 from .tensor import ShardedTensor
 
 OPS = tuple(mpi_transport.OPS)
@@ -151,7 +151,7 @@ def all_reduce(
     x = _local(x, op)
     channel = current_mesh(mesh).channel(axis)
     with ISSUE_LOCK:
-        seq = channel.begin("all_reduce", fingerprint("all_reduce", x, op))
+        seq = channel.begin("all_reduce", x, op)
         transfer = _transport(x).all_reduce(channel, x, op, _deterministic(deterministic))
     return _run(channel, "all_reduce", seq, transfer, _deliver_to(out), async_op)
 
@@ -177,7 +177,7 @@ def all_gather(
     front = _front(x, dim)
     channel = current_mesh(mesh).channel(axis)
     with ISSUE_LOCK:
-        seq = channel.begin("all_gather", fingerprint("all_gather", front, dim=dim))
+        seq = channel.begin("all_gather", front, dim=dim)
         rows = mpi_transport.exchange_rows(channel, front.shape[0], "all_gather", seq)
         transfer = _transport(x).all_gather(channel, front, rows)
     return _run(channel, "all_gather", seq, transfer, _deliver_to(out, dim % x.ndim), async_op)
@@ -225,7 +225,7 @@ def reduce_scatter(
     rows = [b - a for a, b in (block(extent, channel.size, i) for i in range(channel.size))]
     deliver = _deliver_to(out, dim % x.ndim)
     with ISSUE_LOCK:
-        seq = channel.begin("reduce_scatter", fingerprint("reduce_scatter", front, op))
+        seq = channel.begin("reduce_scatter", front, op)
         transport = _transport(x)
         if _deterministic(deterministic):  # the rank-order sum, then this rank's block
             whole = transport.all_reduce(channel, front, op, True)
@@ -253,21 +253,16 @@ def broadcast(
     if not 0 <= root < channel.size:
         raise TesseraError(f"root={root} is not an index on axis {axis!r} (size {channel.size})")
     with ISSUE_LOCK:
-        seq = channel.begin("broadcast", fingerprint("broadcast", x, root=root))
+        seq = channel.begin("broadcast", x, root=root)
         transfer = _transport(x).broadcast(channel, x, root)
     return _run(channel, "broadcast", seq, transfer, _deliver_to(out), async_op)
 
 
 def barrier(axis: str | None = None, *, mesh: Mesh | None = None) -> None:
     """Wait for every rank of the axis (or of the whole world with no axis)."""
-    if axis is None:
-        from .world import world
-
-        world().Barrier()
-        return
-    channel = current_mesh(mesh).channel(axis)
+    channel = world_channel() if axis is None else current_mesh(mesh).channel(axis)
     with ISSUE_LOCK:
-        seq = channel.begin("barrier", "barrier()")
+        seq = channel.begin("barrier", None)
         transfer = mpi_transport.barrier(channel)
     _run(channel, "barrier", seq, transfer, lambda _: None, False)
 

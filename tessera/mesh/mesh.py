@@ -87,6 +87,17 @@ class Mesh:
         _state.stack.pop()
 
 
+_world_channel: list[Channel] = []
+
+
+def world_channel() -> Channel:
+    """The channel of all ranks (for ``barrier()`` with no axis), made on first use."""
+    if not _world_channel:
+        comm = world()
+        _world_channel.append(Channel("world", comm, comm.Get_rank()))
+    return _world_channel[0]
+
+
 def current_mesh(mesh: Mesh | None = None) -> Mesh:
     """``mesh``, else the innermost ``with mesh:``, else the most recently created mesh."""
     if mesh is not None:

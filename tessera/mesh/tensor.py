@@ -45,14 +45,14 @@ class ShardedTensor:
         return Parts(self, axis)
 
     def gather(self) -> np.ndarray:
-        """The global array on every rank: every rank's block put in its place."""
-        from .world import world
+        """The global array on every rank: an all_gather over each axis the tensor is
+        split over (replicas need nothing)."""
+        from .collectives import all_gather
 
-        pieces = world().allgather((self.global_slice, self.local))
-        out = np.empty(self.shape, self.dtype)
-        for where, part in pieces:
-            out[where] = part
-        return out
+        data = self.local
+        for dim, axis in zip(self.layout.partition, self.layout.mesh_axes):
+            data = all_gather(data, axis, mesh=self.mesh, dim=dim)
+        return data if self.layout.partition else data.copy()
 
 
 class Parts:
@@ -75,12 +75,24 @@ def _np_dtype(dtype) -> np.dtype:
     return np.dtype(dtype)
 
 
-def _make(shape, layout, mesh, dtype, fill) -> ShardedTensor:
+def shard_module(mesh: Mesh):
+    """Where a rank's shards live: CuPy on a rank with a GPU (when CuPy is installed),
+    else NumPy. GPU shards are untested on hardware (docs/distributed.md)."""
+    if mesh.device != "cpu":
+        try:
+            import cupy
+        except ImportError:
+            return np
+        return cupy
+    return np
+
+
+def _make(shape, layout, mesh, dtype, fill: str) -> ShardedTensor:
     mesh = current_mesh(mesh)
     layout = layout or ShardSpec()
     where = local_slice(tuple(shape), layout, mesh)
     local_shape = tuple(s.stop - s.start for s in where)
-    local = fill(local_shape, _np_dtype(dtype))
+    local = getattr(shard_module(mesh), fill)(local_shape, _np_dtype(dtype))
     return ShardedTensor(shape, layout, mesh, local)
 
 
@@ -88,15 +100,15 @@ def tensor(
     shape, layout: ShardSpec | None = None, mesh: Mesh | None = None, dtype="f32"
 ) -> ShardedTensor:
     """A sharded tensor of zeros (each rank allocates only its block)."""
-    return _make(shape, layout, mesh, dtype, np.zeros)
+    return _make(shape, layout, mesh, dtype, "zeros")
 
 
 def zeros(shape, layout=None, mesh=None, dtype="f32") -> ShardedTensor:
-    return _make(shape, layout, mesh, dtype, np.zeros)
+    return _make(shape, layout, mesh, dtype, "zeros")
 
 
 def empty(shape, layout=None, mesh=None, dtype="f32") -> ShardedTensor:
-    return _make(shape, layout, mesh, dtype, np.empty)
+    return _make(shape, layout, mesh, dtype, "empty")
 
 
 def from_global(
@@ -106,4 +118,5 @@ def from_global(
     mesh = current_mesh(mesh)
     layout = layout or ShardSpec()
     where = local_slice(array.shape, layout, mesh)
-    return ShardedTensor(array.shape, layout, mesh, np.ascontiguousarray(array[where]))
+    local = shard_module(mesh).ascontiguousarray(array[where])
+    return ShardedTensor(array.shape, layout, mesh, local)
