@@ -335,12 +335,19 @@ class Return(Stmt):
 
 @dataclass(eq=False)
 class Barrier(Stmt):
-    pass
+    """``tbarrier()``; ``keep_in_flight`` as for :class:`CopyWait`."""
+
+    keep_in_flight: int = 0
 
 
 @dataclass(eq=False)
 class CopyWait(Stmt):
-    pass
+    """``cp_async.wait()``. ``keep_in_flight`` > 0 (set by analysis/prefetch.py in a
+    ``tile.range(prefetch=k)`` loop) lets a backend leave up to that many of the newest
+    copy groups in flight, where the compiler proved nothing reads them before they
+    complete."""
+
+    keep_in_flight: int = 0
 
 
 @dataclass(eq=False)

@@ -86,7 +86,11 @@ def format_stmt(s: ir.Stmt, indent: int) -> list[str]:
         return out
     if isinstance(s, ir.For):
         kind = "tile.range" if s.tile_range else "range"
-        head = f"{kind}({format_expr(s.start)}, {format_expr(s.stop)}, {format_expr(s.step)})"
+        depth = f", prefetch={s.prefetch}" if s.prefetch else ""
+        head = (
+            f"{kind}({format_expr(s.start)}, {format_expr(s.stop)}, "
+            f"{format_expr(s.step)}{depth})"
+        )
         return [f"{pad}for {s.var} in {head}:{line}"] + format_body(s.body, indent + 1)
     if isinstance(s, ir.While):
         return [f"{pad}while {format_expr(s.cond)}:{line}"] + format_body(s.body, indent + 1)
@@ -94,6 +98,9 @@ def format_stmt(s: ir.Stmt, indent: int) -> list[str]:
         return [f"{pad}{s.target} = tshared.alloc[{s.dtype.name}]({s.shape}){line}"]
     if isinstance(s, ir.CopyAsync):
         return [f"{pad}cp_async({s.dst.name} <- {s.src.name}){line}"]
+    if isinstance(s, (ir.CopyWait, ir.Barrier)) and s.keep_in_flight:
+        call = "cp_async.wait" if isinstance(s, ir.CopyWait) else "tbarrier"
+        return [f"{pad}{call}(keep_in_flight={s.keep_in_flight}){line}"]
     names = {
         ir.Barrier: "tbarrier()",
         ir.CopyWait: "cp_async.wait()",

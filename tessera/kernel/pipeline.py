@@ -15,6 +15,7 @@ import hashlib
 from ..errors import SourceLoc
 from . import ir
 from .analysis import checks, uniformity
+from .analysis.prefetch import mark_prefetch_waits
 from .analysis.regions import Schedule, form_regions
 from .analysis.strip_mine import strip_mine
 from .frontend import Frontend, SourceInfo
@@ -91,6 +92,7 @@ def specialise(
     if kir.grouped:
         u = uniformity.analyse(kir)
         uniformity.check_collectives(kir, u)
+        mark_prefetch_waits(kir)
         schedule = form_regions(kir, u)
     return Specialised(kir, schedule, shared_bytes)
 

@@ -4,7 +4,7 @@
 global to shared memory without holding a register, and zero-fills the bytes past
 ``src_size``: exactly the language's tail rule, so a lane past the end of the source
 passes ``src_size = 0``. Copies are grouped with ``cp.async.commit_group`` and waited
-for with ``cp.async.wait_group 0``.
+for with ``cp.async.wait_group n`` (0: all; n > 0 in prefetch loops, analysis/prefetch.py).
 
 numba-cuda is imported only by the CUDA backend, which imports this module lazily.
 """
@@ -88,6 +88,8 @@ def _statement(ptx: str):
 
 commit = _statement("cp.async.commit_group;")
 wait_all = _statement("cp.async.wait_group 0;")
+# wait until at most n groups are pending (the n newest stay in flight): prefetch loops
+wait_keeping = {n: _statement(f"cp.async.wait_group {n};") for n in range(1, 8)}
 
 
 def namespace() -> dict:
@@ -98,4 +100,5 @@ def namespace() -> dict:
         "_cp_async16": copy(16),
         "_cp_commit": commit,
         "_cp_wait_all": wait_all,
+        **{f"_cp_wait{n}": wait for n, wait in wait_keeping.items()},
     }

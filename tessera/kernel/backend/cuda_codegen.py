@@ -36,6 +36,10 @@ class CudaCodegen(SourceEmitter):
         # cp.async for copies (off under the simulator, which cannot run inline PTX)
         self.async_copies = async_copies
         self.uses_copies = any(isinstance(s, ir.CopyAsync) for s in ir.walk_stmts(kir.body))
+        self.keeps_copies_in_flight = async_copies and any(
+            isinstance(s, (ir.CopyWait, ir.Barrier)) and s.keep_in_flight
+            for s in ir.walk_stmts(kir.body)
+        )
         # 16-bit sources copied two elements at a time need 4-byte alignment, which only
         # the launch can see: one bool argument per such array
         self.align_params: list[str] = (
@@ -84,6 +88,8 @@ class CudaCodegen(SourceEmitter):
 
     def grouped_frame(self) -> None:
         self.emit("_lane = cuda.threadIdx.x")
+        if self.keeps_copies_in_flight:
+            self.emit("_cp_it = 0  # copy groups started in this tile.range iteration")
         rest = "_lane"
         for d in reversed(range(1, len(self.tile))):
             self.emit(f"_l{d} = {rest} % {self.tile[d]}")
@@ -169,18 +175,24 @@ class CudaCodegen(SourceEmitter):
         if isinstance(s, ir.SharedAlloc):
             self.emit(f"{self.name(s.target)} = _sh{s.slot}", s.loc)
         elif isinstance(s, ir.Barrier):
-            if self.async_copies and self.uses_copies:
+            if self.async_copies and s.keep_in_flight:
+                self.wait_keeping_in_flight(s)
+            elif self.async_copies and self.uses_copies:
                 self.emit("_cp_wait_all()  # a barrier completes outstanding copies", s.loc)
             self.emit("cuda.syncthreads()", s.loc)
         elif isinstance(s, ir.CopyWait):
             # other lanes' parts of a copy are visible only after a barrier as well
-            if self.async_copies:
+            if self.async_copies and s.keep_in_flight:
+                self.wait_keeping_in_flight(s)
+            elif self.async_copies:
                 self.emit("_cp_wait_all()", s.loc)
             self.emit("cuda.syncthreads()  # cp_async.wait()", s.loc)
         elif isinstance(s, ir.CopyAsync):
             self.copy_async(s)
         elif isinstance(s, ir.For) and s.tile_range:
             self.loop_header(s)
+            if self.keeps_copies_in_flight:
+                self.emit("    _cp_it = 0")
             self.nested(lambda: self.lane_block(s.body))
         elif isinstance(s, ir.Assign) and isinstance(s.value, ir.Reduce):
             self.reduce(s)
@@ -223,6 +235,22 @@ class CudaCodegen(SourceEmitter):
         self.emit(f"{self.name(s.target)} = {target}", s.loc)
         self.emit("cuda.syncthreads()  # the scratch may be reused right after")
 
+    def wait_keeping_in_flight(self, s: ir.CopyWait | ir.Barrier) -> None:
+        """``cp.async.wait_group n``: the iteration's newest ``n`` groups stay in flight
+        (analysis/prefetch.py proved nothing reads them before the next barrier). ``n``
+        is an immediate, so the groups started so far pick one of the constant waits."""
+        keep = s.keep_in_flight
+        self.emit(f"if _cp_it >= {keep}:", s.loc)
+        self.emit(f"    _cp_wait{keep}()")
+        for n in range(keep - 1, 0, -1):
+            self.emit(f"elif _cp_it == {n}:")
+            self.emit(f"    _cp_wait{n}()")
+        self.emit("else:")
+        self.emit("    _cp_wait_all()")
+
+    def commit(self) -> str:
+        return "_cp_commit(); _cp_it += 1" if self.keeps_copies_in_flight else "_cp_commit()"
+
     def copy_async(self, s: ir.CopyAsync) -> None:
         """Every lane copies its share of the slice (zero-filling past the tail)."""
         self.emit(f"# cp_async.shared.global_({s.dst.name}, {s.src.name}[...])", s.loc)
@@ -232,7 +260,7 @@ class CudaCodegen(SourceEmitter):
         itemsize = src_t.dtype.itemsize
         if self.async_copies and itemsize in (4, 8):
             self.copy_loop(s, dst, src, q, src_idx, conds, f"_cp_async{itemsize}", itemsize)
-            self.emit("_cp_commit()")
+            self.emit(self.commit())
         elif self.async_copies and itemsize == 2 and q == 1 and len(sliced) == 1:
             self.copy_pairs(s, dst, src, src_idx, conds)
         else:
@@ -274,7 +302,7 @@ class CudaCodegen(SourceEmitter):
         self.emit(
             f"        _cp_async4({dst}, (_q0,), {src}, ((_cs0 + _q0) if _n > 0 else 0,), 2 * _n)"
         )
-        self.emit("    _cp_commit()")
+        self.emit(f"    {self.commit()}")
         self.emit("else:")
         self.indent += 1
         self.copy_loop(s, dst, src, 1, src_idx, conds, None, 2)
