@@ -180,3 +180,13 @@ def axpy_tiled(X: f16[m], Y: mut[f16[m]], alpha: f16):
             Y[t + lane] = alpha * s0[lane] + Y[t + lane]
         tbarrier()
         s0, s1 = s1, s0
+
+
+# a tensor-parallel GEMM: K split over mesh axis tp, partial sums reduced by the launch
+@kernel
+def tp_gemm(A: f32[M, K / tp], B: f32[K / tp, N], C: reduce_sum[f32[M, N]]):
+    i, j = tile.id(0), tile.id(1)
+    acc = f32(0)
+    for k in range(A.shape[1]):
+        acc += A[i, k] * B[k, j]
+    C[i, j] = acc

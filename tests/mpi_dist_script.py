@@ -9,9 +9,10 @@ import traceback
 
 import ml_dtypes
 import numpy as np
+from classic_kernels import tp_gemm
 
 import tessera
-from tessera import dist, f32, kernel, mut, reduce_sum, tile
+from tessera import dist, f32, kernel, mut, tile
 
 CHECKS = {}
 
@@ -184,15 +185,6 @@ def collectives_on_sharded_tensors_keep_layouts_right():
         assert "split over it" in str(exc)
     else:
         raise AssertionError("all_reduce of a tensor split over the axis must fail")
-
-
-@kernel
-def tp_gemm(A: f32[M, K / tp], B: f32[K / tp, N], C: reduce_sum[f32[M, N]]):
-    i, j = tile.id(0), tile.id(1)
-    acc = f32(0)
-    for k in range(A.shape[1]):
-        acc += A[i, k] * B[k, j]
-    C[i, j] = acc
 
 
 def _gemm_operands(mesh):
