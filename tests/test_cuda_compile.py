@@ -10,7 +10,21 @@ import numpy as np
 import pytest
 from classic_kernels import axpy_tiled, block_reduce_tree, histogram, matmul, softmax_rows
 
-from tessera import KiB, cp_async, f32, group_linear_id, kernel, mut, tbarrier, tile, tshared
+from tessera import (
+    KiB,
+    bf16,
+    cp_async,
+    f32,
+    group_linear_id,
+    i8,
+    i32,
+    kernel,
+    mut,
+    tbarrier,
+    tile,
+    tshared,
+    u16,
+)
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
@@ -143,3 +157,25 @@ def test_shared_memory_above_48_kib_is_dynamic():
     assert "[16384:20480].reshape((64, 64))" in source
     ptx = big_tiles.inspect("ptx", x, x, grid=1, arch="sm_90")
     assert ".extern .shared" in ptx
+
+
+@kernel
+def narrow_atomics(idx: i32[n], a: mut[i8[b]], h: mut[bf16[b]], u: mut[u16[b]]):
+    i = tile.linear_id()
+    tile.atomic_add(a, idx[i], 1)
+    tile.atomic_add(h, idx[i], 0.5)
+    tile.atomic_add(u, idx[i], 2)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_narrow_atomics_compile_to_word_compare_and_swap_loops(arch):
+    import ml_dtypes
+
+    args = (
+        np.zeros(64, np.int32),
+        np.zeros(4, np.int8),
+        np.zeros(4, ml_dtypes.bfloat16),
+        np.zeros(4, np.uint16),
+    )
+    ptx = narrow_atomics.inspect("ptx", *args, grid=64, arch=arch)
+    assert "atom.cas.b32" in ptx or "atom.global.cas.b32" in ptx

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 import tessera as ts
 from tessera import (
     KiB,
+    bf16,
     constexpr,
     cp_async,
     f16,
@@ -18,6 +20,8 @@ from tessera import (
     group_id,
     group_linear_id,
     group_tile_count,
+    i8,
+    i16,
     i32,
     i64,
     kernel,
@@ -28,6 +32,8 @@ from tessera import (
     tbarrier,
     tile,
     tshared,
+    u8,
+    u16,
 )
 
 
@@ -258,6 +264,34 @@ def test_atomic_add_with_collisions_on_every_dtype(target, rng):
     np.testing.assert_array_equal(d, count * 0.5)  # all partial sums are exact here
     np.testing.assert_array_equal(e, count * 0.25)
     np.testing.assert_array_equal(h, count.astype(np.float16))  # < 2048: exact in f16
+
+
+@kernel
+def atomic_narrow(
+    idx: i32[n], a: mut[i8[b]], c: mut[i16[b]], d: mut[u8[b]], e: mut[u16[b]], h: mut[bf16[b]]
+):
+    i = tile.linear_id()
+    k = idx[i]
+    tile.atomic_add(a, k, 1)
+    tile.atomic_add(c, k, 3)
+    tile.atomic_add(d, k, 1)
+    tile.atomic_add(e, k, 7)
+    tile.atomic_add(h, k, 1.0)
+
+
+def test_atomic_add_on_8_and_16_bit_elements_wraps_and_rounds_like_the_cpu(target, rng):
+    n, b = 3000, 5  # neighbours share 32-bit words: CUDA swaps whole words
+    idx = rng.integers(0, b, n).astype(np.int32)
+    a, c = np.zeros(b, np.int8), np.zeros(b, np.int16)
+    d, e = np.zeros(b, np.uint8), np.zeros(b, np.uint16)
+    h = np.zeros(b, ml_dtypes.bfloat16)
+    atomic_narrow[n](idx, a, c, d, e, h)
+    count = np.bincount(idx, minlength=b)
+    np.testing.assert_array_equal(a, count.astype(np.int8))  # wraps past 127
+    np.testing.assert_array_equal(c, (count * 3).astype(np.int16))
+    np.testing.assert_array_equal(d, count.astype(np.uint8))
+    np.testing.assert_array_equal(e, (count * 7).astype(np.uint16))
+    assert np.all(h.astype(np.float32) == 256)  # bf16 stops growing at 256: 256 + 1 rounds to 256
 
 
 @kernel

@@ -88,8 +88,7 @@ def format_stmt(s: ir.Stmt, indent: int) -> list[str]:
         kind = "tile.range" if s.tile_range else "range"
         depth = f", prefetch={s.prefetch}" if s.prefetch else ""
         head = (
-            f"{kind}({format_expr(s.start)}, {format_expr(s.stop)}, "
-            f"{format_expr(s.step)}{depth})"
+            f"{kind}({format_expr(s.start)}, {format_expr(s.stop)}, {format_expr(s.step)}{depth})"
         )
         return [f"{pad}for {s.var} in {head}:{line}"] + format_body(s.body, indent + 1)
     if isinstance(s, ir.While):

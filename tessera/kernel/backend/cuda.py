@@ -18,7 +18,7 @@ from ... import stats
 from ...errors import TesseraError
 from ..pipeline import Specialised
 from ..streams import note_gpu_work
-from . import semantics
+from . import cuda_atomics, semantics
 from .cuda_codegen import FLAT_BLOCK, CudaCodegen
 
 
@@ -195,6 +195,9 @@ class CudaProgram:
                 "_tree_reduce": semantics.tree_reduce,
             }
             namespace.update(_bf16_conversions(cuda, _simulating()))
+            namespace.update(
+                cuda_atomics.namespace(cuda, _simulating(), namespace["_b2f"], namespace["_f2b"])
+            )
             # dynamic shared arrays take dtype instances (the simulator needs .itemsize)
             namespace.update(
                 {

@@ -23,7 +23,8 @@ from .pysource import SourceEmitter, ctor
 
 FLAT_BLOCK = 256  # threads per block of a flat kernel
 STATIC_SHARED_LIMIT = 48 * 1024  # above this a block's shared memory must be dynamic
-ATOMIC_DTYPES = (D.f16, D.f32, D.f64, D.i32, D.i64, D.u32, D.u64)
+ATOMIC_DTYPES = (D.f16, D.f32, D.f64, D.i32, D.i64, D.u32, D.u64)  # CUDA's own atomics
+NARROW_ATOMIC_DTYPES = (D.bf16, D.i8, D.i16, D.u8, D.u16)
 
 
 class CudaCodegen(SourceEmitter):
@@ -159,11 +160,14 @@ class CudaCodegen(SourceEmitter):
         return f"np.float32(np.float16(np.float32({code})))"
 
     def atomic_add(self, array: str, dtype: D.DType, idx: str, value: str) -> str:
+        if dtype in NARROW_ATOMIC_DTYPES:  # compare-and-swap loops (cuda_atomics.py)
+            return f"_atomic_add_{dtype.name}({array}, {idx}, {value})"
         if dtype not in ATOMIC_DTYPES:
+            supported = ATOMIC_DTYPES + NARROW_ATOMIC_DTYPES
             raise KernelError(
                 self.kir.name,
                 f"tile.atomic_add on {dtype.name} is not supported on the CUDA target "
-                f"(supported: {', '.join(d.name for d in ATOMIC_DTYPES)})",
+                f"(supported: {', '.join(d.name for d in supported)})",
                 self.kir.loc,
             )
         if dtype == D.f16:
