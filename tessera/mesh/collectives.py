@@ -23,6 +23,7 @@ import numpy as np
 
 from ..config import get as setting
 from ..errors import TesseraError
+from ..kernel.launch import is_device_array
 from . import mpi_transport, nccl_transport
 from .channel import ISSUE_LOCK, Channel, Transfer
 from .layout import ShardSpec, block
@@ -68,9 +69,10 @@ def _run(channel: Channel, kind: str, seq: int, transfer: Transfer, deliver, asy
 
 def _transport(x):
     """The backend module for array ``x`` (TESSERA_DIST_BACKEND, else from the array)."""
-    from ..kernel.launch import is_device_array
-
     backend = setting("dist_backend")
+    if type(x) is np.ndarray and backend == "auto":  # the common case, first
+        return mpi_transport
+
     on_device = is_device_array(x)
     if backend == "nccl" or (backend == "auto" and on_device and nccl_transport.available()):
         if not on_device:
@@ -87,9 +89,8 @@ def _transport(x):
 
 
 def _local(x, op: str | None = None):
-    from ..kernel.launch import is_device_array
 
-    if not (isinstance(x, np.ndarray) or is_device_array(x)):
+    if not (type(x) is np.ndarray or isinstance(x, np.ndarray) or is_device_array(x)):
         raise TesseraError(
             f"collectives take NumPy or GPU arrays or sharded tensors, not {type(x).__name__}"
         )
@@ -106,6 +107,8 @@ def _deliver_to(out, dim: int = 0):
     """What turns a transport's result (dim ``dim`` moved to the front) into the answer."""
 
     def deliver(result):
+        if result is out:  # the transport received straight into out=
+            return out
         if result is not None and dim != 0:
             result = np.ascontiguousarray(np.moveaxis(result, 0, dim))
         if out is None:
@@ -152,7 +155,12 @@ def all_reduce(
     channel = current_mesh(mesh).channel(axis)
     with ISSUE_LOCK:
         seq = channel.begin("all_reduce", x, op)
-        transfer = _transport(x).all_reduce(channel, x, op, _deterministic(deterministic))
+        transport = _transport(x)
+        deterministic = _deterministic(deterministic)
+        if transport is mpi_transport and not deterministic:
+            transfer = transport.all_reduce(channel, x, op, False, out)
+        else:
+            transfer = transport.all_reduce(channel, x, op, deterministic)
     return _run(channel, "all_reduce", seq, transfer, _deliver_to(out), async_op)
 
 

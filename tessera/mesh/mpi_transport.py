@@ -8,13 +8,15 @@ the end) and travel as raw 16-bit data in gathers and broadcasts; bools reduce a
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from .channel import Channel, Transfer
 from .world import LocalComm
 
 OPS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply"}
-HALF = ("float16", "bfloat16")
+HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+_MPI_OPS: dict = {}  # op name -> MPI.Op, filled on first use (mpi4py loads lazily)
 
 
 def array_module(x):
@@ -29,14 +31,16 @@ def array_module(x):
 def _mpi_op(ch: Channel, op: str):
     if isinstance(ch.comm, LocalComm):
         return None  # a world of one never reaches MPI (which may not be installed)
-    from mpi4py import MPI
+    if not _MPI_OPS:
+        from mpi4py import MPI
 
-    return {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[op]
+        _MPI_OPS.update(sum=MPI.SUM, max=MPI.MAX, min=MPI.MIN, prod=MPI.PROD)
+    return _MPI_OPS[op]
 
 
 def to_reduction_wire(x, xp):
     """The array MPI reduces for ``x``: f32 for 16-bit floats, bytes for bools."""
-    if x.dtype.name in HALF:
+    if x.dtype in HALF:
         return x.astype(np.float32)
     if x.dtype == np.bool_:
         return xp.ascontiguousarray(x).view(np.uint8)
@@ -56,7 +60,8 @@ def _bytes(x):
     return x.reshape(-1).view(np.uint8)
 
 
-def all_reduce(ch: Channel, x, op: str, deterministic: bool) -> Transfer:
+def all_reduce(ch: Channel, x, op: str, deterministic: bool, out=None) -> Transfer:
+    """``out``, when given and laid out like the data MPI reduces, receives it directly."""
     xp = array_module(x)
     wire = to_reduction_wire(x, xp)
     if deterministic:
@@ -65,7 +70,14 @@ def all_reduce(ch: Channel, x, op: str, deterministic: bool) -> Transfer:
         return Transfer(
             [request], lambda: from_reduction_wire(reduce_in_order(parts, op, xp), x.dtype)
         )
-    received = xp.empty_like(wire)
+    fits = (
+        out is not None
+        and out.dtype == wire.dtype
+        and out.shape == wire.shape
+        and out.flags.c_contiguous
+        and not np.may_share_memory(out, wire)
+    )
+    received = out if fits else xp.empty_like(wire)
     request = ch.comm.Iallreduce(wire, received, _mpi_op(ch, op))
     return Transfer([request], lambda: from_reduction_wire(received, x.dtype))
 
