@@ -33,6 +33,7 @@ ANSWER_WINDOW_S = 1.0  # at most this long a timed-out rank waits for the member
 # most likely waiting for a late rank, and then polls every POLL_SLEEP_S.
 SPIN_S = 0.05
 POLL_SLEEP_S = 0.0005
+QUICK_POLLS = 32
 
 ISSUE_LOCK = threading.RLock()  # one global order of collectives per process
 _channels: list[Channel] = []  # every channel of this process, to answer queries on
@@ -82,9 +83,11 @@ class Channel:
     def wait(self, requests: list, kind: str, seq: int, extra_test=None) -> None:
         """Poll ``requests`` (and ``extra_test()``, for GPU work) until all are complete,
         answering other ranks' queries meanwhile; raise CollectiveTimeout at the deadline."""
-        pending = [r for r in requests if not r.Test()]
-        if not pending and (extra_test is None or extra_test()):
-            return
+        pending = requests
+        for _ in range(QUICK_POLLS):  # most small collectives finish here, with no set-up
+            pending = [r for r in pending if not r.Test()]
+            if not pending and (extra_test is None or extra_test()):
+                return
         timeout = timeout_seconds()
         start = time.monotonic()
         _waiting_in.append(f"{kind} #{seq} on axis '{self.axis}'")
@@ -183,13 +186,20 @@ def fingerprint(kind: str, x, op: str | None = None, **extra) -> str:
 
 def timeout_seconds() -> float:
     value = setting("collective_timeout")
+    seconds = _parsed.get(value)
+    if seconds is not None:
+        return seconds
     try:
         seconds = float(value)
     except ValueError:
         raise TesseraError(f"TESSERA_COLLECTIVE_TIMEOUT={value!r} is not a number") from None
     if seconds <= 0:
         raise TesseraError(f"TESSERA_COLLECTIVE_TIMEOUT={value!r} must be positive")
+    _parsed[value] = seconds
     return seconds
+
+
+_parsed: dict[str, float] = {}
 
 
 class Transfer:
