@@ -179,3 +179,9 @@ def test_narrow_atomics_compile_to_word_compare_and_swap_loops(arch):
     )
     ptx = narrow_atomics.inspect("ptx", *args, grid=64, arch=arch)
     assert "atom.cas.b32" in ptx or "atom.global.cas.b32" in ptx
+
+
+def test_gpus_before_sm_80_copy_with_loads_and_stores():
+    x = np.zeros(1024, np.float16)
+    ptx = axpy_tiled.inspect("ptx", x, x, 0.5, grid=2, arch="sm_75")
+    assert ".target sm_75" in ptx and "cp.async" not in ptx and "bar.sync" in ptx

@@ -20,7 +20,7 @@ from ..stats import _counters
 from . import launch
 from .backend.cpu import CpuProgram
 from .backend.cpu_codegen import CpuCodegen
-from .backend.cuda import CUDA_STAGES, CudaProgram, cuda_signature
+from .backend.cuda import CUDA_STAGES, CudaProgram, async_copies_for, cuda_signature
 from .cache import SpecialisationCache, explain_recompile
 from .pipeline import KernelOptions, front, specialise
 from .signature import parse_params
@@ -157,12 +157,19 @@ class Kernel:
         return bound
 
     def _cuda_program(
-        self, grid: tuple[int, ...], constexprs: dict, args: tuple | None = None
+        self,
+        grid: tuple[int, ...],
+        constexprs: dict,
+        args: tuple | None = None,
+        arch: str | None = None,
     ) -> CudaProgram:
-        key = (len(grid), tuple(sorted(constexprs.items())))
+        """The program for launches on this machine's GPU, or for architecture ``arch``
+        (hardware async copies from sm_80 on; plain copies before)."""
+        copies = async_copies_for(arch)
+        key = (len(grid), tuple(sorted(constexprs.items())), copies)
         program = self._cuda_programs.get(key)
         if program is None:
-            program = CudaProgram(specialise(self.ir, constexprs), len(grid))
+            program = CudaProgram(specialise(self.ir, constexprs), len(grid), copies)
             self._cuda_programs[key] = program
             if args is not None and not program.simulated:
                 signature = cuda_signature(
@@ -239,7 +246,7 @@ class Kernel:
         grid_t = launch.normalise_grid(self.name, grid)
         if stage in CUDA_STAGES:
             _, call_args, constexprs = self._bind_cuda(grid_t, args)
-            program = self._cuda_program(grid_t, constexprs)
+            program = self._cuda_program(grid_t, constexprs, arch=arch)
             if stage == "cuda":
                 return program.source
             signature = cuda_signature(call_args, len(grid_t), len(program.align_params))
@@ -258,7 +265,7 @@ class Kernel:
         grid, shared_bytes, registers_per_thread, spill_bytes and the launch spec."""
         grid_t = launch.normalise_grid(self.name, grid)
         _, call_args, constexprs = self._bind_cuda(grid_t, args)
-        program = self._cuda_program(grid_t, constexprs)
+        program = self._cuda_program(grid_t, constexprs, arch=arch)
         signature = cuda_signature(call_args, len(grid_t), len(program.align_params))
         return program.metadata(signature, arch, grid_t)
 

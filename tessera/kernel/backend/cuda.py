@@ -161,15 +161,34 @@ def parse_arch(arch: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-class CudaProgram:
-    """One specialisation of a kernel for CUDA."""
+ASYNC_COPY_ARCH = (8, 0)  # cp.async exists from sm_80 (Ampere) on
 
-    def __init__(self, spec: Specialised, grid_ndim: int):
+
+def async_copies_for(arch: str | None) -> bool:
+    """Whether code for ``arch`` (None: this machine's GPU) uses hardware async copies:
+    sm_80 and newer do; older GPUs and the simulator copy with loads and stores."""
+    if _simulating():
+        return False
+    if arch is None:
+        try:
+            return cuda_module().get_current_device().compute_capability >= ASYNC_COPY_ARCH
+        except Exception:  # no GPU here: code for the newest architectures
+            return True
+    return parse_arch(arch) >= ASYNC_COPY_ARCH
+
+
+class CudaProgram:
+    """One specialisation of a kernel for CUDA (for GPUs with or without ``cp.async``)."""
+
+    def __init__(self, spec: Specialised, grid_ndim: int, async_copies: bool | None = None):
         self.spec = spec
         self.kir = spec.kir
         self.grid_ndim = grid_ndim
         self.simulated = _simulating()
-        codegen = CudaCodegen(spec.kir, grid_ndim, async_copies=not self.simulated)
+        if async_copies is None:
+            async_copies = async_copies_for(None)
+        self.async_copies = async_copies and not self.simulated
+        codegen = CudaCodegen(spec.kir, grid_ndim, async_copies=self.async_copies)
         self.align_params = codegen.align_params
         self.source = codegen.generate()
         self.dynamic_shared_bytes = codegen.dynamic_shared_bytes  # known once generated
@@ -218,7 +237,7 @@ class CudaProgram:
                     )
                 }
             )
-            if not _simulating():
+            if self.async_copies:
                 from .cuda_async import namespace as async_names
 
                 namespace.update(async_names())
