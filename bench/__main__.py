@@ -26,6 +26,7 @@ BENCHES = (
     "launch",
     "bandwidth",
     "warm_start",
+    "dist_allreduce",
 )
 
 # (bench, what is compared, limit): a ratio of Tessera's median to Numba's, or seconds.
@@ -38,9 +39,7 @@ TARGETS = (
 
 
 def targets(records: list[dict], quick: bool) -> str:
-    lines = [
-        "targets (BENCH.md, CPU target)" + (" - quick sizes, not the target sizes" if quick else "")
-    ]
+    lines = ["targets (BENCH.md)" + (" - quick sizes, not the target sizes" if quick else "")]
     for bench, kind, limit in TARGETS:
         recs = {r["tool"]: r for r in records if r["bench"] == bench}
         if "tessera" not in recs:
@@ -60,6 +59,11 @@ def targets(records: list[dict], quick: bool) -> str:
         wanted = f"≥ {limit}×" if what.startswith("cold") else f"≤ {limit}×"
         verdict = "ok" if met else "MISSED"
         lines.append(f"  warm_start {what:<18} {value:>5.2f}×  target {wanted:<8} {verdict}")
+    from .dist_allreduce import targets as dist_targets
+
+    for what, value, wanted, met in dist_targets(records):
+        verdict = "ok" if met else "MISSED"
+        lines.append(f"  dist {what:<52} {value:>5.2f}×  target {wanted:<7} {verdict}")
     return "\n".join(lines)
 
 
@@ -125,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     if records:
         print(table(records))
         print()
+        from .dist_allreduce import summary as dist_summary
+
+        if dist := dist_summary(records):
+            print(dist)
+            print()
         print(targets(records, args.quick))
         print(
             f"\n{len(records)} records in {RESULTS}, {time.perf_counter() - start:.1f} s, "

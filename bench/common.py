@@ -213,16 +213,21 @@ def rate(rec: dict) -> str:
     return "-"
 
 
+# where ``baseline`` did not run, ``× base`` divides by the first of these that did
+BASELINES = ("numpy", "mpi4py", "mpi4py loop")
+
+
 def table(records: list[dict], baseline: str = "numba") -> str:
     """A readable table; ``× base`` is each tool's median over the baseline tool's median
-    for the same kernel and size (the baseline is ``numba`` where it ran, else ``numpy``)."""
+    for the same kernel and size (the baseline is ``numba`` where it ran, else ``numpy``;
+    raw ``mpi4py`` for the distributed benchmark)."""
     rows = [(*HEAD, "× base")]
     groups: dict[tuple, list[dict]] = {}
     for rec in records:
         groups.setdefault((rec["bench"], rec["kernel"], rec["size"]), []).append(rec)
     for key, recs in groups.items():
         tools = {r["tool"]: r for r in recs}
-        base = tools.get(baseline) or tools.get("numpy")
+        base = tools.get(baseline) or next((tools[t] for t in BASELINES if t in tools), None)
         for r in recs:
             ratio = f"{r['median_s'] / base['median_s']:.2f}× {base['tool']}" if base else "-"
             times = [fmt_time(r[k]) for k in ("median_s", "min_s", "max_s")]

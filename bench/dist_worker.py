@@ -9,13 +9,17 @@ rank's) to ``RESULT.json`` from rank 0. Each case is checked against the exact s
 
 Timing: each timed call is preceded by a barrier on COMM_WORLD (not timed), so every rank
 starts together; a repetition's time is the largest over the ranks (the collective is done
-when the last rank has its result). Each round runs the cases in a rotated order (A B C D,
-B C D A, ...), so slow phases of the shared machine hit every case alike.
+when the last rank has its result); a case that returns new arrays frees them after the
+clock stops. Each round runs the cases in a new random order (seeded by the round number,
+so the same on every rank), so slow phases of the shared machine hit every case alike. For
+the message sizes, each timed call follows one untimed call of the same case (see
+``interleaved``): what one case leaves behind changes what the next call costs.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import sys
 import time
 
@@ -28,7 +32,9 @@ KB, MB = 2**10, 2**20
 SIZES = (1 * KB, 16 * KB, 256 * KB, 1 * MB, 4 * MB, 16 * MB, 64 * MB)
 QUICK_SIZES = (1 * KB, 256 * KB, 4 * MB)
 COALESCED_TENSORS = 1000
+QUICK_COALESCED_TENSORS = 200
 COALESCED_MAX_ELEMENTS = 4096
+COALESCED_BUDGET_S = 20.0  # aimed at for the timed rounds of the 1,000 tensors (3 to 15)
 
 
 def rounds(nbytes: int, quick: bool) -> tuple[int, int]:
@@ -48,18 +54,30 @@ def label(nbytes: int) -> str:
     return f"{nbytes // MB} MB" if nbytes >= MB else f"{nbytes // KB} KB"
 
 
-def interleaved(cases: dict, warmup: int, reps: int) -> dict[str, list[float]]:
-    """Each rank's seconds per call of every case, first (warm-up) rounds included."""
+def interleaved(cases: dict, warmup: int, reps: int, prime: bool) -> dict[str, list[float]]:
+    """Each rank's seconds per call of every case, first (warm-up) rounds included.
+
+    With ``prime``, each timed call follows one untimed call of the same case, so that it
+    pays its own steady state rather than what the previous case left behind: here,
+    freeing a large array that MPI has received into makes the next large MPI call, of any
+    case, up to 1.5x slower.
+    """
     world = MPI.COMM_WORLD
     names = list(cases)
     times: dict[str, list[float]] = {name: [] for name in names}
     for r in range(warmup + reps):
-        k = r % len(names)
-        for name in names[k:] + names[:k]:
+        order = names[:]
+        random.Random(r).shuffle(order)  # the same order on every rank
+        for name in order:
+            if prime:
+                world.Barrier()
+                result = cases[name]()
+                del result
             world.Barrier()
             t0 = time.perf_counter()
-            cases[name]()
+            result = cases[name]()
             times[name].append(time.perf_counter() - t0)
+            del result  # a new array is freed after the clock stops
     return times
 
 
@@ -88,21 +106,28 @@ def allreduce_cases(nbytes: int, quick: bool) -> list[dict]:
     raw_out = np.empty_like(x)
     tessera_out = np.empty_like(x)
 
-    world.Allreduce(x, raw_out, op=MPI.SUM)
-    check("mpi4py Allreduce", raw_out, want)
-    check("dist.all_reduce", dist.all_reduce(x, axis="x"), want)
-    dist.all_reduce(x, axis="x", out=tessera_out)
-    check("dist.all_reduce(out=)", tessera_out, want)
-    check("dist.all_reduce(deterministic=True)", dist.all_reduce(x, "x", deterministic=True), want)
+    def raw_new() -> np.ndarray:  # what returning a new array costs raw MPI
+        result = np.empty_like(x)
+        world.Allreduce(x, result, op=MPI.SUM)
+        return result
 
     cases = {
         "mpi4py": lambda: world.Allreduce(x, raw_out, op=MPI.SUM),
+        "mpi4py new array": raw_new,
         "tessera": lambda: dist.all_reduce(x, axis="x"),
         "tessera out=": lambda: dist.all_reduce(x, axis="x", out=tessera_out),
         "tessera deterministic": lambda: dist.all_reduce(x, axis="x", deterministic=True),
     }
+    first = {}  # the first call of each case, timed, then checked
+    for name, fn in cases.items():
+        world.Barrier()
+        t0 = time.perf_counter()
+        got = fn()
+        first[name] = world.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        got = {"mpi4py": raw_out, "tessera out=": tessera_out}.get(name, got)
+        check(name, got, want)
     warmup, reps = rounds(nbytes, quick)
-    times = slowest(interleaved(cases, warmup, reps))
+    times = slowest(interleaved(cases, warmup, reps, prime=True))
     if times is None:
         return []
     return [
@@ -111,7 +136,7 @@ def allreduce_cases(nbytes: int, quick: bool) -> list[dict]:
             "size": label(nbytes),
             "bytes": nbytes,
             "tool": name,
-            "first_s": ts[0],
+            "first_s": first[name],
             "times": ts[warmup:],
         }
         for name, ts in times.items()
@@ -121,40 +146,51 @@ def allreduce_cases(nbytes: int, quick: bool) -> list[dict]:
 def coalesced_cases(quick: bool) -> list[dict]:
     world, n, rank = MPI.COMM_WORLD, dist.size(), dist.rank()
     rng = np.random.default_rng(0)  # the same sizes on every rank
-    counts = rng.integers(1, COALESCED_MAX_ELEMENTS + 1, COALESCED_TENSORS)
-    tensors = [(np.arange(c) % 7 + rank).astype(np.float32) for c in counts]
-    wants = [(np.arange(c) % 7 * n + n * (n - 1) // 2).astype(np.float32) for c in counts]
+    count = QUICK_COALESCED_TENSORS if quick else COALESCED_TENSORS
+    sizes = rng.integers(1, COALESCED_MAX_ELEMENTS + 1, count)
+    tensors = [(np.arange(c) % 7 + rank).astype(np.float32) for c in sizes]
+    wants = [(np.arange(c) % 7 * n + n * (n - 1) // 2).astype(np.float32) for c in sizes]
     outs = [np.empty_like(t) for t in tensors]
     nbytes = sum(t.nbytes for t in tensors)
-
-    for i, (got, want) in enumerate(
-        zip(dist.all_reduce_coalesced(tensors, axis="x", bucket_mb=16), wants)
-    ):
-        check(f"all_reduce_coalesced item {i}", got, want)
-    for i, (t, want) in enumerate(zip(tensors, wants)):
-        check(f"dist.all_reduce of tensor {i}", dist.all_reduce(t, axis="x"), want)
 
     def raw_loop() -> None:
         for t, o in zip(tensors, outs):
             world.Allreduce(t, o, op=MPI.SUM)
 
-    cases = {
-        "mpi4py loop": raw_loop,
-        "tessera loop": lambda: [dist.all_reduce(t, axis="x") for t in tensors],
-        "tessera coalesced": lambda: dist.all_reduce_coalesced(tensors, axis="x", bucket_mb=16),
-    }
-    warmup, reps = (1, 3) if quick else (1, 7)
-    times = slowest(interleaved(cases, warmup, reps))
+    def tessera_loop() -> list:
+        return [dist.all_reduce(t, axis="x") for t in tensors]
+
+    def coalesced() -> list:
+        return dist.all_reduce_coalesced(tensors, axis="x", bucket_mb=16)
+
+    # The checked first calls are the warm-up; they also give the time of one round,
+    # which sets the number of rounds (the same on every rank: the slowest rank's).
+    first = {}
+    for name, fn, results in (
+        ("tessera coalesced", coalesced, None),
+        ("tessera loop", tessera_loop, None),
+        ("mpi4py loop", raw_loop, outs),
+    ):
+        world.Barrier()
+        t0 = time.perf_counter()
+        got = fn()
+        first[name] = world.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        for i, (g, want) in enumerate(zip(results or got, wants)):
+            check(f"{name}, tensor {i}", g, want)
+    per_round = sum(first.values())
+    reps = 3 if quick else int(min(15, max(3, COALESCED_BUDGET_S / per_round)))
+    cases = {"mpi4py loop": raw_loop, "tessera loop": tessera_loop, "tessera coalesced": coalesced}
+    times = slowest(interleaved(cases, 0, reps, prime=False))
     if times is None:
         return []
     return [
         {
-            "kernel": f"{COALESCED_TENSORS} tensors f32, {n} ranks",
+            "kernel": f"{count} tensors f32, {n} ranks",
             "size": f"{nbytes / MB:.1f} MB",
             "bytes": nbytes,
             "tool": name,
-            "first_s": ts[0],
-            "times": ts[warmup:],
+            "first_s": first[name],
+            "times": ts,
         }
         for name, ts in times.items()
     ]
