@@ -18,6 +18,7 @@ with what makes collectives on it safe for batch jobs.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 
@@ -29,8 +30,8 @@ from ..errors import CollectiveMismatch, CollectiveTimeout, TesseraError
 QUERY, REPLY = 7301, 7302  # tags on the control channel
 ANSWER_WINDOW_S = 1.0  # at most this long a timed-out rank waits for the members' answers
 # MPI moves a non-blocking collective's data only while it is polled, so a wait polls
-# without pause for SPIN_S (what a blocking MPI call would do); a wait that is longer is
-# most likely waiting for a late rank, and then polls every POLL_SLEEP_S.
+# for SPIN_S, yielding the core between polls (ranks may share cores); a wait that is
+# longer is most likely waiting for a late rank, and then polls every POLL_SLEEP_S.
 SPIN_S = 0.05
 POLL_SLEEP_S = 0.0005
 QUICK_POLLS = 32
@@ -88,6 +89,7 @@ class Channel:
             pending = [r for r in pending if not r.Test()]
             if not pending and (extra_test is None or extra_test()):
                 return
+            os.sched_yield()  # a rank sharing a core with its peer lets the peer run
         timeout = timeout_seconds()
         start = time.monotonic()
         _waiting_in.append(f"{kind} #{seq} on axis '{self.axis}'")
@@ -100,6 +102,8 @@ class Channel:
                 if waited > SPIN_S:
                     answer_queries()
                     time.sleep(POLL_SLEEP_S)
+                else:
+                    os.sched_yield()
                 if waited > timeout:
                     raise self._timeout(kind, seq, timeout)
         finally:
@@ -204,10 +208,21 @@ _parsed: dict[str, float] = {}
 
 class Transfer:
     """A started collective: the requests to poll, an optional test for GPU work (an
-    event on the stream), and ``finish()``, which turns the received data into the result.
+    event on the stream), and ``finish()``, which turns the received data into the result
+    — or starts the collective's next step and returns its Transfer.
     """
 
     __slots__ = ("requests", "finish", "gpu_done")
 
     def __init__(self, requests: list, finish, gpu_done=None):
         self.requests, self.finish, self.gpu_done = requests, finish, gpu_done
+
+
+def then(transfer: Transfer, fn) -> Transfer:
+    """``transfer`` (and any steps it continues with), then ``fn`` on its result."""
+
+    def finish():
+        result = transfer.finish()
+        return then(result, fn) if isinstance(result, Transfer) else fn(result)
+
+    return Transfer(transfer.requests, finish, transfer.gpu_done)

@@ -58,7 +58,9 @@ def all_reduce_coalesced(
         works.append(
             (
                 members,
-                all_reduce(flat, axis, op, mesh=mesh, deterministic=deterministic, async_op=True),
+                all_reduce(  # in place: the packed bucket is ours
+                    flat, axis, op, mesh=mesh, out=flat, deterministic=deterministic, async_op=True
+                ),
             )
         )
     results: list = [None] * len(arrays)

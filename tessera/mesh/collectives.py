@@ -25,7 +25,7 @@ from ..config import get as setting
 from ..errors import TesseraError
 from ..kernel.launch import is_device_array
 from . import mpi_transport, nccl_transport
-from .channel import ISSUE_LOCK, Channel, Transfer
+from .channel import ISSUE_LOCK, Channel, Transfer, then
 from .layout import ShardSpec, block
 from .mesh import Mesh, current_mesh, world_channel
 from .tensor import ShardedTensor
@@ -47,19 +47,28 @@ class Work:
         return f"<Work {self.kind} #{self.seq} on axis '{self.channel.axis}', {state}>"
 
     def is_completed(self) -> bool:
-        """Whether the communication has finished (never blocks)."""
-        if self._done:
-            return True
-        t = self._transfer
-        return all(r.Test() for r in t.requests) and (t.gpu_done is None or t.gpu_done())
+        """Whether the communication has finished (never blocks; starts the next step of
+        a collective made of several)."""
+        while not self._done:
+            t = self._transfer
+            if not all(r.Test() for r in t.requests) or not (t.gpu_done is None or t.gpu_done()):
+                return False
+            self._step(t.finish())
+        return True
 
     def wait(self):
-        if not self._done:
+        while not self._done:
             t = self._transfer
             self.channel.wait(t.requests, self.kind, self.seq, t.gpu_done)
-            self._result = self._deliver(t.finish())
-            self._done = True
+            self._step(t.finish())
         return self._result
+
+    def _step(self, result) -> None:
+        if isinstance(result, Transfer):  # the collective's next step has started
+            self._transfer = result
+        else:
+            self._result = self._deliver(result)
+            self._done = True
 
 
 def _run(channel: Channel, kind: str, seq: int, transfer: Transfer, deliver, async_op: bool):
@@ -239,7 +248,7 @@ def reduce_scatter(
             whole = transport.all_reduce(channel, front, op, True)
             start = sum(rows[: channel.index])
             stop = start + rows[channel.index]
-            transfer = Transfer(whole.requests, lambda: whole.finish()[start:stop], whole.gpu_done)
+            transfer = then(whole, lambda total: total[start:stop])
         else:
             transfer = transport.reduce_scatter(channel, front, op, rows)
     return _run(channel, "reduce_scatter", seq, transfer, deliver, async_op)

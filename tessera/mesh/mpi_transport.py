@@ -12,6 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from .channel import Channel, Transfer
+from .layout import block
 from .world import LocalComm
 
 OPS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply"}
@@ -61,15 +62,19 @@ def _bytes(x):
 
 
 def all_reduce(ch: Channel, x, op: str, deterministic: bool, out=None) -> Transfer:
-    """``out``, when given and laid out like the data MPI reduces, receives it directly."""
+    """``out``, when given and laid out like the data MPI reduces, receives it directly
+    (``out`` is ``x``: reduced in place)."""
     xp = array_module(x)
     wire = to_reduction_wire(x, xp)
     if deterministic:
-        parts = xp.empty((ch.size,) + wire.shape, wire.dtype)
-        request = ch.comm.Iallgather(wire, parts)
-        return Transfer(
-            [request], lambda: from_reduction_wire(reduce_in_order(parts, op, xp), x.dtype)
-        )
+        return _all_reduce_in_rank_order(ch, x, wire, op, xp)
+    if out is not None and out is x and wire is x:
+        if isinstance(ch.comm, LocalComm):
+            return Transfer([], lambda: x)
+        from mpi4py import MPI
+
+        request = ch.comm.Iallreduce(MPI.IN_PLACE, x, _mpi_op(ch, op))
+        return Transfer([request], lambda: x)
     fits = (
         out is not None
         and out.dtype == wire.dtype
@@ -80,6 +85,34 @@ def all_reduce(ch: Channel, x, op: str, deterministic: bool, out=None) -> Transf
     received = out if fits else xp.empty_like(wire)
     request = ch.comm.Iallreduce(wire, received, _mpi_op(ch, op))
     return Transfer([request], lambda: from_reduction_wire(received, x.dtype))
+
+
+def _all_reduce_in_rank_order(ch: Channel, x, wire, op: str, xp) -> Transfer:
+    """The deterministic all_reduce in two steps, moving about what a ring all-reduce
+    moves: each member receives everyone's share of one slice of the elements (an
+    all-to-all) and reduces it in rank order, left to right; then an all-gather of the
+    reduced slices. Every element is reduced in rank order, so the result is the same
+    bits as one process reducing the arrays in rank order."""
+    flat = wire.reshape(-1)
+    n, total = ch.size, flat.size
+    bounds = [block(total, n, i) for i in range(n)]
+    counts = [b - a for a, b in bounds]
+    starts = [a for a, _ in bounds]
+    mine = counts[ch.index]
+    shares = xp.empty(n * mine, wire.dtype)
+    request = ch.comm.Ialltoallv(
+        [flat, (counts, starts)], [shares, ([mine] * n, [i * mine for i in range(n)])]
+    )
+
+    def gather_reduced() -> Transfer:
+        reduced = reduce_in_order(shares.reshape(n, mine), op, xp)
+        result = xp.empty(total, wire.dtype)
+        gathered = ch.comm.Iallgatherv(reduced, [result, (counts, starts)])
+        return Transfer(
+            [gathered], lambda: from_reduction_wire(result.reshape(wire.shape), x.dtype)
+        )
+
+    return Transfer([request], gather_reduced)
 
 
 def reduce_in_order(parts, op: str, xp):

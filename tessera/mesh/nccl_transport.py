@@ -12,7 +12,7 @@ block and compacted, uneven reduce-scatters reduce everything and keep a block.
 
 from __future__ import annotations
 
-from .channel import Channel, Transfer
+from .channel import Channel, Transfer, then
 from .mpi_transport import reduce_in_order
 
 
@@ -116,7 +116,7 @@ def reduce_scatter(ch: Channel, x, op: str, rows: list[int]) -> Transfer:
     start = sum(rows[: ch.index])
     if len(set(rows)) > 1:  # uneven blocks: NCCL's reduce-scatter needs equal counts
         whole = all_reduce(ch, x, op, deterministic=False)
-        return Transfer([], lambda: whole.finish()[start : start + rows[ch.index]], whole.gpu_done)
+        return then(whole, lambda total: total[start : start + rows[ch.index]])
     out = cupy.empty((rows[ch.index],) + x.shape[1:], x.dtype)
     communicator(ch).reduceScatter(
         x.data.ptr, out.data.ptr, out.size, _dtype_code(x.dtype), _op_code(op), _stream()

@@ -71,6 +71,10 @@ class LocalComm:
         np.copyto(recv, send.reshape(recv.shape))
         return Done()
 
+    def Ialltoallv(self, send, recv) -> Done:  # noqa: N802
+        np.copyto(recv[0], send[0])
+        return Done()
+
     def Ibcast(self, buf, root: int = 0) -> Done:  # noqa: N802
         return Done()
 
