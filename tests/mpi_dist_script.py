@@ -123,6 +123,20 @@ def deterministic_sum_is_the_rank_order_sum_every_time():
 
 
 @check
+def deterministic_sum_of_large_arrays_is_the_rank_order_sum():
+    mesh = line()  # above the one-step size: all-to-all, rank-order reduce, all-gather
+    rng = np.random.default_rng(8)
+    everyone = [rng.standard_normal(100_003).astype(np.float32) * 10**r for r in range(dist.size())]
+    in_order = everyone[0].copy()
+    for other in everyone[1:]:
+        in_order = in_order + other
+    got = dist.all_reduce(everyone[mesh.rank], axis="x", deterministic=True)
+    assert got.tobytes() == in_order.tobytes()
+    work = dist.all_reduce(everyone[mesh.rank], axis="x", deterministic=True, async_op=True)
+    assert work.wait().tobytes() == in_order.tobytes()
+
+
+@check
 def async_handles_complete_on_wait():
     mesh = line()
     first = dist.all_reduce(np.ones(1000), axis="x", async_op=True)

@@ -74,6 +74,10 @@ def test_deterministic_sum_is_the_rank_order_sum_every_time(checked):
     assert_check(checked, "deterministic_sum_is_the_rank_order_sum_every_time")
 
 
+def test_deterministic_sum_of_large_arrays_is_the_rank_order_sum(checked):
+    assert_check(checked, "deterministic_sum_of_large_arrays_is_the_rank_order_sum")
+
+
 def test_async_handles_complete_on_wait(checked):
     assert_check(checked, "async_handles_complete_on_wait")
 

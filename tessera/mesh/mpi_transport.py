@@ -17,6 +17,7 @@ from .world import LocalComm
 
 OPS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply"}
 HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+SMALL_GATHER_BYTES = 256 * 1024  # deterministic all_reduce: gather everything below this
 _MPI_OPS: dict = {}  # op name -> MPI.Op, filled on first use (mpi4py loads lazily)
 
 
@@ -92,7 +93,14 @@ def _all_reduce_in_rank_order(ch: Channel, x, wire, op: str, xp) -> Transfer:
     moves: each member receives everyone's share of one slice of the elements (an
     all-to-all) and reduces it in rank order, left to right; then an all-gather of the
     reduced slices. Every element is reduced in rank order, so the result is the same
-    bits as one process reducing the arrays in rank order."""
+    bits as one process reducing the arrays in rank order. Small arrays take one step
+    instead: gather them all, reduce in rank order."""
+    if wire.nbytes * ch.size <= SMALL_GATHER_BYTES:  # one step: latency, not traffic
+        parts = xp.empty((ch.size,) + wire.shape, wire.dtype)
+        request = ch.comm.Iallgather(wire, parts)
+        return Transfer(
+            [request], lambda: from_reduction_wire(reduce_in_order(parts, op, xp), x.dtype)
+        )
     flat = wire.reshape(-1)
     n, total = ch.size, flat.size
     bounds = [block(total, n, i) for i in range(n)]
