@@ -95,7 +95,8 @@ def all_reduce_coalesced(
         first = arrays[members[0]]
         xp = array_module(first)
         flat = _buckets.take(first.dtype, xp, nbytes // first.dtype.itemsize)
-        xp.concatenate([arrays[i].reshape(-1) for i in members], out=flat)
+        pieces = [arrays[i] for i in members]
+        xp.concatenate([a if a.ndim == 1 else a.reshape(-1) for a in pieces], out=flat)
         work = all_reduce(  # in place, in the bucket
             flat, axis, op, mesh=mesh, out=flat, deterministic=deterministic, async_op=True
         )
@@ -108,7 +109,8 @@ def all_reduce_coalesced(
         _buckets.give_back(flat)
         ends = np.cumsum([arrays[i].size for i in members])[:-1].tolist()
         for i, piece in zip(members, xp.split(fresh, ends)):
-            results[i] = piece.reshape(arrays[i].shape)
+            shape = arrays[i].shape
+            results[i] = piece if piece.shape == shape else piece.reshape(shape)
     return [
         ShardedTensor(t.shape, t.layout, t.mesh, r) if isinstance(t, ShardedTensor) else r
         for t, r in zip(tensors, results)
