@@ -81,7 +81,6 @@ def _transport(x):
     backend = setting("dist_backend")
     if type(x) is np.ndarray and backend == "auto":  # the common case, first
         return mpi_transport
-
     on_device = is_device_array(x)
     if backend == "nccl" or (backend == "auto" and on_device and nccl_transport.available()):
         if not on_device:
@@ -98,7 +97,6 @@ def _transport(x):
 
 
 def _local(x, op: str | None = None):
-
     if not (type(x) is np.ndarray or isinstance(x, np.ndarray) or is_device_array(x)):
         raise TesseraError(
             f"collectives take NumPy or GPU arrays or sharded tensors, not {type(x).__name__}"
