@@ -1,0 +1,57 @@
+"""Run under ``mpiexec -n N`` (N <= GPUs) on a GPU machine with CuPy: the collectives on
+CuPy arrays (the NCCL backend), sharded tensors on GPU ranks and an index launch on the
+GPU; writes ``ok`` (or the failure) to ``<folder>/rank<r>.txt``. test_dist_gpu.py runs it."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import cupy
+import numpy as np
+from classic_kernels import tp_gemm
+
+import tessera
+from tessera import dist
+
+
+def check() -> None:
+    mesh = dist.Mesh(axes=("x",), shape=(dist.size(),))
+    n, r = mesh.size("x"), mesh.rank
+    assert mesh.device.startswith("cuda:"), mesh.device
+    x = cupy.arange(10, dtype=cupy.float32) * (r + 1)
+    total = dist.all_reduce(x, axis="x")
+    assert isinstance(total, cupy.ndarray)
+    expected = np.arange(10, dtype=np.float32) * sum(q + 1 for q in range(n))
+    assert np.array_equal(cupy.asnumpy(total), expected)
+    exact = dist.all_reduce(x / 3, axis="x", deterministic=True)
+    in_order = sum(np.arange(10, dtype=np.float32) * (q + 1) / 3 for q in range(n))
+    assert np.allclose(cupy.asnumpy(exact), in_order)
+    rows = dist.all_gather(cupy.full((r + 1, 2), r, cupy.int32), axis="x")
+    assert cupy.asnumpy(rows)[:, 0].tolist() == [q for q in range(n) for _ in range(q + 1)]
+    part = dist.reduce_scatter(cupy.ones(7, cupy.float64), axis="x")
+    assert part.size == len(np.array_split(np.arange(7), n)[r]) and bool((part == n).all())
+    root = dist.broadcast(cupy.full(3, float(r)), axis="x", root=n - 1)
+    assert cupy.asnumpy(root).tolist() == [float(n - 1)] * 3
+    coalesced = dist.all_reduce_coalesced([cupy.ones(5), cupy.ones((2, 3))], axis="x")
+    assert all(bool((c == n).all()) for c in coalesced)
+
+    rng = np.random.default_rng(1)
+    a, b = rng.random((9, 13), dtype=np.float32), rng.random((13, 7), dtype=np.float32)
+    A = dist.from_global(a, dist.ShardSpec(("col",), ("x",)), mesh)
+    B = dist.from_global(b, dist.ShardSpec(("row",), ("x",)), mesh)
+    C = dist.zeros((9, 7), dist.ShardSpec(), mesh)
+    assert isinstance(A.local, cupy.ndarray)
+    tessera.index_launch(axis="x")(tp_gemm)(A, B, C)
+    tessera.synchronize()
+    np.testing.assert_allclose(cupy.asnumpy(C.local), a @ b, rtol=1e-5)
+
+
+if __name__ == "__main__":
+    try:
+        check()
+        result = "ok"
+    except Exception:
+        result = traceback.format_exc()
+    with open(f"{sys.argv[1]}/rank{dist.rank()}.txt", "w") as f:
+        f.write(result)
