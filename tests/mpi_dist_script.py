@@ -5,11 +5,11 @@ this once per rank count and asserts each check in its own test."""
 from __future__ import annotations
 
 import sys
-import traceback
 
 import ml_dtypes
 import numpy as np
 from classic_kernels import tp_gemm
+from mpi_run import report_outcome
 
 import tessera
 from tessera import dist, f32, kernel, mut, tile
@@ -275,12 +275,5 @@ def index_launch_splits_a_replicated_output_and_gathers_it_back():
 
 if __name__ == "__main__":
     folder = sys.argv[1]
-    names = sys.argv[2:] or list(CHECKS)
-    for name in names:
-        try:
-            CHECKS[name]()
-            result = "ok"
-        except Exception:
-            result = traceback.format_exc()
-        with open(f"{folder}/{name}.rank{dist.rank()}.txt", "w") as f:
-            f.write(result)
+    for name in sys.argv[2:] or list(CHECKS):
+        report_outcome(CHECKS[name], f"{folder}/{name}.rank{dist.rank()}.txt")

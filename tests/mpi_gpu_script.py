@@ -5,11 +5,11 @@ GPU; writes ``ok`` (or the failure) to ``<folder>/rank<r>.txt``. test_dist_gpu.p
 from __future__ import annotations
 
 import sys
-import traceback
 
 import cupy
 import numpy as np
 from classic_kernels import tp_gemm
+from mpi_run import report_outcome
 
 import tessera
 from tessera import dist
@@ -48,10 +48,4 @@ def check() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        check()
-        result = "ok"
-    except Exception:
-        result = traceback.format_exc()
-    with open(f"{sys.argv[1]}/rank{dist.rank()}.txt", "w") as f:
-        f.write(result)
+    report_outcome(check, f"{sys.argv[1]}/rank{dist.rank()}.txt")

@@ -4,9 +4,9 @@ failure) to ``<folder>/rank<r>.txt``."""
 from __future__ import annotations
 
 import sys
-import traceback
 
 import numpy as np
+from mpi_run import report_outcome
 
 from tessera import dist
 
@@ -33,10 +33,4 @@ def check() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        check()
-        result = "ok"
-    except Exception:
-        result = traceback.format_exc()
-    with open(f"{sys.argv[1]}/rank{dist.rank()}.txt", "w") as f:
-        f.write(result)
+    report_outcome(check, f"{sys.argv[1]}/rank{dist.rank()}.txt")

@@ -3,35 +3,20 @@ same one (``scope="world"``), unless each rank may choose (``scope="rank"``)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import subprocess
-import sys
 
 import pytest
-
-from tessera.mesh.world import find_mpiexec
+from mpi_run import mpi_missing, run_mpi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("mpi4py") is None or find_mpiexec() is None,
-    reason="needs mpi4py and mpiexec",
-)
+pytestmark = pytest.mark.skipif(mpi_missing(), reason="needs mpi4py and mpiexec")
 
 
 def _launched(scope: str, folder) -> dict[int, str]:
     """Run the script on 2 ranks; each rank writes the config it launched to a file."""
     env = dict(os.environ, TESSERA_CACHE="off")
     env.pop("NUMBA_ENABLE_CUDASIM", None)
-    script = os.path.join(HERE, "mpi_autotune_script.py")
-    result = subprocess.run(
-        [find_mpiexec(), "-n", "2", sys.executable, script, scope, str(folder)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=HERE,
-    )
+    result = run_mpi("mpi_autotune_script.py", 2, scope, folder, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return {r: (folder / f"rank{r}.txt").read_text() for r in (0, 1)}
 

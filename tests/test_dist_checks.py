@@ -4,20 +4,13 @@ every rank."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import subprocess
-import sys
 
 import pytest
-
-from tessera.mesh.world import find_mpiexec
+from mpi_run import mpi_missing, run_mpi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("mpi4py") is None or find_mpiexec() is None,
-    reason="needs mpi4py and mpiexec",
-)
+pytestmark = pytest.mark.skipif(mpi_missing(), reason="needs mpi4py and mpiexec")
 
 
 @pytest.fixture(scope="module", params=[2, 4], ids=["2ranks", "4ranks"])
@@ -25,15 +18,7 @@ def checked(request, tmp_path_factory):
     ranks = request.param
     folder = tmp_path_factory.mktemp(f"dist{ranks}")
     env = dict(os.environ, TESSERA_COLLECTIVE_TIMEOUT="60")  # a broken check fails, not hangs
-    script = os.path.join(HERE, "mpi_dist_script.py")
-    result = subprocess.run(
-        [find_mpiexec(), "-n", str(ranks), sys.executable, script, str(folder)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=HERE,
-        env=env,
-    )
+    result = run_mpi("mpi_dist_script.py", ranks, folder, env=env, timeout=300)
     return ranks, folder, result
 
 

@@ -3,40 +3,20 @@ tests/mpi_faults_script.py with a planted fault each."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import subprocess
-import sys
 import time
 
 import pytest
-
-from tessera.mesh.world import find_mpiexec
+from mpi_run import mpi_missing, run_mpi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("mpi4py") is None or find_mpiexec() is None,
-    reason="needs mpi4py and mpiexec",
-)
+pytestmark = pytest.mark.skipif(mpi_missing(), reason="needs mpi4py and mpiexec")
 
 
 def run_faulty(mode: str, ranks: int, folder, **env):
     started = time.monotonic()
-    result = subprocess.run(
-        [
-            find_mpiexec(),
-            "-n",
-            str(ranks),
-            sys.executable,
-            os.path.join(HERE, "mpi_faults_script.py"),
-            mode,
-            str(folder),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=HERE,
-        env=dict(os.environ, **env),
+    result = run_mpi(
+        "mpi_faults_script.py", ranks, mode, folder, env=dict(os.environ, **env), timeout=120
     )
     return result, time.monotonic() - started
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
-import sys
 
 import pytest
+from mpi_run import run_mpi
 
 from tessera.mesh.devices import gpus_on_node
 from tessera.mesh.world import find_mpiexec
@@ -34,21 +33,8 @@ pytestmark = pytest.mark.skipif(
 
 def test_collectives_shards_and_index_launch_run_on_gpu_ranks(tmp_path):
     ranks = min(2, GPUS)  # NCCL wants one GPU per rank
-    result = subprocess.run(
-        [
-            find_mpiexec(),
-            "-n",
-            str(ranks),
-            sys.executable,
-            os.path.join(HERE, "mpi_gpu_script.py"),
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=HERE,
-        env=dict(os.environ, TESSERA_COLLECTIVE_TIMEOUT="120"),
-    )
+    env = dict(os.environ, TESSERA_COLLECTIVE_TIMEOUT="120")
+    result = run_mpi("mpi_gpu_script.py", ranks, tmp_path, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     reports = {r: (tmp_path / f"rank{r}.txt").read_text() for r in range(ranks)}
     assert reports == {r: "ok" for r in range(ranks)}, reports

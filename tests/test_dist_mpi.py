@@ -2,42 +2,23 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from mpi_run import mpi_missing, run_mpi
 
 import tessera as ts
 from tessera import dist
-from tessera.mesh.world import find_mpiexec
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-needs_mpi = pytest.mark.skipif(
-    importlib.util.find_spec("mpi4py") is None or find_mpiexec() is None,
-    reason="needs mpi4py and mpiexec",
-)
+needs_mpi = pytest.mark.skipif(mpi_missing(), reason="needs mpi4py and mpiexec")
 
 
 @needs_mpi
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_collectives_on_a_mesh_match_numpy_on_every_rank(ranks, tmp_path):
-    result = subprocess.run(
-        [
-            find_mpiexec(),
-            "-n",
-            str(ranks),
-            sys.executable,
-            os.path.join(HERE, "mpi_collectives_script.py"),
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=HERE,
-    )
+    result = run_mpi("mpi_collectives_script.py", ranks, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     reports = {r: (tmp_path / f"rank{r}.txt").read_text() for r in range(ranks)}
     assert reports == {r: "ok" for r in range(ranks)}, reports
@@ -66,20 +47,7 @@ def test_unknown_axis_and_op_are_errors():
 
 @needs_mpi
 def test_sharded_tensors_hold_array_split_blocks_and_gather_back(tmp_path):
-    result = subprocess.run(
-        [
-            find_mpiexec(),
-            "-n",
-            "4",
-            sys.executable,
-            os.path.join(HERE, "mpi_tensor_script.py"),
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=HERE,
-    )
+    result = run_mpi("mpi_tensor_script.py", 4, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     reports = {r: (tmp_path / f"rank{r}.txt").read_text() for r in range(4)}
     assert reports == {r: "ok" for r in range(4)}, reports

@@ -1,0 +1,44 @@
+"""Running test scripts on several MPI ranks: the skip marker, the ``mpiexec`` call, and
+(script side) writing each rank's outcome to a file that the test then reads."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def mpi_missing() -> bool:
+    from tessera.mesh.world import find_mpiexec
+
+    return importlib.util.find_spec("mpi4py") is None or find_mpiexec() is None
+
+
+def run_mpi(script: str, ranks: int, *args, env: dict | None = None, timeout: int = 240):
+    """``mpiexec -n ranks python tests/<script> args...``, from the tests folder."""
+    from tessera.mesh.world import find_mpiexec
+
+    command = [find_mpiexec(), "-n", str(ranks), sys.executable, os.path.join(HERE, script)]
+    return subprocess.run(
+        command + [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=HERE,
+        env=env,
+    )
+
+
+def report_outcome(check, path: str) -> None:
+    """Run ``check()`` and write ``ok`` or its traceback to ``path`` (script side)."""
+    try:
+        check()
+        result = "ok"
+    except Exception:
+        result = traceback.format_exc()
+    with open(path, "w") as f:
+        f.write(result)
