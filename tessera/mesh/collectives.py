@@ -97,7 +97,7 @@ def _transport(x):
 
 
 def _local(x, op: str | None = None):
-    if not (type(x) is np.ndarray or isinstance(x, np.ndarray) or is_device_array(x)):
+    if not (isinstance(x, np.ndarray) or is_device_array(x)):
         raise TesseraError(
             f"collectives take NumPy or GPU arrays or sharded tensors, not {type(x).__name__}"
         )

@@ -12,6 +12,8 @@ block and compacted, uneven reduce-scatters reduce everything and keep a block.
 
 from __future__ import annotations
 
+import functools
+
 from .channel import Channel, Transfer, then
 from .mpi_transport import reduce_in_order
 
@@ -22,6 +24,7 @@ def _nccl():
     return nccl
 
 
+@functools.cache
 def available() -> bool:
     try:
         _nccl()
