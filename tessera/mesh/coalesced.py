@@ -10,6 +10,7 @@ times. Buckets hold one dtype each; all of them are started before any is waited
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -71,32 +72,16 @@ def all_reduce_coalesced(
         raise TesseraError(f"bucket_mb={bucket_mb!r} must be a positive number of megabytes")
     tensors = list(tensors)
     arrays = [t.local if isinstance(t, ShardedTensor) else t for t in tensors]
-    limit = int(bucket_mb * 2**20)
-    buckets: list[tuple[list[int], int]] = []  # (indices, bytes)
-    open_bucket: dict[tuple, int] = {}  # (dtype, array module) -> index in buckets
-    for i, a in enumerate(arrays):
-        if type(a) is np.ndarray:  # the common case, without the generic checks
-            kind = (a.dtype, "numpy")
-        elif hasattr(a, "dtype") and hasattr(a, "shape"):
-            kind = (a.dtype, array_module(a).__name__)
-        else:
-            raise TesseraError(
-                f"all_reduce_coalesced: item {i} is a {type(a).__name__}, not an array"
-            )
-        b = open_bucket.get(kind)
-        if b is None or buckets[b][1] + a.nbytes > limit:
-            open_bucket[kind] = b = len(buckets)
-            buckets.append(([], 0))
-        members, size = buckets[b]
-        members.append(i)
-        buckets[b] = (members, size + a.nbytes)
+    ndarray = np.ndarray
+    kinds = [a.dtype if type(a) is ndarray else _kind(i, a) for i, a in enumerate(arrays)]
+    sizes = [a.nbytes for a in arrays]
     works = []
-    for members, nbytes in buckets:
+    for members in _buckets_of(kinds, sizes, int(bucket_mb * 2**20)):
         first = arrays[members[0]]
         xp = array_module(first)
-        flat = _buckets.take(first.dtype, xp, nbytes // first.dtype.itemsize)
-        pieces = [arrays[i] for i in members]
-        xp.concatenate([a if a.ndim == 1 else a.reshape(-1) for a in pieces], out=flat)
+        count = sum(sizes[i] for i in members) // first.dtype.itemsize
+        flat = _buckets.take(first.dtype, xp, count)
+        xp.concatenate([arrays[i].reshape(-1) for i in members], out=flat)
         work = all_reduce(  # in place, in the bucket
             flat, axis, op, mesh=mesh, out=flat, deterministic=deterministic, async_op=True
         )
@@ -104,14 +89,37 @@ def all_reduce_coalesced(
     results: list = [None] * len(arrays)
     for members, flat, work in works:
         work.wait()
-        xp = array_module(flat)
         fresh = flat.copy()  # the results' memory: the bucket goes back to the pool
         _buckets.give_back(flat)
-        ends = np.cumsum([arrays[i].size for i in members])[:-1].tolist()
-        for i, piece in zip(members, xp.split(fresh, ends)):
-            shape = arrays[i].shape
-            results[i] = piece if piece.shape == shape else piece.reshape(shape)
+        ends = list(itertools.accumulate(arrays[i].size for i in members))
+        for i, start, end in zip(members, [0, *ends], ends):
+            piece = fresh[start:end]  # plain slices: numpy's split is slower per piece
+            results[i] = piece if arrays[i].ndim == 1 else piece.reshape(arrays[i].shape)
     return [
         ShardedTensor(t.shape, t.layout, t.mesh, r) if isinstance(t, ShardedTensor) else r
         for t, r in zip(tensors, results)
     ]
+
+
+def _kind(i: int, a) -> tuple:
+    """The bucket key of an array that is not a NumPy array (a CuPy array, say)."""
+    if hasattr(a, "dtype") and hasattr(a, "shape"):
+        return (a.dtype, array_module(a).__name__)
+    raise TesseraError(f"all_reduce_coalesced: item {i} is a {type(a).__name__}, not an array")
+
+
+def _buckets_of(kinds: list, sizes: list[int], limit: int) -> list[list[int]]:
+    """The arrays' indices grouped into buckets: one kind each, at most ``limit`` bytes
+    (or one array, if that alone is larger), in order."""
+    if len(set(kinds)) == 1 and sum(sizes) <= limit:  # the common case: one bucket
+        return [list(range(len(kinds)))]
+    buckets: list[list[int]] = []
+    open_bucket: dict = {}  # kind -> [indices, bytes] of its bucket being filled
+    for i, (kind, nbytes) in enumerate(zip(kinds, sizes)):
+        bucket = open_bucket.get(kind)
+        if bucket is None or bucket[1] + nbytes > limit:
+            open_bucket[kind] = bucket = [[], 0]
+            buckets.append(bucket[0])
+        bucket[0].append(i)
+        bucket[1] += nbytes
+    return buckets
