@@ -8,6 +8,7 @@ never time. Every test uses a cache directory of its own (``tmp_path``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import runpy
@@ -23,6 +24,7 @@ import tessera as ts
 from tessera import cli
 from tessera.errors import CacheWarning
 from tessera.kernel import disk_cache
+from tessera.kernel.backend import native
 
 # Kernels with every kind of runtime support the generated code uses: shared arrays and
 # barriers (stack-array intrinsics), a helper, group reductions (the reduction tree), math
@@ -196,6 +198,33 @@ def test_a_second_process_compiles_nothing(tmp_path):
     assert second["disk_cache_hits"] == 4
 
 
+WARM_DRIVER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import tessera, kern
+kern.check()
+print(json.dumps({**tessera.stats(), "numba_imported": "numba" in sys.modules}))
+"""
+
+
+def test_a_process_that_only_loads_cached_kernels_never_imports_numba(tmp_path):
+    _write(tmp_path / "kern.py", KERNELS)
+    _run(tmp_path, "kern")  # fills the cache
+    env = {**os.environ, "TESSERA_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TESSERA_CACHE", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", WARM_DRIVER, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["disk_cache_hits"] == 4 and report["compiles"] == 0
+    assert report["numba_imported"] is False
+
+
 def test_processes_fill_one_cache_at_once(tmp_path):
     _write(tmp_path / "small_mod.py", SMALL + "\n\n" + _SMALL_CHECK)
     procs = [_start(tmp_path, "small_mod", str(tmp_path)) for _ in range(4)]
@@ -319,8 +348,16 @@ CORRUPTIONS = {
     "garbled payload": lambda data: data[:-200] + bytes(b ^ 0x5A for b in data[-200:]),
     "garbled header": lambda data: data[:30] + b"{not json" + data[40:],
     "other format": lambda data: b"something else entirely\n" + data,
-    "valid checksum, broken pickle": lambda data: _with_payload(data, b"\x80\x04garbage"),
+    "valid checksum, broken image": lambda data: _with_payload(data, b"\x80\x04garbage"),
+    "image calling a missing symbol": lambda data: _with_payload(data, _needing_missing(data)),
 }
+
+
+def _needing_missing(data):
+    """The entry's image, now also naming a symbol no process has among its externals."""
+    image = native.Image.from_bytes(disk_cache.parse(data)[1])
+    externals = (*image.externals, "tessera_test_no_such_symbol")
+    return dataclasses.replace(image, externals=externals).to_bytes()
 
 
 def _with_payload(data, payload):
@@ -367,34 +404,64 @@ def test_an_unwritable_cache_warns_once_and_still_runs(tmp_path):
     assert len([w for w in record if w.category is CacheWarning]) == 1
 
 
-def test_linking_falls_back_to_a_full_refresh_for_an_unknown_symbol():
-    import llvmlite.binding as ll
-    import llvmlite.ir as lir
-    from numba.core.registry import cpu_target
-    from numba.core.runtime import rtsys
+def test_an_image_with_an_unknown_symbol_is_refused_before_linking():
+    image = native.Image(
+        object_code=b"not even an object file: linking would fail loudly",
+        wrapper="w",
+        env="e",
+        externals=("tessera_test_no_such_symbol",),
+        threading_layer=None,
+    )
+    with pytest.raises(native.NativeLoadError, match="tessera_test_no_such_symbol"):
+        native.load(image, "k")
 
-    real = cpu_target.target_context
-    rtsys.initialize(real)
 
-    class Context:
-        refreshes = 0
+def test_the_runtime_sources_cover_every_module_lending_names_to_generated_code():
+    from tessera.kernel.backend import cpu, cpu_runtime
 
-        def refresh(self):
-            self.refreshes += 1
+    lenders = {cpu_runtime.__name__}
+    for value in cpu_runtime.namespace().values():
+        owner = getattr(value, "__module__", None) or ""
+        if owner.startswith("tessera."):
+            lenders.add(owner)
+        py_func = getattr(value, "py_func", None)  # a Numba function compiled from ours
+        if py_func is not None and py_func.__module__.startswith("tessera."):
+            lenders.add(py_func.__module__)
+    files = {sys.modules[name].__file__.rsplit(os.sep, 1)[-1] for name in lenders}
+    assert files <= set(cpu.RUNTIME_SOURCES)
 
-        def codegen(self):
-            return real.codegen()
 
-    def payload(symbol):
-        module = lir.Module()
-        lir.Function(module, lir.FunctionType(lir.VoidType(), []), symbol)
-        bitcode = ll.parse_assembly(str(module)).as_bitcode()
-        return (("lib", "object", (b"", bitcode)), None, None, None, None, None, None, [])
+ARGUMENT_SAMPLES = [
+    np.zeros(4, np.float32),
+    np.zeros(4, np.float64),
+    np.zeros((2, 2), np.float32),
+    np.zeros((2, 2), np.float32, order="F"),
+    np.zeros((4, 4), np.float32)[:, ::2],
+    np.zeros(8, np.float32)[::2],
+    np.zeros(4, np.float32).copy().view(np.int32),
+    np.frombuffer(bytes(16), np.float32),  # read-only
+    np.zeros(17, np.uint8)[1:].view(np.float32),  # unaligned
+    np.zeros(4, np.uint16),
+    np.float32(1.0),
+    np.int32(1),
+    np.bool_(True),
+    1,
+    2**63,
+    1.0,
+    True,
+]
 
-    known, unknown = Context(), Context()
-    disk_cache.prepare_to_link(known, payload("NRT_MemInfo_call_dtor"))
-    disk_cache.prepare_to_link(unknown, payload("tessera_test_no_such_symbol"))
-    assert known.refreshes == 0 and unknown.refreshes == 1
+
+def test_argument_types_are_at_least_as_fine_as_numbas():
+    import numba
+
+    from tessera.kernel.backend.cpu import argument_types
+
+    keys = [argument_types((a,)) for a in ARGUMENT_SAMPLES]
+    typed = {}
+    for key, value in zip(keys, ARGUMENT_SAMPLES):
+        typed.setdefault(key, set()).add(str(numba.typeof(value)))
+    assert all(len(types) == 1 for types in typed.values()), typed
 
 
 def test_cache_list_and_clear(cache_dir, tmp_path, capsys):

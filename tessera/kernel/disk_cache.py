@@ -7,26 +7,23 @@ rewrite under each other, and raises on a corrupt index. Here each entry is one
 self-checking file whose name is the hash of everything that affects the code:
 
 * **key**: sha256 over the backend's parts (for the CPU target: the kernel's source hash, the
-  specialisation key, the variant, the signature, the generated source, the sources of the
-  runtime it calls and the Numba options) and over this process's environment (Tessera,
-  Numba, llvmlite and Python versions, the Numba settings that change code, and Numba's
-  target triple, CPU name and CPU features). Any change is another file; no file is ever
-  updated in place, so there is nothing to invalidate.
+  specialisation key, the variant, the argument types, the generated source, the sources of
+  the runtime it calls and the Numba options) and over this process's environment (Tessera,
+  Numba, llvmlite and Python versions, every ``NUMBA_*`` setting, and the target triple, CPU
+  name and CPU features). Any change is another file; no file is ever updated in place, so
+  there is nothing to invalidate. The key is computed without importing Numba, so that a
+  warm process need not import it at all (``backend/native.py``).
 * **file**: ``<dir>/<backend>/<kernel>.<key>.nbk`` holds a magic line, a JSON header line
-  (kernel, variant, where it is defined, payload size and sha256) and the payload: Numba's
-  own serialisation of the ``CompileResult`` (object code, plus what relinks it).
+  (kernel, variant, where it is defined, payload size and sha256) and the payload (for the
+  CPU target, a ``native.Image``: object code and what linking it needs).
 * **writes** go to a uniquely named temporary file in the same directory, then
   ``os.replace``: a reader sees the whole old file, the whole new one, or none, on one machine
   or on a shared filesystem. When several processes compile one entry at once, the last
   rename wins and every copy is complete and identical.
 * **reads** check the magic line, the header, the length and the checksum before
-  unpickling, so a torn or garbled file is never handed to LLVM. A file that fails a check is
-  ignored with a :class:`~tessera.errors.CacheWarning`; the kernel is compiled and the entry
-  written again.
-
-Numba plugs a cache into a dispatcher through its ``_cache`` attribute (the interface of
-``numba.core.caching._Cache``): ``dispatcher.compile`` asks it to load before compiling and
-to save after. :class:`Entry` is such a cache for exactly one compiled function.
+  handing the payload over, so a torn or garbled file is never given to LLVM. A file that
+  fails a check (or that the backend cannot use) is ignored with a
+  :class:`~tessera.errors.CacheWarning`; the kernel is compiled and the entry written again.
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ import functools
 import hashlib
 import json
 import os
-import pickle
 import sys
 import time
 import warnings
@@ -46,11 +42,9 @@ from pathlib import Path
 from ..config import get as setting
 from ..errors import CacheWarning
 
-FORMAT = 1  # of the files; a new format is a new magic line, and old files are misses
+FORMAT = 2  # of the files; a new format is a new magic line, and old files are misses
 MAGIC = f"tessera-kernel-cache {FORMAT}\n".encode()
 SUFFIX = ".nbk"
-# Numba settings that change the machine code it generates (the CPU is in magic_tuple)
-_NUMBA_SETTINGS = ("OPT", "LOOP_VECTORIZE", "BOUNDSCHECK", "DEBUGINFO_DEFAULT", "USING_SVML")
 _warned_dirs: set[Path] = set()
 
 
@@ -86,24 +80,52 @@ def default_directory() -> Path:
 def environment() -> tuple:
     """What besides a kernel decides its machine code: versions, Numba's settings, the CPU.
 
-    The CPU part is Numba's own ``magic_tuple`` (target triple, CPU name, CPU features,
-    honouring ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``), the same thing Numba's cache keys on.
+    Read without importing Numba: its version from its version file, its settings from the
+    ``NUMBA_*`` environment variables (all of them: coarser than needed, never too coarse)
+    and ``.numba_config.yaml``, and the CPU as Numba's ``magic_tuple`` would describe it
+    (target triple, host CPU name and features, both overridden by ``NUMBA_CPU_NAME`` and
+    ``NUMBA_CPU_FEATURES``, which are part of the settings).
     """
     import llvmlite
-    import numba
-    from numba.core import config as numba_config
-    from numba.core.registry import cpu_target
+    import llvmlite.binding as llb
 
     from .. import __version__  # the package root, read at run time (no import cycle)
 
+    settings = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("NUMBA_")))
+    config_file = Path(".numba_config.yaml")
+    if config_file.is_file():
+        settings += (("numba_config.yaml", config_file.read_text(errors="replace")),)
     return (
         ("tessera", __version__),
-        ("numba", numba.__version__),
+        ("numba", _numba_version()),
         ("llvmlite", llvmlite.__version__),
         ("python", sys.implementation.cache_tag, sys.version),
-        ("numba settings", tuple((s, getattr(numba_config, s, None)) for s in _NUMBA_SETTINGS)),
-        ("target", cpu_target.target_context.codegen().magic_tuple()),
+        ("numba settings", settings),
+        ("target", llb.get_process_triple(), llb.get_host_cpu_name(), _cpu_features(llb)),
     )
+
+
+def _numba_version() -> str:
+    """The installed Numba's version (with its revision), without importing it."""
+    from importlib.util import find_spec
+
+    spec = find_spec("numba")
+    if spec is None or not spec.submodule_search_locations:
+        return "not installed"
+    version_file = Path(spec.submodule_search_locations[0]) / "_version.py"
+    try:
+        return hashlib.sha256(version_file.read_bytes()).hexdigest()
+    except OSError:
+        from importlib.metadata import version
+
+        return version("numba")
+
+
+def _cpu_features(llb) -> str:
+    try:
+        return llb.get_host_cpu_features().flatten()
+    except RuntimeError:
+        return ""
 
 
 def entry_key(parts: tuple) -> str:
@@ -113,56 +135,32 @@ def entry_key(parts: tuple) -> str:
 
 
 class Entry:
-    """One cache file, as the cache of one Numba dispatcher (``dispatcher._cache = entry``).
-
-    ``loaded`` tells afterwards whether ``dispatcher.compile`` loaded the code from the file
-    (True) or compiled it (False).
-    """
+    """One cache file: the compiled code of one kernel specialisation and variant."""
 
     def __init__(self, backend: str, kernel: str, key: str, meta: dict):
         self.path = directory() / backend / f"{kernel}.{key}{SUFFIX}"
         self.meta = {"kernel": kernel, **meta}
-        self.loaded = False
 
-    @property
-    def cache_path(self) -> str:
-        return str(self.path.parent)
-
-    def load_overload(self, sig, target_context):
-        """The cached ``CompileResult`` for ``sig``, or None: missing, or unusable (warned)."""
-        payload = self._read()
-        if payload is None:
-            return None
-        from numba.core.compiler import CompileResult
-
+    def read(self) -> bytes | None:
+        """The entry's payload, or None: missing, or failing a check (warned)."""
         try:
-            prepare_to_link(target_context, payload)
-            cres = CompileResult._rebuild(target_context, *payload)
-        except Exception as exc:
-            self._corrupt(f"cannot be relinked: {type(exc).__name__}: {exc}")
+            data = self.path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None  # a miss; an unusable directory is reported when writing
+        except OSError as exc:
+            self.ignore(f"cannot be read: {exc}")
             return None
-        self.loaded = True
-        return cres
-
-    def save_overload(self, sig, cres) -> None:
-        """Write the freshly compiled ``cres``; a failure to write is a warning, not an error."""
-        if any(not f.can_cache for f in cres.lifted) or cres.library.has_dynamic_globals:
-            return  # refers to this process's memory (Numba's own rule); cannot be reused
-        from numba.core.serialize import dumps
-
         try:
-            payload = dumps(cres._reduce())
-        except Exception as exc:  # the kernel is compiled and runs; only reuse is lost
-            warnings.warn(
-                f"tessera disk cache: cannot store kernel '{self.meta['kernel']}' "
-                f"({type(exc).__name__}: {exc}); it will be compiled again in a new process",
-                CacheWarning,
-                stacklevel=2,
-            )
-            return
+            return parse(data)[1]
+        except CorruptEntry as exc:
+            self.ignore(str(exc))
+            return None
+
+    def write(self, payload: bytes, signature: str) -> None:
+        """Store ``payload``; a failure to write is a warning, not an error."""
         header = {
             **self.meta,
-            "signature": str(sig),
+            "signature": signature,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "payload_bytes": len(payload),
             "payload_sha256": hashlib.sha256(payload).hexdigest(),
@@ -177,75 +175,17 @@ class Entry:
                     f"tessera disk cache: cannot write {self.path.parent} ({exc}); compiled "
                     "kernels are kept in memory only (set TESSERA_CACHE_DIR or TESSERA_CACHE=off)",
                     CacheWarning,
-                    stacklevel=2,
+                    stacklevel=3,
                 )
 
-    def _read(self) -> tuple | None:
-        try:
-            data = self.path.read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
-            return None  # a miss; an unusable directory is reported when writing
-        except OSError as exc:
-            self._corrupt(f"cannot be read: {exc}")
-            return None
-        try:
-            _, payload = parse(data)
-            return pickle.loads(payload)
-        except Exception as exc:  # a check failed, or the pickle itself is broken
-            self._corrupt(str(exc) if isinstance(exc, CorruptEntry) else repr(exc))
-            return None
-
-    def _corrupt(self, why: str) -> None:
+    def ignore(self, why: str) -> None:
+        """Warn that this entry is not used (it is compiled and written again)."""
         warnings.warn(
             f"tessera disk cache: ignoring the entry {self.path} ({why}); compiling kernel "
             f"'{self.meta['kernel']}' again",
             CacheWarning,
             stacklevel=3,
         )
-
-    # the rest of numba.core.caching._Cache's interface: one file has nothing to switch or flush
-    def enable(self) -> None:
-        pass
-
-    def disable(self) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass
-
-
-def prepare_to_link(target_context, payload: tuple) -> None:
-    """Make this process able to link a cached ``CompileResult``, cheaply when it can.
-
-    Numba's own cache calls ``target_context.refresh()``, which loads every typing and
-    lowering registry (about half a second, SciPy's BLAS bindings included): that is needed
-    to compile, not to link. Linking needs only the symbols the object code calls: Numba's C
-    helpers (installed with the target context), the NRT (``rtsys.initialize``) and what the
-    payload's ``reload_init`` functions install (the parallel runtime). So those are set up,
-    and every external the code declares is looked up; if one is missing (some Numba
-    feature that registers its symbols in a registry), the full refresh runs as Numba's own
-    cache would. Linking with a missing symbol must never happen: LLVM aborts the process.
-    """
-    import llvmlite.binding as ll
-    from numba.core.runtime import rtsys
-
-    rtsys.initialize(target_context)
-    libdata, reload_init = payload[0], payload[7]
-    for init in reload_init:  # idempotent; CompileResult._rebuild runs them again
-        init()
-    _, kind, data = libdata
-    if kind != "object":
-        target_context.refresh()
-        return
-    engine = target_context.codegen()._engine
-    module = ll.parse_bitcode(data[1])
-    for symbol in (*module.functions, *module.global_variables):
-        name = symbol.name
-        if not symbol.is_declaration or name.startswith("llvm."):
-            continue
-        if not ll.address_of_symbol(name) and not engine.is_symbol_defined(name):
-            target_context.refresh()
-            return
 
 
 class CorruptEntry(ValueError):

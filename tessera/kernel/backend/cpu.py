@@ -6,11 +6,11 @@ waking the thread pool. Both are compiled on first use and then called through t
 compiled entry points, which skips Numba's per-call type dispatch (the launch layer has
 already checked every argument type, so the dispatch would be redundant).
 
-Each compiled function is also kept in the disk cache (``kernel/disk_cache.py``) under a key
-that covers everything that shapes its machine code, so a later process loads it instead of
-compiling it. The generated source runs as a module of its own, registered in
-``sys.modules`` under a name derived from that key: a loaded ``CompileResult`` finds its
-globals by module name.
+Each compiled function is also kept in the disk cache (``kernel/disk_cache.py``) as a native
+image (``native.py``: object code and what linking it needs) under a key that covers
+everything that shapes its machine code. A later process loads the image and calls it
+without importing Numba, so a warm start costs NumPy, llvmlite and Tessera's front end, not
+Numba's half-second import; Numba is imported only to compile.
 """
 
 from __future__ import annotations
@@ -18,17 +18,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-import sys
 import types
 from pathlib import Path
 
-import numba
-from numba.core import config as numba_config
+import numpy as np
 
 from ... import stats
 from .. import disk_cache
 from ..pipeline import Specialised
-from . import cpu_runtime
+from . import native
 from .cpu_codegen import CpuCodegen
 
 JIT_OPTIONS = dict(nogil=True, error_model="numpy", fastmath=False, boundscheck=False)
@@ -47,48 +45,67 @@ class CpuProgram:
         self.filename = codegen.source_file("cpu")
         self.grouped = spec.kir.grouped
         self.lanes = math.prod(spec.kir.tile_shape) if self.grouped else 1
-        self._entries: dict[bool, object] = {}
+        self._entries: dict[bool, object] = {}  # variant → the compiled function
         self._dispatchers: dict[bool, tuple] = {}  # variant → (dispatcher, signature)
 
     def _build(self, parallel: bool, args: tuple) -> object:
+        """The variant's function: from the disk cache if there, else compiled (and stored)."""
+        entry = self._disk_entry(parallel, args)
+        payload = entry.read() if entry is not None else None
+        if payload is not None:
+            try:
+                function = native.load(native.Image.from_bytes(payload), self.spec.kir.name)
+            except (native.NativeLoadError, ValueError, KeyError) as exc:
+                entry.ignore(f"cannot be loaded: {exc}")
+            else:
+                stats.bump("disk_cache_hits")
+                self._entries[parallel] = function
+                return function
+        function, cres = self._compile(parallel, args)
+        stats.bump("compiles")
+        if entry is not None:
+            image = native.image_of(cres)
+            if image is not None:
+                entry.write(image.to_bytes(), str(cres.signature))
+        self._entries[parallel] = function
+        return function
+
+    def _compile(self, parallel: bool, args: tuple) -> tuple:
+        """Compile the variant with Numba: (its entry point, Numba's CompileResult)."""
+        import numba
+        from numba.core import config as numba_config
+
+        from . import cpu_runtime
+
         signature = tuple(numba.typeof(a) for a in args)
-        cached = self._disk_entry(parallel, signature)
-        stem = cached.path.stem if cached else f"{self.spec.kir.name}.{id(self):x}"
-        module = types.ModuleType("tessera_cpu_" + stem.replace(".", "_"))
+        module = types.ModuleType(f"tessera_cpu_{self.spec.kir.name}_{id(self):x}")
         module.__dict__.update(cpu_runtime.namespace())
         module._prange = numba.prange if parallel else range
         for name, (shape, dtype) in self.stack_arrays.items():
             setattr(module, name, cpu_runtime.stack_array(shape, dtype))
         exec(compile(self.source, self.filename, "exec"), module.__dict__)  # noqa: S102 - our codegen
         dispatcher = numba.njit(parallel=parallel, **JIT_OPTIONS)(module._kernel)
-        if cached is not None:
-            sys.modules[module.__name__] = module
-            dispatcher._cache = cached  # Numba's cache hook: load before compiling, save after
         # Numba leaves LLVM's SLP vectoriser off by default; lane loops that LLVM fully
         # unrolls (a 16-lane row) only vectorise with it.
         saved, numba_config.SLP_VECTORIZE = numba_config.SLP_VECTORIZE, 1
         try:
-            entry = dispatcher.compile(signature)
+            function = dispatcher.compile(signature)
         finally:
             numba_config.SLP_VECTORIZE = saved
-        stats.bump("disk_cache_hits" if cached is not None and cached.loaded else "compiles")
-        self._entries[parallel] = entry
         self._dispatchers[parallel] = (dispatcher, signature)
-        return entry
+        return function, dispatcher.overloads[signature]
 
     def inspect(self, stage: str, args: tuple, grid: tuple[int, ...]) -> str:
         """LLVM IR ("llvm") or assembly ("asm") of the parallel variant, compiled for
-        these arguments (a program built without a key: code loaded from the disk cache
-        cannot be inspected)."""
-        full = self._call_args(args, grid, True)
+        these arguments (always by Numba: the disk cache holds machine code only)."""
         if True not in self._dispatchers:
-            self._build(True, full)
+            self._compile(True, self._call_args(args, grid, True))
         dispatcher, signature = self._dispatchers[True]
         if stage == "llvm":
             return dispatcher.inspect_llvm(signature)
         return dispatcher.inspect_asm(signature)
 
-    def _disk_entry(self, parallel: bool, signature: tuple) -> disk_cache.Entry | None:
+    def _disk_entry(self, parallel: bool, args: tuple) -> disk_cache.Entry | None:
         """The disk-cache file of one variant, keyed on all that shapes its machine code."""
         if self.key is None or not disk_cache.enabled():
             return None
@@ -98,7 +115,7 @@ class CpuProgram:
             kir.source_hash,
             self.key,
             "parallel" if parallel else "serial",
-            tuple(str(t) for t in signature),
+            argument_types(args),
             hashlib.sha256(self.source.encode()).hexdigest(),
             tuple(sorted(JIT_OPTIONS.items())),
             ("SLP_VECTORIZE", 1),
@@ -111,29 +128,62 @@ class CpuProgram:
         if not self.grouped:
             return args + grid
         groups = math.prod(grid)
-        chunks = min(groups, numba.get_num_threads() * 4) if parallel else 1
+        chunks = min(groups, cpu_threads() * 4) if parallel else 1
         return args + grid + (max(chunks, 1),)
 
     def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
-        args = self._call_args(args, grid, parallel)
         entry = self._entries.get(parallel)
-        if entry is None:
-            entry = self._build(parallel, args)
-        entry(*args)
+        if entry is None:  # the chunk count's value does not matter to the build
+            entry = self._build(parallel, args + grid + ((1,) if self.grouped else ()))
+        entry(*self._call_args(args, grid, parallel))
+
+
+def cpu_threads() -> int:
+    """The threads a parallel launch spreads over: the threading layer's current count
+    (``numba.set_num_threads`` changes it), whether Numba or ``native`` started the layer."""
+    count = native.threads()
+    if count is None:
+        import numba
+
+        count = numba.get_num_threads()
+    return count
+
+
+def argument_types(args: tuple) -> tuple[str, ...]:
+    """The arguments' types as exactly as ``numba.typeof`` distinguishes them (dtype, rank,
+    layout, writability and alignment of arrays; the type of scalars), without Numba: the
+    key of a disk-cache entry, which must be computable in a process that has not imported
+    it. Finer than Numba's types would only cost extra entries; never coarser."""
+    out = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            flags = a.flags
+            layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
+            access = "w" if flags.writeable else "r"
+            aligned = "aligned" if flags.aligned else "unaligned"
+            out.append(f"array({a.dtype.str}, {a.ndim}, {layout}, {access}, {aligned})")
+        elif isinstance(a, np.generic):
+            out.append(f"scalar({a.dtype.str})")
+        elif isinstance(a, bool):
+            out.append("bool")
+        elif isinstance(a, int):  # Numba types an int by its value's range
+            out.append("int64" if -(2**63) <= a < 2**63 else "uint64")
+        else:
+            out.append(type(a).__name__)
+    return tuple(out)
+
+
+# The sources the compiled code depends on besides the generated text: this driver, the
+# runtime namespace and the Tessera modules whose functions it lends to the generated code
+# (tests/test_disk_cache.py checks that this list covers cpu_runtime.namespace()).
+RUNTIME_SOURCES = ("cpu.py", "cpu_runtime.py", "semantics.py", "native.py")
 
 
 @functools.cache
 def _runtime_digest() -> str:
-    """A hash of the sources the compiled code depends on besides the generated text: this
-    driver, the runtime and every Tessera module whose functions the runtime namespace
-    lends to the generated code (helpers inlined into it)."""
-    modules = {__name__, cpu_runtime.__name__}
-    for value in cpu_runtime.namespace().values():
-        owner = getattr(value, "__module__", None) or ""
-        if owner.startswith("tessera."):
-            modules.add(owner)
+    """A hash of :data:`RUNTIME_SOURCES`, read as files (importing them would import Numba)."""
     digest = hashlib.sha256()
-    for name in sorted(modules):
+    for name in RUNTIME_SOURCES:
         digest.update(name.encode())
-        digest.update(Path(sys.modules[name].__file__).read_bytes())
+        digest.update((Path(__file__).parent / name).read_bytes())
     return digest.hexdigest()

@@ -20,9 +20,11 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.arrayobj import populate_array
 
-from .semantics import add, bf16_bits, fmax, fmin, tree_reduce
+from .semantics import jitted
 
 _JIT = dict(nogil=True, cache=False, error_model="numpy", inline="always")
+_SEMANTICS = jitted()
+bf16_bits = _SEMANTICS.bf16_bits
 
 
 @intrinsic
@@ -213,9 +215,9 @@ def namespace() -> dict:
         "_round_bf16": round_bf16,
         "_atomic_add": atomic_add,
         "_atomic_add_16": atomic_add_16,
-        "_fmax": fmax,
-        "_fmin": fmin,
-        "_add": add,
+        "_fmax": _SEMANTICS.fmax,
+        "_fmin": _SEMANTICS.fmin,
+        "_add": _SEMANTICS.add,
         "_check_index": check_index,
-        "_tree_reduce": tree_reduce,
+        "_tree_reduce": _SEMANTICS.tree_reduce,
     }

@@ -135,12 +135,12 @@ def _bf16_conversions(cuda, simulated: bool) -> dict:
             return (np.uint32(bits) << np.uint32(16)).view(np.float32)
 
         def f2b(value):
-            return semantics.bf16_bits.py_func(np.float32(value).view(np.uint32))
+            return semantics.bf16_bits(np.float32(value).view(np.uint32))
 
         return {"_b2f": b2f, "_f2b": f2b}
     from numba.cuda import libdevice
 
-    bits_of = semantics.bf16_bits
+    bits_of = semantics.jitted().bf16_bits
 
     @cuda.jit(device=True, inline="always")
     def b2f_device(bits):
@@ -208,10 +208,10 @@ class CudaProgram:
                 "cuda": cuda,
                 "np": np,
                 "math": _simulator_math() if _simulating() else math,
-                "_add": semantics.add,
-                "_fmax": semantics.fmax,
-                "_fmin": semantics.fmin,
-                "_tree_reduce": semantics.tree_reduce,
+                "_add": semantics.jitted().add,
+                "_fmax": semantics.jitted().fmax,
+                "_fmin": semantics.jitted().fmin,
+                "_tree_reduce": semantics.jitted().tree_reduce,
             }
             namespace.update(_bf16_conversions(cuda, _simulating()))
             namespace.update(

@@ -106,7 +106,7 @@ def cast_function(d: D.DType, from_half: bool = False):
 
 def to_bf16(value) -> object:
     """A value rounded to bfloat16 with the language's rule (semantics.bf16_bits)."""
-    bits = semantics.bf16_bits.py_func(np.float32(value).view(np.uint32))
+    bits = semantics.bf16_bits(np.float32(value).view(np.uint32))
     return np.uint16(bits).view(ml_dtypes.bfloat16)
 
 
@@ -375,4 +375,4 @@ def tree_reduce(values: np.ndarray, op: str):
     combine = {"sum": semantics.add, "max": semantics.fmax, "min": semantics.fmin}[op]
     scratch = values.copy()
     with np.errstate(all="ignore"):
-        return semantics.tree_reduce.py_func(scratch, scratch.size, combine.py_func)
+        return semantics.tree_reduce(scratch, scratch.size, combine)

@@ -148,7 +148,7 @@ def _unary(c, e: ir.UnaryOp):
 def _math(c, e: ir.MathCall):
     t = concrete(e.type)
     if e.func in ("min", "max"):
-        fn = semantics.fmin.py_func if e.func == "min" else semantics.fmax.py_func
+        fn = semantics.fmin if e.func == "min" else semantics.fmax
         args = [convert(c.expr(a), a.type, t) for a in e.args]
 
         def minmax(frame):

@@ -1,8 +1,10 @@
 """Language semantics every backend reproduces exactly, written once.
 
-The fixed reduction tree and NaN-propagating ``min``/``max`` are Numba functions: the
-CPU target inlines them into its kernels and the debug target runs the very same code
-through ``.py_func``, so the two agree bit for bit by construction.
+The fixed reduction tree, NaN-propagating ``min``/``max`` and bfloat16 rounding are plain
+Python functions: the debug target runs them as they are, and the CPU and CUDA targets
+compile the very same code with Numba (:func:`jitted`) and inline it into their kernels, so
+all targets agree bit for bit by construction. (Plain functions, compiled on demand, keep
+Numba out of ``import tessera``: a process that only loads cached kernels never imports it.)
 
 The tree (docs/language.md, "Determinism"): with ``p`` the largest power of two not
 above ``m``, first ``s[i] op= s[i + p]`` for ``i < m - p``, then halve:
@@ -12,30 +14,28 @@ on ``m``, never on threads or timing.
 
 from __future__ import annotations
 
-import numba
+import functools
+import types
+
 import numpy as np
 
 _JIT = dict(nogil=True, cache=False, error_model="numpy", inline="always")
 
 
-@numba.njit(**_JIT)
 def fmax(a, b):
     """NaN-propagating maximum (like numpy.maximum), the language's max()."""
     return a if (a > b or a != a) else b
 
 
-@numba.njit(**_JIT)
 def fmin(a, b):
     """NaN-propagating minimum (like numpy.minimum), the language's min()."""
     return a if (a < b or a != a) else b
 
 
-@numba.njit(**_JIT)
 def add(a, b):
     return a + b
 
 
-@numba.njit(**_JIT)
 def tree_reduce(s, m, combine):
     """Reduce ``s[:m]`` in place with the fixed tree; ``combine`` is add, fmax or fmin."""
     p = 1
@@ -51,7 +51,6 @@ def tree_reduce(s, m, combine):
     return s[0]
 
 
-@numba.njit(**_JIT)
 def bf16_bits(bits):
     """The bits of a float32 (as uint32) rounded to a bfloat16 (uint16): round to nearest
     even; a NaN keeps its payload's top bits, and gets the quiet bit only where
@@ -63,3 +62,18 @@ def bf16_bits(bits):
         return np.uint16(high)
     rounding = np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
     return np.uint16((bits + rounding) >> np.uint32(16))
+
+
+@functools.cache
+def jitted() -> types.SimpleNamespace:
+    """These functions compiled by Numba (lazily, inlined where called), by the same names."""
+    import numba
+
+    jit = numba.njit(**_JIT)
+    return types.SimpleNamespace(
+        fmax=jit(fmax),
+        fmin=jit(fmin),
+        add=jit(add),
+        tree_reduce=jit(tree_reduce),
+        bf16_bits=jit(bf16_bits),
+    )
