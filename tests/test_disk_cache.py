@@ -198,6 +198,21 @@ def test_a_second_process_compiles_nothing(tmp_path):
     assert second["disk_cache_hits"] == 4
 
 
+def _run_script(tmp_path, script: str) -> dict:
+    """Run ``script`` in a new process on this test's cache; its last line, as JSON."""
+    env = {**os.environ, "TESSERA_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TESSERA_CACHE", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 WARM_DRIVER = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
@@ -210,19 +225,32 @@ print(json.dumps({**tessera.stats(), "numba_imported": "numba" in sys.modules}))
 def test_a_process_that_only_loads_cached_kernels_never_imports_numba(tmp_path):
     _write(tmp_path / "kern.py", KERNELS)
     _run(tmp_path, "kern")  # fills the cache
-    env = {**os.environ, "TESSERA_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("TESSERA_CACHE", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", WARM_DRIVER, str(tmp_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = _run_script(tmp_path, WARM_DRIVER)
     assert report["disk_cache_hits"] == 4 and report["compiles"] == 0
     assert report["numba_imported"] is False
+
+
+MIXED_DRIVER = """
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import tessera, kern
+kern.check()  # every kernel from the cache: the threading layer started without Numba
+a = np.random.default_rng(1).standard_normal((64, 50)).astype(np.float32)
+y = np.zeros_like(a)
+with tessera.config(parallel_threshold=0):  # a variant not cached: compiled by Numba
+    kern.softmax_rows[64](a, y)
+e = np.exp(a - a.max(1, keepdims=True))
+assert np.allclose(y, e / e.sum(1, keepdims=True), rtol=1e-5)
+print(json.dumps(tessera.stats()))
+"""
+
+
+def test_cached_and_freshly_compiled_parallel_kernels_share_one_process(tmp_path):
+    _write(tmp_path / "kern.py", KERNELS)
+    _run(tmp_path, "kern")
+    report = _run_script(tmp_path, MIXED_DRIVER)
+    assert report["disk_cache_hits"] == 4 and report["compiles"] == 1
 
 
 def test_processes_fill_one_cache_at_once(tmp_path):
