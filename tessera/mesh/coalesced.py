@@ -81,7 +81,8 @@ def all_reduce_coalesced(
         xp = array_module(first)
         count = sum(sizes[i] for i in members) // first.dtype.itemsize
         flat = _buckets.take(first.dtype, xp, count)
-        xp.concatenate([arrays[i].reshape(-1) for i in members], out=flat)
+        pieces = [arrays[i] for i in members]
+        xp.concatenate([a if a.ndim == 1 else a.reshape(-1) for a in pieces], out=flat)
         work = all_reduce(  # in place, in the bucket
             flat, axis, op, mesh=mesh, out=flat, deterministic=deterministic, async_op=True
         )
