@@ -138,7 +138,12 @@ def _runtime() -> _Runtime:
     global _the_runtime
     with _runtime_lock:
         if _the_runtime is None:
-            _the_runtime = _Runtime()
+            try:
+                _the_runtime = _Runtime()
+            except NativeLoadError:
+                raise
+            except Exception as exc:  # an unusual platform or Numba build: compile instead
+                raise NativeLoadError(f"cannot set up the runtime: {exc}") from exc
         return _the_runtime
 
 
@@ -198,10 +203,10 @@ class _Runtime:
                 symbols["PyExc_" + value.__name__] = id(value)
         self._symbols = symbols
         self._libraries = [ctypes.pythonapi, ctypes.CDLL(None)]
-        for libm in ("libm.so.6", "libm.dylib"):
+        # libm and Intel's SVML (which Numba uses for vector math when it is installed)
+        for name in ("libm.so.6", "libsvml.so"):
             try:
-                self._libraries.append(ctypes.CDLL(libm))
-                break
+                self._libraries.append(ctypes.CDLL(name))
             except OSError:
                 continue
 
