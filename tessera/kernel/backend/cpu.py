@@ -55,7 +55,7 @@ class CpuProgram:
         if payload is not None:
             try:
                 function = native.load(native.Image.from_bytes(payload), self.spec.kir.name)
-            except (native.NativeLoadError, ValueError, KeyError) as exc:
+            except (native.NativeLoadError, ValueError, KeyError, TypeError) as exc:
                 entry.ignore(f"cannot be loaded: {exc}")
             else:
                 stats.bump("disk_cache_hits")
