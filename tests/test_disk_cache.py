@@ -198,9 +198,10 @@ def test_a_second_process_compiles_nothing(tmp_path):
     assert second["disk_cache_hits"] == 4
 
 
-def _run_script(tmp_path, script: str) -> dict:
-    """Run ``script`` in a new process on this test's cache; its last line, as JSON."""
-    env = {**os.environ, "TESSERA_CACHE_DIR": str(tmp_path / "cache")}
+def _run_script(tmp_path, script: str, **settings: str) -> dict:
+    """Run ``script`` in a new process on this test's cache (and ``settings``, environment
+    variables); its last line, as JSON."""
+    env = {**os.environ, "TESSERA_CACHE_DIR": str(tmp_path / "cache"), **settings}
     env.pop("TESSERA_CACHE", None)
     proc = subprocess.run(
         [sys.executable, "-c", script, str(tmp_path)],
@@ -228,6 +229,24 @@ def test_a_process_that_only_loads_cached_kernels_never_imports_numba(tmp_path):
     report = _run_script(tmp_path, WARM_DRIVER)
     assert report["disk_cache_hits"] == 4 and report["compiles"] == 0
     assert report["numba_imported"] is False
+
+
+THREADS_DRIVER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import tessera, kern
+from tessera.kernel.backend import native
+kern.check()
+print(json.dumps({**tessera.stats(), "threads": native.threads()}))
+"""
+
+
+def test_a_cached_parallel_kernel_runs_on_this_processs_thread_count(tmp_path):
+    _write(tmp_path / "kern.py", KERNELS)
+    _run_script(tmp_path, THREADS_DRIVER, NUMBA_NUM_THREADS="1")
+    report = _run_script(tmp_path, THREADS_DRIVER, NUMBA_NUM_THREADS="2")
+    assert report["disk_cache_hits"] == 4 and report["compiles"] == 0
+    assert report["threads"] == 2
 
 
 MIXED_DRIVER = """

@@ -46,6 +46,8 @@ FORMAT = 2  # of the files; a new format is a new magic line, and old files are 
 MAGIC = f"tessera-kernel-cache {FORMAT}\n".encode()
 SUFFIX = ".nbk"
 _warned_dirs: set[Path] = set()
+# Numba settings read at run time only: the same code runs under any of their values
+_NOT_CODE_SETTINGS = frozenset({"NUMBA_NUM_THREADS", "NUMBA_CACHE_DIR"})
 
 
 def enabled() -> bool:
@@ -81,7 +83,8 @@ def environment() -> tuple:
     """What besides a kernel decides its machine code: versions, Numba's settings, the CPU.
 
     Read without importing Numba: its version from its version file, its settings from the
-    ``NUMBA_*`` environment variables (all of them: coarser than needed, never too coarse)
+    ``NUMBA_*`` environment variables (all but those that cannot change code, such as the
+    thread count: coarser than needed, never too coarse)
     and ``.numba_config.yaml``, and the CPU as Numba's ``magic_tuple`` would describe it
     (target triple, host CPU name and features, both overridden by ``NUMBA_CPU_NAME`` and
     ``NUMBA_CPU_FEATURES``, which are part of the settings).
@@ -91,7 +94,13 @@ def environment() -> tuple:
 
     from .. import __version__  # the package root, read at run time (no import cycle)
 
-    settings = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("NUMBA_")))
+    settings = tuple(
+        sorted(
+            (k, v)
+            for k, v in os.environ.items()
+            if k.startswith("NUMBA_") and k not in _NOT_CODE_SETTINGS
+        )
+    )
     config_file = Path(".numba_config.yaml")
     if config_file.is_file():
         settings += (("numba_config.yaml", config_file.read_text(errors="replace")),)
