@@ -41,20 +41,20 @@ from dataclasses import dataclass
 
 # the threading layers Numba knows, by the name numba.threading_layer() reports
 _LAYER_MODULES = {"workqueue": "workqueue", "omp": "omppool", "tbb": "tbbpool"}
-# the threading layer's exports, by the symbol name compiled code uses for each
-_LAYER_SYMBOLS = {
-    "numba_parallel_for": "parallel_for",
-    "do_scheduling_signed": "do_scheduling_signed",
-    "do_scheduling_unsigned": "do_scheduling_unsigned",
-    "allocate_sched": "allocate_sched",
-    "deallocate_sched": "deallocate_sched",
-    "get_num_threads": "get_num_threads",
-    "set_num_threads": "set_num_threads",
-    "get_thread_id": "get_thread_id",
-    "set_parallel_chunksize": "set_parallel_chunksize",
-    "get_parallel_chunksize": "get_parallel_chunksize",
-    "get_sched_size": "get_sched_size",
-}
+# the threading layer's exports that compiled code calls, under the same names (but for
+# parallel_for, which it calls numba_parallel_for)
+_LAYER_EXPORTS = (
+    "do_scheduling_signed",
+    "do_scheduling_unsigned",
+    "allocate_sched",
+    "deallocate_sched",
+    "get_num_threads",
+    "set_num_threads",
+    "get_thread_id",
+    "set_parallel_chunksize",
+    "get_parallel_chunksize",
+    "get_sched_size",
+)
 
 
 class NativeLoadError(RuntimeError):
@@ -235,8 +235,8 @@ class _Runtime:
         ctypes.CFUNCTYPE(None, ctypes.c_int)(module.launch_threads)(count)  # once per process
         if parallel is None or not parallel._is_initialized:
             ctypes.CFUNCTYPE(None, ctypes.c_int)(module.set_num_threads)(count)
-        for symbol, export in _LAYER_SYMBOLS.items():
-            self._symbols[symbol] = getattr(module, export)
+        self._symbols.update({name: getattr(module, name) for name in _LAYER_EXPORTS})
+        self._symbols["numba_parallel_for"] = module.parallel_for
         self._get_num_threads = ctypes.CFUNCTYPE(ctypes.c_int)(module.get_num_threads)
         self._layer, self._layer_name = module, layer
 
