@@ -40,6 +40,26 @@ def test_coalesced_keeps_order_shapes_and_dtypes(mesh):
         assert g.dtype == t.dtype and np.array_equal(g, t)
 
 
+def test_coalesced_results_held_are_not_overwritten_by_later_calls(mesh):
+    first = dist.all_reduce_coalesced([np.ones(4), np.ones(3)], axis="x")
+    for k in range(2, 8):
+        dist.all_reduce_coalesced([np.full(4, k), np.full(3, k)], axis="x")
+    assert all(np.array_equal(g, np.ones(g.size)) for g in first)
+
+
+def test_coalesced_reuses_a_bucket_once_its_results_are_gone(mesh):
+    from tessera.mesh.coalesced import _buckets
+
+    _buckets.drop()  # no free buckets left by other tests
+    first = dist.all_reduce_coalesced([np.ones(4), np.ones(3)], axis="x")
+    address = first[0].ctypes.data
+    held = dist.all_reduce_coalesced([np.ones(4), np.ones(3)], axis="x")
+    assert held[0].ctypes.data != address
+    del first
+    again = dist.all_reduce_coalesced([np.full(4, 2.0), np.full(3, 2.0)], axis="x")
+    assert again[0].ctypes.data == address and np.array_equal(again[1], np.full(3, 2.0))
+
+
 def test_nccl_backend_refuses_host_arrays(mesh):
     with (
         tessera.config(dist_backend="nccl"),

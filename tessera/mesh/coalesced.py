@@ -11,6 +11,7 @@ times. Buckets hold one dtype each; all of them are started before any is waited
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 
 import numpy as np
@@ -22,35 +23,49 @@ from .tensor import ShardedTensor
 
 
 class BucketPool:
-    """Flat buffers kept between calls. A large buffer fresh from the allocator is new
-    pages each time, and packing into it and reducing it in place is slower than in a
-    buffer that is already mapped and warm; the results are copied out in one piece."""
+    """Flat buffers kept between calls, which the results are views of.
 
-    KEEP = 4  # buffers per dtype
+    A large buffer fresh from the allocator is new pages each time: packing into it
+    faults every page in, and MPI registers the new memory on every call (over UCX an
+    8 MB all-reduce into fresh memory takes several times as long as into memory it has
+    seen). So the buckets are kept, and the results are slices of them rather than
+    copies. A buffer is handed out again only once nothing outside the pool refers to
+    it: every NumPy (or CuPy) view keeps a reference to the buffer that owns its memory,
+    so while the caller holds any result of a call its buffer stays theirs, and the next
+    call takes another one (or a new one, beyond ``KEEP``)."""
+
+    KEEP = 4  # buffers per kind, in use or free
 
     def __init__(self):
-        self._free: dict[tuple, list] = {}
+        self._buffers: dict[tuple, list] = {}
         self._lock = threading.Lock()
 
     def take(self, dtype, xp, count: int):
-        key = (dtype, xp.__name__)
+        """A flat ``count``-element array of ``dtype`` that no caller holds."""
         with self._lock:
-            free = self._free.get(key, [])
-            for k, buffer in enumerate(free):
+            buffers = self._buffers.setdefault((dtype, xp.__name__), [])
+            free = [b for b in buffers if _references(b) == _POOL_ONLY]
+            for buffer in free:
                 if buffer.size >= count:
-                    return free.pop(k)[:count]
-        return xp.empty(count, dtype)
+                    return buffer[:count]
+            if len(buffers) >= self.KEEP:
+                buffers.remove(min(free, key=lambda b: b.size) if free else buffers[0])
+            buffers.append(xp.empty(count, dtype))
+            return buffers[-1][:count]
 
-    def give_back(self, view) -> None:
-        buffer = view.base if view.base is not None else view
-        key = (buffer.dtype, type(buffer).__module__.split(".")[0])
+    def drop(self) -> None:
+        """Forget every kept buffer (those the caller still holds live on as theirs)."""
         with self._lock:
-            free = self._free.setdefault(key, [])
-            free.append(buffer)
-            free.sort(key=lambda b: b.size)
-            del free[: max(0, len(free) - self.KEEP)]
+            self._buffers.clear()
 
 
+def _references(buffer) -> int:
+    return sys.getrefcount(buffer)
+
+
+# What ``_references`` says of a buffer that only a pool's list refers to, as measured
+# the way ``take`` asks (from a comprehension over the list), on this interpreter.
+_POOL_ONLY = [_references(b) for b in [np.empty(1)]][0]
 _buckets = BucketPool()
 
 
@@ -66,7 +81,9 @@ def all_reduce_coalesced(
     """``all_reduce`` of every array (or sharded tensor) in ``tensors``, in few collectives.
 
     Returns new arrays (sharded tensors for sharded tensors), in the order given; every
-    rank must pass the same shapes and dtypes in the same order.
+    rank must pass the same shapes and dtypes in the same order. The arrays returned by
+    one call are views of one flat buffer per bucket, which is used again once they are
+    all gone (see :class:`BucketPool`).
     """
     if not bucket_mb > 0:
         raise TesseraError(f"bucket_mb={bucket_mb!r} must be a positive number of megabytes")
@@ -90,11 +107,9 @@ def all_reduce_coalesced(
     results: list = [None] * len(arrays)
     for members, flat, work in works:
         work.wait()
-        fresh = flat.copy()  # the results' memory: the bucket goes back to the pool
-        _buckets.give_back(flat)
         ends = list(itertools.accumulate(arrays[i].size for i in members))
         for i, start, end in zip(members, [0, *ends], ends):
-            piece = fresh[start:end]  # plain slices: numpy's split is slower per piece
+            piece = flat[start:end]  # plain slices: numpy's split is slower per piece
             results[i] = piece if arrays[i].ndim == 1 else piece.reshape(arrays[i].shape)
     return [
         ShardedTensor(t.shape, t.layout, t.mesh, r) if isinstance(t, ShardedTensor) else r
