@@ -26,6 +26,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+import tessera
 from tessera import dist
 
 KB, MB = 2**10, 2**20
@@ -163,11 +164,16 @@ def coalesced_cases(quick: bool) -> list[dict]:
     def coalesced() -> list:
         return dist.all_reduce_coalesced(tensors, axis="x", bucket_mb=16)
 
+    def coalesced_via_mpi() -> list:  # as across nodes: no shared memory
+        with tessera.config(dist_shared_memory="off"):
+            return dist.all_reduce_coalesced(tensors, axis="x", bucket_mb=16)
+
     # The checked first calls are the warm-up; they also give the time of one round,
     # which sets the number of rounds (the same on every rank: the slowest rank's).
     first = {}
     for name, fn, results in (
         ("tessera coalesced", coalesced, None),
+        ("tessera coalesced via MPI", coalesced_via_mpi, None),
         ("tessera loop", tessera_loop, None),
         ("mpi4py loop", raw_loop, outs),
     ):
@@ -179,7 +185,12 @@ def coalesced_cases(quick: bool) -> list[dict]:
             check(f"{name}, tensor {i}", g, want)
     per_round = sum(first.values())
     reps = 3 if quick else int(min(15, max(3, COALESCED_BUDGET_S / per_round)))
-    cases = {"mpi4py loop": raw_loop, "tessera loop": tessera_loop, "tessera coalesced": coalesced}
+    cases = {
+        "mpi4py loop": raw_loop,
+        "tessera loop": tessera_loop,
+        "tessera coalesced": coalesced,
+        "tessera coalesced via MPI": coalesced_via_mpi,
+    }
     times = slowest(interleaved(cases, 0, reps, prime=False))
     if times is None:
         return []

@@ -131,6 +131,15 @@ SETTINGS: dict[str, Setting] = {
             "(kind, shape, dtype, op); a mismatch names what each rank called.",
         ),
         Setting(
+            "dist_shared_memory",
+            "TESSERA_DIST_SHARED_MEMORY",
+            "on",
+            ("on", "off"),
+            "on: all_reduce_coalesced reduces host buckets in memory shared by the ranks "
+            "when every rank of the axis is on one node; off: always through MPI's "
+            "all-reduce.",
+        ),
+        Setting(
             "dist_backend",
             "TESSERA_DIST_BACKEND",
             "auto",

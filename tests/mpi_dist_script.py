@@ -166,6 +166,81 @@ def coalesced_all_reduce_equals_one_call_per_tensor():
         assert g.dtype == t.dtype and g.shape == t.shape and np.array_equal(g, one)
 
 
+def in_rank_order(everyone: list, fold=np.add) -> np.ndarray:
+    total = everyone[0].copy()
+    for other in everyone[1:]:
+        total = fold(total, other)
+    return total
+
+
+@check
+def coalesced_every_op_and_dtype_equals_all_reduce():
+    mesh = line()
+    dtypes = [np.float32, np.float64, np.int32, np.int64, np.uint8, np.complex64]
+    dtypes += [np.float16, ml_dtypes.bfloat16, np.bool_]  # these go through MPI
+    for op in ("sum", "max", "min", "prod"):
+        kinds = [d for d in dtypes if not (d is np.complex64 and op in ("max", "min"))]
+        tensors = [
+            ((np.arange(7) + i) % 3 + mesh.rank + 1).astype(d).reshape(shape)
+            for d in kinds
+            for i, shape in enumerate(((7,), (1, 7)))
+        ]
+        got = dist.all_reduce_coalesced(tensors, axis="x", op=op)
+        for t, g in zip(tensors, got):
+            one = dist.all_reduce(t, axis="x", op=op)
+            assert g.dtype == t.dtype and g.shape == t.shape, (op, t.dtype, g)
+            assert np.array_equal(g, one), (op, t.dtype, g, one)
+    assert mesh.channel("x").shared_buckets.regions, "no bucket went through shared memory"
+
+
+@check
+def coalesced_results_held_survive_later_calls():
+    mesh = line()
+    n = dist.size()
+    held = [
+        dist.all_reduce_coalesced(
+            [np.full(5, k + mesh.rank, np.float32), np.full(3, k, np.int64)], axis="x"
+        )
+        for k in range(12)  # more calls than result regions: the later ones go through MPI
+    ]
+    for k, (a, b) in enumerate(held):
+        assert np.array_equal(a, np.full(5, n * k + n * (n - 1) // 2, np.float32)), (k, a)
+        assert np.array_equal(b, np.full(3, n * k)), (k, b)
+
+
+@check
+def coalesced_sum_is_the_rank_order_sum_bit_for_bit():
+    mesh = line()
+    n = dist.size()
+    rng = np.random.default_rng(11)
+    everyone = [
+        [rng.standard_normal(size).astype(np.float32) * 10**r for size in (1000, 37, 4099)]
+        for r in range(n)
+    ]
+    want = [in_rank_order([mine[i] for mine in everyone]).tobytes() for i in range(3)]
+    for shared_memory in ("on", "on", "off"):  # "off": MPI's deterministic all_reduce
+        with tessera.config(dist_shared_memory=shared_memory):
+            got = dist.all_reduce_coalesced(everyone[mesh.rank], axis="x", deterministic=True)
+        assert [g.tobytes() for g in got] == want, shared_memory
+
+
+@check
+def coalesced_goes_through_mpi_when_shared_memory_is_short():
+    from tessera.mesh import shared_buckets
+
+    mesh = line()
+    room = shared_buckets._shm_room
+    if mesh.rank == 1:  # one rank short of room: every rank must take the MPI path
+        shared_buckets._shm_room = lambda: 0
+    try:
+        got = dist.all_reduce_coalesced([np.full(4, mesh.rank + 1.0)], axis="x")
+    finally:
+        shared_buckets._shm_room = room
+    n = dist.size()
+    assert np.array_equal(got[0], np.full(4, n * (n + 1) / 2))
+    assert mesh.channel("x").shared_buckets.regions == []
+
+
 @check
 def sub_communicators_of_a_2d_mesh_reduce_along_their_axis():
     n = dist.size()

@@ -3,7 +3,9 @@ turn into an error (not a hang). Writes what each rank saw to ``<folder>/rank<r>
 
 * ``skip``: the last rank skips an all_reduce and sleeps; the others must raise
   CollectiveTimeout naming it within FAULT_TIMEOUT seconds (an environment variable).
+* ``skip_coalesced``: the same with all_reduce_coalesced (its shared-memory path).
 * ``mismatch``: rank 0 calls all_reduce, the others all_gather (TESSERA_DIST_DEBUG=1).
+* ``mismatch_coalesced``: the ranks pass all_reduce_coalesced arrays of different sizes.
 * ``raise``: rank 1 raises before a collective; the job must end.
 * ``die``: the last rank's process exits abruptly before a collective; the job must end.
 """
@@ -31,7 +33,7 @@ def main(mode: str, folder: str) -> None:
         os.replace(path + ".tmp", path)
 
     dist.all_reduce(np.ones(3), axis="x")  # one collective that everyone reaches
-    if mode == "skip":
+    if mode.startswith("skip"):
         if mesh.rank == last:
             report("skipped")
             time.sleep(30)
@@ -39,7 +41,10 @@ def main(mode: str, folder: str) -> None:
         started = time.monotonic()
         try:  # only this collective gets the short timeout: start-up skew is not a fault
             with tessera.config(collective_timeout=os.environ["FAULT_TIMEOUT"]):
-                dist.all_reduce(np.ones(3), axis="x")
+                if mode == "skip_coalesced":
+                    dist.all_reduce_coalesced([np.ones(3), np.ones(2)], axis="x")
+                else:
+                    dist.all_reduce(np.ones(3), axis="x")
             report("no error")
         except dist.CollectiveTimeout as exc:
             took = time.monotonic() - started
@@ -54,6 +59,12 @@ def main(mode: str, folder: str) -> None:
                 dist.all_reduce(np.ones(3, np.float32), axis="x")
             else:
                 dist.all_gather(np.ones((2, 2)), axis="x")
+            report("no error")
+        except dist.CollectiveMismatch as exc:
+            report(f"{type(exc).__name__}\n{exc}")
+    elif mode == "mismatch_coalesced":
+        try:
+            dist.all_reduce_coalesced([np.ones(3 + mesh.rank, np.float32)], axis="x")
             report("no error")
         except dist.CollectiveMismatch as exc:
             report(f"{type(exc).__name__}\n{exc}")

@@ -71,6 +71,22 @@ def test_coalesced_all_reduce_equals_one_call_per_tensor(checked):
     assert_check(checked, "coalesced_all_reduce_equals_one_call_per_tensor")
 
 
+def test_coalesced_every_op_and_dtype_equals_all_reduce(checked):
+    assert_check(checked, "coalesced_every_op_and_dtype_equals_all_reduce")
+
+
+def test_coalesced_results_held_survive_later_calls(checked):
+    assert_check(checked, "coalesced_results_held_survive_later_calls")
+
+
+def test_coalesced_sum_is_the_rank_order_sum_bit_for_bit(checked):
+    assert_check(checked, "coalesced_sum_is_the_rank_order_sum_bit_for_bit")
+
+
+def test_coalesced_goes_through_mpi_when_shared_memory_is_short(checked):
+    assert_check(checked, "coalesced_goes_through_mpi_when_shared_memory_is_short")
+
+
 def test_sub_communicators_of_a_2d_mesh_reduce_along_their_axis(checked):
     assert_check(checked, "sub_communicators_of_a_2d_mesh_reduce_along_their_axis")
 

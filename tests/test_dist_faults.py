@@ -21,8 +21,9 @@ def run_faulty(mode: str, ranks: int, folder, **env):
     return result, time.monotonic() - started
 
 
-def test_a_rank_that_skips_a_collective_makes_the_others_time_out(tmp_path):
-    result, _ = run_faulty("skip", 4, tmp_path, FAULT_TIMEOUT="3")
+@pytest.mark.parametrize("mode", ["skip", "skip_coalesced"])
+def test_a_rank_that_skips_a_collective_makes_the_others_time_out(mode, tmp_path):
+    result, _ = run_faulty(mode, 4, tmp_path, FAULT_TIMEOUT="3")
     # the first rank to time out ends the job: read whichever waiting ranks reported
     reports = [(tmp_path / f"rank{r}.txt") for r in range(3)]
     written = [p.read_text() for p in reports if p.exists() and p.read_text()]
@@ -51,6 +52,16 @@ def test_mismatched_collectives_are_named_on_every_rank_under_dist_debug(tmp_pat
             "rank 0 (index 0 on axis 'x'): all_reduce(shape=(3,), dtype=float32, op=sum)" in report
         )
         assert "rank 1 (index 1 on axis 'x'): all_gather(shape=('*', 2), dtype=float64" in report
+
+
+def test_coalesced_arrays_that_differ_between_ranks_are_named_on_every_rank(tmp_path):
+    result, _ = run_faulty("mismatch_coalesced", 2, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for r in range(2):
+        report = (tmp_path / f"rank{r}.txt").read_text()
+        assert report.startswith("CollectiveMismatch"), report
+        assert "rank 0 (index 0 on axis 'x'): a bucket of 12 bytes of float32, op=sum" in report
+        assert "rank 1 (index 1 on axis 'x'): a bucket of 16 bytes of float32, op=sum" in report
 
 
 def test_a_rank_that_raises_ends_the_job(tmp_path):

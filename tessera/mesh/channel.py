@@ -51,8 +51,10 @@ class Channel:
         self.index = comm.Get_rank()
         self.control = comm.Dup() if self.size > 1 else comm
         self.world_ranks = list(comm.allgather(world_rank))
+        self.node = _one_node(comm, self.index) if self.size > 1 else None
         self.started = 0  # sequence number of the latest collective started here
         self.nccl = None  # the NCCL communicator, made on the first GPU collective
+        self.shared_buckets = None  # shared-memory windows, made on the first coalesced bucket
         _channels.append(self)
 
     def begin(self, kind: str, x, op: str | None = None, **extra) -> int:
@@ -155,6 +157,19 @@ class Channel:
                 answers[source] = self.control.recv(source=source, tag=REPLY)
             time.sleep(0.002)
         return answers
+
+
+def _one_node(comm, index: int):
+    """The members again, in axis order, on a communicator that can map shared memory
+    (``MPI.Win.Allocate_shared``) when they all run on one node; else None (on every
+    member alike). Collective."""
+    from mpi4py import MPI
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=index)
+    if node.Get_size() == comm.Get_size():
+        return node
+    node.Free()
+    return None
 
 
 def answer_queries() -> None:

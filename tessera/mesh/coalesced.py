@@ -16,8 +16,12 @@ import threading
 
 import numpy as np
 
+from ..config import get as setting
 from ..errors import TesseraError
-from .collectives import all_reduce
+from . import shared_buckets
+from .channel import ISSUE_LOCK
+from .collectives import OPS, all_reduce
+from .mesh import current_mesh
 from .mpi_transport import array_module
 from .tensor import ShardedTensor
 
@@ -92,13 +96,20 @@ def all_reduce_coalesced(
     ndarray = np.ndarray
     kinds = [a.dtype if type(a) is ndarray else _kind(i, a) for i, a in enumerate(arrays)]
     sizes = [a.nbytes for a in arrays]
+    if op not in OPS:
+        raise TesseraError(f"op={op!r} must be one of {', '.join(OPS)}")
+    channel = current_mesh(mesh).channel(axis)
     works = []
     for members in _buckets_of(kinds, sizes, int(bucket_mb * 2**20)):
         first = arrays[members[0]]
-        xp = array_module(first)
         count = sum(sizes[i] for i in members) // first.dtype.itemsize
-        flat = _buckets.take(first.dtype, xp, count)
         pieces = [arrays[i] for i in members]
+        flat = _through_shared_memory(channel, pieces, count, first, op)
+        if flat is not None:
+            works.append((members, flat, None))
+            continue
+        xp = array_module(first)
+        flat = _buckets.take(first.dtype, xp, count)
         xp.concatenate([a if a.ndim == 1 else a.reshape(-1) for a in pieces], out=flat)
         work = all_reduce(  # in place, in the bucket
             flat, axis, op, mesh=mesh, out=flat, deterministic=deterministic, async_op=True
@@ -106,7 +117,8 @@ def all_reduce_coalesced(
         works.append((members, flat, work))
     results: list = [None] * len(arrays)
     for members, flat, work in works:
-        work.wait()
+        if work is not None:
+            work.wait()
         ends = list(itertools.accumulate(arrays[i].size for i in members))
         for i, start, end in zip(members, [0, *ends], ends):
             piece = flat[start:end]  # plain slices: numpy's split is slower per piece
@@ -115,6 +127,21 @@ def all_reduce_coalesced(
         ShardedTensor(t.shape, t.layout, t.mesh, r) if isinstance(t, ShardedTensor) else r
         for t, r in zip(tensors, results)
     ]
+
+
+def _through_shared_memory(channel, pieces: list, count: int, first, op: str):
+    """The bucket reduced in memory the axis's ranks share (see shared_buckets), or None
+    when it goes through MPI: a GPU array, a dtype MPI reduces otherwise, ranks on
+    several nodes, every result region still held, or the path turned off."""
+    if (
+        channel.node is None  # one rank, or ranks on several nodes
+        or not shared_buckets.eligible(first)
+        or setting("dist_shared_memory") == "off"
+    ):
+        return None
+    with ISSUE_LOCK:  # the bucket's three synchronisations, in the one global order
+        seq = channel.begin("all_reduce", shared_buckets.BucketShape((count,), first.dtype), op)
+        return shared_buckets.reduce_bucket(channel, pieces, count, first.dtype, op, seq)
 
 
 def _kind(i: int, a) -> tuple:

@@ -1,0 +1,223 @@
+"""Coalesced all-reduce through memory that the ranks of one node share.
+
+When every member of an axis runs on one node, ``all_reduce_coalesced`` need not pass
+its buckets through MPI's collectives: MPI-3 can give the members windows of memory that
+all of them map (``MPI.Win.Allocate_shared``). A bucket then costs each member one copy
+of its arrays into its own *slot* of a shared input window, and one reading of a 1/n
+share of every slot: member i reduces the i-th share of the elements over all the
+slots, left to right in rank order, into a shared *result region*. Every member's
+results are views of that region. MPI's all-reduce moves each byte more often: into
+the library's buffers, across, and out again. Where the cores share little memory
+bandwidth, that traffic is most of what a bucket costs.
+
+Every element is reduced in rank order, so the result is the deterministic one, bit
+for bit, and equal on every member.
+
+Each bucket synchronises three times. First comes one small all-gather, in which the
+members agree on the bucket's size, dtype and op, and on a result region that no member
+still holds results of. Then there is a barrier after packing and one after reducing.
+All three are non-blocking MPI calls, waited on through the axis's channel, so a missing
+member ends in ``CollectiveTimeout`` as in any collective. Windows are allocated and
+freed (collectively, blocking) only right after the all-gather, when every member is
+known to be there.
+
+A result region is used again only when no member holds a view of it: every NumPy view
+keeps a reference to the region's array, which is the test ``BucketPool`` uses too. At
+most ``KEEP`` regions exist per axis. When every one is held, or the node's shared-memory
+file system lacks the room, the bucket goes through MPI instead. Only host arrays of the
+dtypes NumPy reduces as MPI does take this path: integers, f32, f64, complex. The 16-bit
+floats (reduced in f32) and bools (reduced as bytes) go through MPI.
+``TESSERA_DIST_SHARED_MEMORY=off`` turns the path off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import CollectiveMismatch
+from .channel import Channel
+from .layout import block
+from .mpi_transport import OPS
+
+KEEP = 8  # result regions per axis (a call of several buckets, and results still held)
+ALIGN_BYTES = 64  # members' shares start on cache lines of their own
+SHM_DIR = "/dev/shm"
+_KINDS = "iuc"  # dtype kinds NumPy reduces as MPI does (plus f32 and f64)
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_OP_CODES = {op: k for k, op in enumerate(OPS)}
+
+
+class BucketShape(NamedTuple):
+    """What TESSERA_DIST_DEBUG's fingerprint reads of a bucket (it is packed later)."""
+
+    shape: tuple
+    dtype: np.dtype
+
+
+def eligible(x) -> bool:
+    """Whether an array of ``x``'s type and dtype may take the shared-memory path."""
+    return type(x) is np.ndarray and (x.dtype.kind in _KINDS or x.dtype in _FLOATS)
+
+
+def reduce_bucket(channel: Channel, pieces: list, count: int, dtype, op: str, seq: int):
+    """``op`` over the members of ``pieces`` packed flat (``count`` elements of
+    ``dtype``), as a view of a shared result region; None when this bucket has to go
+    through MPI (the members agree on that; the agreement took sequence number ``seq``,
+    and the all_reduce through MPI takes the next one). Call with ISSUE_LOCK held."""
+    if channel.shared_buckets is None:
+        channel.shared_buckets = _Arena(channel)
+    return channel.shared_buckets.reduce(pieces, count, np.dtype(dtype), op, seq)
+
+
+class _Window:
+    """A shared window, and an array over its memory (for a result region: the array
+    that the results are views of)."""
+
+    def __init__(self, win, array):
+        self.win, self.array = win, array
+
+    def free(self) -> None:
+        self.array = None
+        self.win.Unlock_all()
+        self.win.Free()
+
+
+def _references(array) -> int:
+    return sys.getrefcount(array)
+
+
+# What ``_references`` says of a region's array that nothing but its region refers to,
+# asked the way ``_Arena.reduce`` asks (from a comprehension over the regions).
+_UNHELD = [_references(r.array) for r in [_Window(None, np.empty(1))]][0]
+
+
+class _Arena:
+    """The shared windows of one axis: the members' input slots and the result regions."""
+
+    def __init__(self, channel: Channel):
+        self.channel = channel
+        self.node = channel.node  # the members, in axis order, able to share memory
+        self.slots_win = None
+        self.slots: list[np.ndarray] = []  # per member: its slot, as bytes
+        self.slot_bytes = 0
+        self.regions: list[_Window] = []
+
+    def reduce(self, pieces: list, count: int, dtype: np.dtype, op: str, seq: int):
+        nbytes = count * dtype.itemsize
+        mine = [nbytes, ord(dtype.char), _OP_CODES[op], self._unheld_mask(), _shm_room()]
+        everyone = np.empty((self.channel.size, len(mine)), np.int64)
+        request = self.node.Iallgather(np.array(mine, np.int64), everyone)
+        self.channel.wait([request], "all_reduce", seq)
+        if not (everyone[:, :3] == everyone[0, :3]).all():
+            raise self._mismatch(everyone, seq)
+        # From here on every member decides alike: it saw the same table.
+        k = self._region_for(nbytes, int(np.bitwise_and.reduce(everyone[:, 3])))
+        if k is None:
+            return None  # every region is held somewhere
+        new = nbytes if k == len(self.regions) or self.regions[k].array.nbytes < nbytes else 0
+        new += self.channel.size * nbytes if self.slot_bytes < nbytes else 0
+        if 2 * new > everyone[:, 4].min():
+            return None  # the node's shared memory is short: leave room for others
+        region = self._region(k, nbytes)
+        self._ensure_slots(nbytes)
+        slot = self.slots[self.channel.index][:nbytes].view(dtype)
+        np.concatenate([a if a.ndim == 1 else a.reshape(-1) for a in pieces], out=slot)
+        self._barrier(region, seq)
+        result = region.array[:nbytes].view(dtype)
+        self._reduce_share(result, dtype, op)
+        self._barrier(region, seq)
+        return result
+
+    def _unheld_mask(self) -> int:
+        """Bit k set: nothing outside region k refers to its array here."""
+        unheld = [_references(r.array) == _UNHELD for r in self.regions]
+        return sum(1 << k for k, free in enumerate(unheld) if free)
+
+    def _region_for(self, nbytes: int, unheld: int) -> int | None:
+        """The index of the region to use: one that no member holds, large enough if
+        one is; ``len(self.regions)`` for a new one; None if every region is held."""
+        free = [k for k in range(len(self.regions)) if unheld >> k & 1]
+        large = [k for k in free if self.regions[k].array.nbytes >= nbytes]
+        if large or free:
+            return (large or free)[0]
+        return len(self.regions) if len(self.regions) < KEEP else None
+
+    def _region(self, k: int, nbytes: int) -> _Window:
+        """Region ``k``, made (collectively) or replaced by a larger one if need be."""
+        if k == len(self.regions):
+            self.regions.append(self._allocate(nbytes, whole_on_first=True))
+        elif self.regions[k].array.nbytes < nbytes:
+            self.regions[k].free()
+            self.regions[k] = self._allocate(nbytes, whole_on_first=True)
+        return self.regions[k]
+
+    def _ensure_slots(self, nbytes: int) -> None:
+        if self.slot_bytes >= nbytes:
+            return
+        if self.slots_win is not None:
+            self.slots = []
+            self.slots_win.Unlock_all()
+            self.slots_win.Free()
+        window = self._allocate(nbytes, whole_on_first=False)
+        self.slots_win, self.slot_bytes = window.win, nbytes
+        self.slots = [
+            np.frombuffer(window.win.Shared_query(i)[0], np.uint8, nbytes)
+            for i in range(self.channel.size)
+        ]
+
+    def _allocate(self, nbytes: int, whole_on_first: bool) -> _Window:
+        """A shared window: ``nbytes`` on the first member (a result region) or on each
+        member (the slots), locked for the members' loads and stores."""
+        from mpi4py import MPI
+
+        nbytes = max(1, -(-nbytes // ALIGN_BYTES)) * ALIGN_BYTES
+        local = nbytes if (self.channel.index == 0 or not whole_on_first) else 0
+        win = MPI.Win.Allocate_shared(local, 1, comm=self.node)
+        win.Lock_all()
+        return _Window(win, np.frombuffer(win.Shared_query(0)[0], np.uint8, nbytes))
+
+    def _barrier(self, region: _Window, seq: int) -> None:
+        """Every member's stores before it are seen by every member's loads after it."""
+        self.slots_win.Sync()
+        region.win.Sync()
+        self.channel.wait([self.node.Ibarrier()], "all_reduce", seq)
+        self.slots_win.Sync()
+        region.win.Sync()
+
+    def _reduce_share(self, result: np.ndarray, dtype: np.dtype, op: str) -> None:
+        """This member's share of ``result``: ``op`` over every slot, in rank order."""
+        n = self.channel.size
+        align = max(1, ALIGN_BYTES // dtype.itemsize)
+        lines = -(-result.size // align)
+        start, stop = (min(b * align, result.size) for b in block(lines, n, self.channel.index))
+        share = result[start:stop]
+        slots = [s[: result.nbytes].view(dtype)[start:stop] for s in self.slots]
+        ufunc = getattr(np, OPS[op])
+        ufunc(slots[0], slots[1], out=share)
+        for s in slots[2:]:
+            ufunc(share, s, out=share)
+
+    def _mismatch(self, everyone: np.ndarray, seq: int) -> CollectiveMismatch:
+        ops = list(OPS)
+        lines = "\n".join(
+            f"  rank {self.channel.world_ranks[i]} (index {i} on axis '{self.channel.axis}'): "
+            f"a bucket of {nbytes} bytes of {np.dtype(chr(char))}, op={ops[code]}"
+            for i, (nbytes, char, code, *_) in enumerate(everyone.tolist())
+        )
+        return CollectiveMismatch(
+            f"all_reduce #{seq} on axis '{self.channel.axis}': the ranks passed different "
+            f"arrays or ops to all_reduce_coalesced:\n{lines}"
+        )
+
+
+def _shm_room() -> int:
+    """Bytes free for new shared memory on this node (where MPI puts its windows)."""
+    try:
+        stat = os.statvfs(SHM_DIR)
+    except OSError:
+        return 2**62  # no such file system to run out of: MPI maps memory otherwise
+    return stat.f_bavail * stat.f_frsize
