@@ -194,6 +194,18 @@ def coalesced_every_op_and_dtype_equals_all_reduce():
 
 
 @check
+def coalesced_results_in_shared_memory_are_read_only():
+    mesh = line()
+    got = dist.all_reduce_coalesced([np.ones(5, np.float32)], axis="x")
+    assert mesh.channel("x").shared_buckets.regions  # it did go through shared memory
+    assert not got[0].flags.writeable
+    mine = np.array(got[0])
+    mine /= 2  # a copy is the rank's own
+    dist.barrier(axis="x")
+    assert np.array_equal(got[0], np.full(5, dist.size(), np.float32))
+
+
+@check
 def coalesced_results_held_survive_later_calls():
     mesh = line()
     n = dist.size()

@@ -75,6 +75,10 @@ def test_coalesced_every_op_and_dtype_equals_all_reduce(checked):
     assert_check(checked, "coalesced_every_op_and_dtype_equals_all_reduce")
 
 
+def test_coalesced_results_in_shared_memory_are_read_only(checked):
+    assert_check(checked, "coalesced_results_in_shared_memory_are_read_only")
+
+
 def test_coalesced_results_held_survive_later_calls(checked):
     assert_check(checked, "coalesced_results_held_survive_later_calls")
 

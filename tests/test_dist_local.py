@@ -47,6 +47,13 @@ def test_coalesced_results_held_are_not_overwritten_by_later_calls(mesh):
     assert all(np.array_equal(g, np.ones(g.size)) for g in first)
 
 
+def test_coalesced_results_are_read_only(mesh):
+    got = dist.all_reduce_coalesced([np.ones(4), np.ones((2, 2))], axis="x")
+    assert not any(g.flags.writeable for g in got)
+    with pytest.raises(ValueError, match="read-only"):
+        got[1] /= 2
+
+
 def test_coalesced_reuses_a_bucket_once_its_results_are_gone(mesh):
     from tessera.mesh.coalesced import _buckets
 

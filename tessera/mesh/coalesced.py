@@ -85,9 +85,11 @@ def all_reduce_coalesced(
     """``all_reduce`` of every array (or sharded tensor) in ``tensors``, in few collectives.
 
     Returns new arrays (sharded tensors for sharded tensors), in the order given; every
-    rank must pass the same shapes and dtypes in the same order. The arrays returned by
-    one call are views of one flat buffer per bucket, which is used again once they are
-    all gone (see :class:`BucketPool`).
+    rank must pass the same shapes and dtypes in the same order. The arrays are read-only
+    views of one flat buffer per bucket, used again once they are all gone (see
+    :class:`BucketPool` and ``shared_buckets``). On one node the ranks' results are the
+    same memory, so that writing into one would change the others': copy a result
+    (``np.array(r)``) to modify it.
     """
     if not bucket_mb > 0:
         raise TesseraError(f"bucket_mb={bucket_mb!r} must be a positive number of megabytes")
@@ -119,6 +121,8 @@ def all_reduce_coalesced(
     for members, flat, work in works:
         if work is not None:
             work.wait()
+        if isinstance(flat, np.ndarray):  # shared with the node's other ranks, perhaps
+            flat.flags.writeable = False
         ends = list(itertools.accumulate(arrays[i].size for i in members))
         for i, start, end in zip(members, [0, *ends], ends):
             piece = flat[start:end]  # plain slices: numpy's split is slower per piece
