@@ -11,7 +11,8 @@ the library's buffers, across, and out again. Where the cores share little memor
 bandwidth, that traffic is most of what a bucket costs.
 
 Every element is reduced in rank order, so the result is the deterministic one, bit
-for bit, and equal on every member.
+for bit, and equal on every member. It is also the same memory on every member, which
+is why ``all_reduce_coalesced`` hands out its results read-only.
 
 Each bucket synchronises three times. First comes one small all-gather, in which the
 members agree on the bucket's size, dtype and op, and on a result region that no member
