@@ -67,6 +67,18 @@ def test_coalesced_reuses_a_bucket_once_its_results_are_gone(mesh):
     assert again[0].ctypes.data == address and np.array_equal(again[1], np.full(3, 2.0))
 
 
+def test_bucket_pool_replaces_a_small_free_buffer_when_full():
+    from tessera.mesh.coalesced import BucketPool
+
+    pool, f8 = BucketPool(), np.dtype(np.float64)
+    held = [pool.take(f8, np, 10) for _ in range(BucketPool.KEEP - 1)]
+    small = pool.take(f8, np, 5)
+    del small  # free, but too small for the next request
+    big = pool.take(f8, np, 100)
+    assert big.size == 100 and all(h.size == 10 for h in held)
+    assert all(pool.take(f8, np, 10).ctypes.data != h.ctypes.data for h in held)
+
+
 def test_nccl_backend_refuses_host_arrays(mesh):
     with (
         tessera.config(dist_backend="nccl"),

@@ -52,8 +52,9 @@ class BucketPool:
             for buffer in free:
                 if buffer.size >= count:
                     return buffer[:count]
-            if len(buffers) >= self.KEEP:
-                buffers.remove(min(free, key=lambda b: b.size) if free else buffers[0])
+            if len(buffers) >= self.KEEP:  # forget the smallest free one, else the oldest
+                victim = min(free, key=lambda b: b.size) if free else buffers[0]
+                buffers[:] = [b for b in buffers if b is not victim]  # not ==: arrays
             buffers.append(xp.empty(count, dtype))
             return buffers[-1][:count]
 
