@@ -44,11 +44,11 @@ def rounds(nbytes: int, quick: bool) -> tuple[int, int]:
         return 1, 5
     if nbytes <= 1 * MB:
         return 3, 30
-    if nbytes <= 4 * MB:
-        return 2, 15
+    if nbytes <= 4 * MB:  # the 1.1x target's sizes: enough rounds for a steady median
+        return 2, 40
     if nbytes <= 16 * MB:
-        return 1, 9
-    return 1, 5
+        return 1, 25
+    return 1, 11
 
 
 def label(nbytes: int) -> str:
