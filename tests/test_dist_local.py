@@ -79,6 +79,20 @@ def test_bucket_pool_replaces_a_small_free_buffer_when_full():
     assert all(pool.take(f8, np, 10).ctypes.data != h.ctypes.data for h in held)
 
 
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_an_order_op_on_complex_arrays_is_refused(mesh, op):
+    z = np.ones(3, np.complex64)
+    with pytest.raises(tessera.TesseraError, match=f"op='{op}' is not defined on complex"):
+        dist.all_reduce(z, axis="x", op=op)
+    with pytest.raises(tessera.TesseraError, match=f"op='{op}' is not defined on complex"):
+        dist.all_reduce_coalesced([np.ones(2), z], axis="x", op=op)
+
+
+def test_coalesced_names_an_unknown_op(mesh):
+    with pytest.raises(tessera.TesseraError, match="op='mean' must be one of sum, max"):
+        dist.all_reduce_coalesced([np.ones(2)], axis="x", op="mean")
+
+
 def test_nccl_backend_refuses_host_arrays(mesh):
     with (
         tessera.config(dist_backend="nccl"),

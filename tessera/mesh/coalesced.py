@@ -20,7 +20,7 @@ from ..config import get as setting
 from ..errors import TesseraError
 from . import shared_buckets
 from .channel import ISSUE_LOCK
-from .collectives import OPS, all_reduce
+from .collectives import all_reduce, check_op
 from .mesh import current_mesh
 from .mpi_transport import array_module
 from .tensor import ShardedTensor
@@ -99,8 +99,8 @@ def all_reduce_coalesced(
     ndarray = np.ndarray
     kinds = [a.dtype if type(a) is ndarray else _kind(i, a) for i, a in enumerate(arrays)]
     sizes = [a.nbytes for a in arrays]
-    if op not in OPS:
-        raise TesseraError(f"op={op!r} must be one of {', '.join(OPS)}")
+    for kind in set(kinds):
+        check_op(op, kind if isinstance(kind, np.dtype) else kind[0])
     channel = current_mesh(mesh).channel(axis)
     works = []
     for members in _buckets_of(kinds, sizes, int(bucket_mb * 2**20)):

@@ -101,9 +101,18 @@ def _local(x, op: str | None = None):
         raise TesseraError(
             f"collectives take NumPy or GPU arrays or sharded tensors, not {type(x).__name__}"
         )
-    if op is not None and op not in OPS:
-        raise TesseraError(f"op={op!r} must be one of {', '.join(OPS)}")
+    check_op(op, x.dtype)
     return x
+
+
+def check_op(op: str | None, dtype) -> None:
+    """``op`` is one of OPS and defined on ``dtype`` (complex numbers have no order)."""
+    if op is None:
+        return
+    if op not in OPS:
+        raise TesseraError(f"op={op!r} must be one of {', '.join(OPS)}")
+    if op in ("max", "min") and dtype.kind == "c":
+        raise TesseraError(f"op={op!r} is not defined on complex arrays ({dtype})")
 
 
 def _deterministic(value: bool | None) -> bool:
