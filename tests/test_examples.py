@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from mpi_run import mpi_missing
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
 
@@ -14,6 +17,21 @@ EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
 def test_example_runs_and_checks_its_result(path, capsys):
     runpy.run_path(str(path), run_name="__main__")
     assert capsys.readouterr().out.strip()
+
+
+@pytest.mark.skipif(mpi_missing(), reason="needs mpi4py and mpiexec")
+@pytest.mark.parametrize("name", ["tp_gemm", "data_parallel"])
+def test_distributed_example_runs_on_2_ranks_as_its_docstring_says(name):
+    path = Path(__file__).parent.parent / "examples" / f"{name}.py"
+    assert f"tessera run -n 2 examples/{name}.py" in path.read_text()
+    result = subprocess.run(
+        [sys.executable, "-m", "tessera.cli", "run", "-n", "2", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "on 2 ranks" in result.stdout
 
 
 def test_readme_example_is_the_block_sum_example():
