@@ -237,6 +237,18 @@ def coalesced_sum_is_the_rank_order_sum_bit_for_bit():
 
 
 @check
+def coalesced_replaces_a_free_region_that_is_too_small():
+    mesh = line()
+    n = dist.size()
+    for size in (10, 1000, 100_000):  # each call's results are dropped before the next
+        got = dist.all_reduce_coalesced([np.full(size, mesh.rank + 1.0)], axis="x")
+        assert np.array_equal(got[0], np.full(size, n * (n + 1) / 2)), size
+        del got
+    arena = mesh.channel("x").shared_buckets
+    assert len(arena.regions) == 1 and arena.regions[0].nbytes >= 800_000
+
+
+@check
 def coalesced_goes_through_mpi_when_shared_memory_is_short():
     from tessera.mesh import shared_buckets
 

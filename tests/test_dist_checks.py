@@ -87,6 +87,10 @@ def test_coalesced_sum_is_the_rank_order_sum_bit_for_bit(checked):
     assert_check(checked, "coalesced_sum_is_the_rank_order_sum_bit_for_bit")
 
 
+def test_coalesced_replaces_a_free_region_that_is_too_small(checked):
+    assert_check(checked, "coalesced_replaces_a_free_region_that_is_too_small")
+
+
 def test_coalesced_goes_through_mpi_when_shared_memory_is_short(checked):
     assert_check(checked, "coalesced_goes_through_mpi_when_shared_memory_is_short")
 

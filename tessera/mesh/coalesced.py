@@ -11,7 +11,6 @@ times. Buckets hold one dtype each; all of them are started before any is waited
 from __future__ import annotations
 
 import itertools
-import sys
 import threading
 
 import numpy as np
@@ -24,6 +23,7 @@ from .collectives import all_reduce, check_op
 from .mesh import current_mesh
 from .mpi_transport import array_module
 from .tensor import ShardedTensor
+from .views import outside_references
 
 
 class BucketPool:
@@ -48,7 +48,7 @@ class BucketPool:
         """A flat ``count``-element array of ``dtype`` that no caller holds."""
         with self._lock:
             buffers = self._buffers.setdefault((dtype, xp.__name__), [])
-            free = [b for b in buffers if _references(b) == _POOL_ONLY]
+            free = [b for b, n in zip(buffers, outside_references(buffers)) if n == 0]
             for buffer in free:
                 if buffer.size >= count:
                     return buffer[:count]
@@ -64,13 +64,6 @@ class BucketPool:
             self._buffers.clear()
 
 
-def _references(buffer) -> int:
-    return sys.getrefcount(buffer)
-
-
-# What ``_references`` says of a buffer that only a pool's list refers to, as measured
-# the way ``take`` asks (from a comprehension over the list), on this interpreter.
-_POOL_ONLY = [_references(b) for b in [np.empty(1)]][0]
 _buckets = BucketPool()
 
 
@@ -103,31 +96,38 @@ def all_reduce_coalesced(
         check_op(op, kind if isinstance(kind, np.dtype) else kind[0])
     channel = current_mesh(mesh).channel(axis)
     works = []
-    for members in _buckets_of(kinds, sizes, int(bucket_mb * 2**20)):
-        first = arrays[members[0]]
-        count = sum(sizes[i] for i in members) // first.dtype.itemsize
-        pieces = [arrays[i] for i in members]
+    for members, nbytes in _buckets_of(kinds, sizes, int(bucket_mb * 2**20)):
+        pieces = arrays if len(members) == len(arrays) else [arrays[i] for i in members]
+        first = pieces[0]
+        count = nbytes // first.dtype.itemsize
         flat = _through_shared_memory(channel, pieces, count, first, op)
-        if flat is not None:
-            works.append((members, flat, None))
-            continue
-        xp = array_module(first)
-        flat = _buckets.take(first.dtype, xp, count)
-        xp.concatenate([a if a.ndim == 1 else a.reshape(-1) for a in pieces], out=flat)
-        work = all_reduce(  # in place, in the bucket
-            flat, axis, op, mesh=mesh, out=flat, deterministic=deterministic, async_op=True
-        )
-        works.append((members, flat, work))
+        work = None
+        if flat is None:
+            xp = array_module(first)
+            flat = _buckets.take(first.dtype, xp, count)
+            xp.concatenate([a if a.ndim == 1 else a.reshape(-1) for a in pieces], out=flat)
+            work = all_reduce(  # in place, in the bucket
+                flat, axis, op, mesh=mesh, out=flat, deterministic=deterministic, async_op=True
+            )
+        works.append((members, pieces, flat, work))
     results: list = [None] * len(arrays)
-    for members, flat, work in works:
+    for members, pieces, flat, work in works:
         if work is not None:
             work.wait()
         if isinstance(flat, np.ndarray):  # shared with the node's other ranks, perhaps
             flat.flags.writeable = False
-        ends = list(itertools.accumulate(arrays[i].size for i in members))
-        for i, start, end in zip(members, [0, *ends], ends):
-            piece = flat[start:end]  # plain slices: numpy's split is slower per piece
-            results[i] = piece if arrays[i].ndim == 1 else piece.reshape(arrays[i].shape)
+        ends = list(itertools.accumulate(a.size for a in pieces))
+        views = [  # plain slices: numpy's split is slower per piece
+            flat[start:end] if a.ndim == 1 else flat[start:end].reshape(a.shape)
+            for a, start, end in zip(pieces, [0, *ends], ends)
+        ]
+        if len(works) == 1:
+            results = views
+        else:
+            for i, view in zip(members, views):
+                results[i] = view
+    if not any(isinstance(t, ShardedTensor) for t in tensors):
+        return results
     return [
         ShardedTensor(t.shape, t.layout, t.mesh, r) if isinstance(t, ShardedTensor) else r
         for t, r in zip(tensors, results)
@@ -156,18 +156,19 @@ def _kind(i: int, a) -> tuple:
     raise TesseraError(f"all_reduce_coalesced: item {i} is a {type(a).__name__}, not an array")
 
 
-def _buckets_of(kinds: list, sizes: list[int], limit: int) -> list[list[int]]:
-    """The arrays' indices grouped into buckets: one kind each, at most ``limit`` bytes
-    (or one array, if that alone is larger), in order."""
-    if len(set(kinds)) == 1 and sum(sizes) <= limit:  # the common case: one bucket
-        return [list(range(len(kinds)))]
-    buckets: list[list[int]] = []
+def _buckets_of(kinds: list, sizes: list[int], limit: int) -> list[tuple[list[int], int]]:
+    """The arrays' indices grouped into buckets, with each bucket's bytes: one kind each,
+    at most ``limit`` bytes (or one array, if that alone is larger), in order."""
+    total = sum(sizes)
+    if len(set(kinds)) == 1 and total <= limit:  # the common case: one bucket
+        return [(list(range(len(kinds))), total)]
+    buckets: list[list] = []
     open_bucket: dict = {}  # kind -> [indices, bytes] of its bucket being filled
     for i, (kind, nbytes) in enumerate(zip(kinds, sizes)):
         bucket = open_bucket.get(kind)
         if bucket is None or bucket[1] + nbytes > limit:
             open_bucket[kind] = bucket = [[], 0]
-            buckets.append(bucket[0])
+            buckets.append(bucket)
         bucket[0].append(i)
         bucket[1] += nbytes
-    return buckets
+    return [(members, nbytes) for members, nbytes in buckets]

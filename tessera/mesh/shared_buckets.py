@@ -34,7 +34,6 @@ floats (reduced in f32) and bools (reduced as bytes) go through MPI.
 from __future__ import annotations
 
 import os
-import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -43,6 +42,7 @@ from ..errors import CollectiveMismatch
 from .channel import Channel
 from .layout import block
 from .mpi_transport import OPS
+from .views import outside_references
 
 KEEP = 8  # result regions per axis (a call of several buckets, and results still held)
 ALIGN_BYTES = 64  # members' shares start on cache lines of their own
@@ -74,28 +74,6 @@ def reduce_bucket(channel: Channel, pieces: list, count: int, dtype, op: str, se
     return channel.shared_buckets.reduce(pieces, count, np.dtype(dtype), op, seq)
 
 
-class _Window:
-    """A shared window, and an array over its memory (for a result region: the array
-    that the results are views of)."""
-
-    def __init__(self, win, array):
-        self.win, self.array = win, array
-
-    def free(self) -> None:
-        self.array = None
-        self.win.Unlock_all()
-        self.win.Free()
-
-
-def _references(array) -> int:
-    return sys.getrefcount(array)
-
-
-# What ``_references`` says of a region's array that nothing but its region refers to,
-# asked the way ``_Arena.reduce`` asks (from a comprehension over the regions).
-_UNHELD = [_references(r.array) for r in [_Window(None, np.empty(1))]][0]
-
-
 class _Arena:
     """The shared windows of one axis: the members' input slots and the result regions."""
 
@@ -105,7 +83,8 @@ class _Arena:
         self.slots_win = None
         self.slots: list[np.ndarray] = []  # per member: its slot, as bytes
         self.slot_bytes = 0
-        self.regions: list[_Window] = []
+        self.region_wins: list = []  # the result regions' windows
+        self.regions: list[np.ndarray] = []  # their memory, as bytes: results are views
 
     def reduce(self, pieces: list, count: int, dtype: np.dtype, op: str, seq: int):
         nbytes = count * dtype.itemsize
@@ -119,75 +98,76 @@ class _Arena:
         k = self._region_for(nbytes, int(np.bitwise_and.reduce(everyone[:, 3])))
         if k is None:
             return None  # every region is held somewhere
-        new = nbytes if k == len(self.regions) or self.regions[k].array.nbytes < nbytes else 0
+        new = nbytes if k == len(self.regions) or self.regions[k].nbytes < nbytes else 0
         new += self.channel.size * nbytes if self.slot_bytes < nbytes else 0
         if 2 * new > everyone[:, 4].min():
             return None  # the node's shared memory is short: leave room for others
-        region = self._region(k, nbytes)
+        self._make_region(k, nbytes)
         self._ensure_slots(nbytes)
         slot = self.slots[self.channel.index][:nbytes].view(dtype)
-        np.concatenate([a if a.ndim == 1 else a.reshape(-1) for a in pieces], out=slot)
-        self._barrier(region, seq)
-        result = region.array[:nbytes].view(dtype)
+        np.concatenate(pieces, axis=None, out=slot)
+        self._barrier(self.region_wins[k], seq)
+        result = self.regions[k][:nbytes].view(dtype)
         self._reduce_share(result, dtype, op)
-        self._barrier(region, seq)
+        self._barrier(self.region_wins[k], seq)
         return result
 
     def _unheld_mask(self) -> int:
-        """Bit k set: nothing outside region k refers to its array here."""
-        unheld = [_references(r.array) == _UNHELD for r in self.regions]
-        return sum(1 << k for k, free in enumerate(unheld) if free)
+        """Bit k set: no result of region k is held here."""
+        return sum(1 << k for k, n in enumerate(outside_references(self.regions)) if n == 0)
 
     def _region_for(self, nbytes: int, unheld: int) -> int | None:
         """The index of the region to use: one that no member holds, large enough if
         one is; ``len(self.regions)`` for a new one; None if every region is held."""
         free = [k for k in range(len(self.regions)) if unheld >> k & 1]
-        large = [k for k in free if self.regions[k].array.nbytes >= nbytes]
+        large = [k for k in free if self.regions[k].nbytes >= nbytes]
         if large or free:
             return (large or free)[0]
         return len(self.regions) if len(self.regions) < KEEP else None
 
-    def _region(self, k: int, nbytes: int) -> _Window:
-        """Region ``k``, made (collectively) or replaced by a larger one if need be."""
+    def _make_region(self, k: int, nbytes: int) -> None:
+        """Region ``k`` made (collectively), or replaced by a larger one, if need be."""
+        if k < len(self.regions) and self.regions[k].nbytes >= nbytes:
+            return
+        win = self._allocate(nbytes, whole_on_first=True)
+        memory = np.frombuffer(win.Shared_query(0)[0], np.uint8, _rounded(nbytes))
         if k == len(self.regions):
-            self.regions.append(self._allocate(nbytes, whole_on_first=True))
-        elif self.regions[k].array.nbytes < nbytes:
-            self.regions[k].free()
-            self.regions[k] = self._allocate(nbytes, whole_on_first=True)
-        return self.regions[k]
+            self.region_wins.append(win)
+            self.regions.append(memory)
+        else:  # held nowhere (agreed), so nothing refers to the old memory once replaced
+            old = self.region_wins[k]
+            self.region_wins[k], self.regions[k] = win, memory
+            _free(old)
 
     def _ensure_slots(self, nbytes: int) -> None:
         if self.slot_bytes >= nbytes:
             return
         if self.slots_win is not None:
             self.slots = []
-            self.slots_win.Unlock_all()
-            self.slots_win.Free()
-        window = self._allocate(nbytes, whole_on_first=False)
-        self.slots_win, self.slot_bytes = window.win, nbytes
+            _free(self.slots_win)
+        self.slots_win, self.slot_bytes = self._allocate(nbytes, whole_on_first=False), nbytes
         self.slots = [
-            np.frombuffer(window.win.Shared_query(i)[0], np.uint8, nbytes)
+            np.frombuffer(self.slots_win.Shared_query(i)[0], np.uint8, nbytes)
             for i in range(self.channel.size)
         ]
 
-    def _allocate(self, nbytes: int, whole_on_first: bool) -> _Window:
+    def _allocate(self, nbytes: int, whole_on_first: bool):
         """A shared window: ``nbytes`` on the first member (a result region) or on each
         member (the slots), locked for the members' loads and stores."""
         from mpi4py import MPI
 
-        nbytes = max(1, -(-nbytes // ALIGN_BYTES)) * ALIGN_BYTES
-        local = nbytes if (self.channel.index == 0 or not whole_on_first) else 0
+        local = _rounded(nbytes) if (self.channel.index == 0 or not whole_on_first) else 0
         win = MPI.Win.Allocate_shared(local, 1, comm=self.node)
         win.Lock_all()
-        return _Window(win, np.frombuffer(win.Shared_query(0)[0], np.uint8, nbytes))
+        return win
 
-    def _barrier(self, region: _Window, seq: int) -> None:
+    def _barrier(self, region_win, seq: int) -> None:
         """Every member's stores before it are seen by every member's loads after it."""
         self.slots_win.Sync()
-        region.win.Sync()
+        region_win.Sync()
         self.channel.wait([self.node.Ibarrier()], "all_reduce", seq)
         self.slots_win.Sync()
-        region.win.Sync()
+        region_win.Sync()
 
     def _reduce_share(self, result: np.ndarray, dtype: np.dtype, op: str) -> None:
         """This member's share of ``result``: ``op`` over every slot, in rank order."""
@@ -213,6 +193,17 @@ class _Arena:
             f"all_reduce #{seq} on axis '{self.channel.axis}': the ranks passed different "
             f"arrays or ops to all_reduce_coalesced:\n{lines}"
         )
+
+
+def _rounded(nbytes: int) -> int:
+    """``nbytes`` rounded up to whole cache lines (at least one)."""
+    return max(1, -(-nbytes // ALIGN_BYTES)) * ALIGN_BYTES
+
+
+def _free(win) -> None:
+    """Free a window (collectively) whose memory nobody refers to any more."""
+    win.Unlock_all()
+    win.Free()
 
 
 def _shm_room() -> int:
