@@ -6,6 +6,9 @@ pay that latency a thousand times. Packing them into flat buckets of ``bucket_mb
 megabytes (8-32 MB is the useful range: large enough to reach full bandwidth, small
 enough that the first bucket's communication overlaps packing the next) pays it a few
 times. Buckets hold one dtype each; all of them are started before any is waited on.
+When the axis's ranks share a node, a bucket of host arrays is reduced in shared memory
+instead of by MPI's all-reduce (``shared_buckets``). Either way the results are read-only
+views of a kept buffer, not copies.
 """
 
 from __future__ import annotations
