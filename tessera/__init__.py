@@ -11,6 +11,7 @@ See README.md for a first kernel and docs/language.md for the language.
 from . import dist, tile
 from .autotune import AutotuneError, autotune
 from .config import config
+from .decorators import kernel
 from .dtypes import (
     KiB,
     MiB,
@@ -45,9 +46,9 @@ from .errors import (
     TesseraWarning,
     UninitializedReadError,
 )
-from .kernel.helpers import func
-from .kernel.kernel import Kernel, kernel
-from .kernel.streams import Event, event, stream, synchronize
+from .kernel.func import func
+from .kernel.kernel import Kernel
+from .kernel.targets import Event, event, stream, synchronize
 from .mesh import index_launch
 from .stats import stats
 from .tile import (
@@ -61,10 +62,7 @@ from .tile import (
     tbarrier,
     tshared,
 )
-
-kernel.autotune = autotune  # the spelling of AUTOTUNE.md: @kernel.autotune(...)
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "AsyncCopyError",
@@ -115,6 +113,7 @@ __all__ = [
     "synchronize",
     "tbarrier",
     "tile",
+    "__version__",
     "tshared",
     "u8",
     "u16",

@@ -7,7 +7,18 @@ import argparse
 import importlib.util
 import os
 import platform
+import runpy
+import subprocess
 import sys
+from pathlib import Path
+
+from . import demo
+from .autotune import store
+from .config import refresh
+from .kernel import disk_cache
+from .kernel.targets import TARGETS
+from .mesh.world import find_mpiexec
+from .version import __version__
 
 
 def info(out=print) -> None:
@@ -15,8 +26,6 @@ def info(out=print) -> None:
     import llvmlite
     import numba
     import numpy
-
-    from . import __version__
 
     out(f"tessera   {__version__}")
     out(f"python    {platform.python_version()} ({sys.executable})")
@@ -28,24 +37,9 @@ def info(out=print) -> None:
         f"{numba.get_num_threads()} Numba threads ({numba.config.THREADING_LAYER} layer)"
     )
     out("targets:")
-    out("  cpu            usable")
-    cuda_spec = importlib.util.find_spec("numba.cuda")
-    if cuda_spec is None:
-        out("  cuda GPU       no (numba-cuda is not installed)")
-        out("  cuda simulator no (numba-cuda is not installed)")
-    else:
-        try:
-            from numba import cuda
-
-            gpu = cuda.is_available()
-        except Exception as exc:  # a broken driver install must not break `info`
-            gpu, why = False, str(exc).splitlines()[0]
-        else:
-            why = "no CUDA GPU or driver found"
-        out(f"  cuda GPU       {'usable' if gpu else 'no (' + why + ')'}")
-        out("  cuda simulator available with NUMBA_ENABLE_CUDASIM=1")
-    from .mesh.world import find_mpiexec
-
+    for target in TARGETS.values():
+        for what, state in target.availability():
+            out(f"  {what:<15}{state}")
     mpi = importlib.util.find_spec("mpi4py") is not None
     mpiexec = find_mpiexec()
     out(
@@ -56,12 +50,8 @@ def info(out=print) -> None:
 
 def cache(action: str, out=print) -> int:
     """``tessera cache list``: the disk cache's entries; ``tessera cache clear``: empty it."""
-    from .kernel import disk_cache
-
     root = disk_cache.directory()
     state = "" if disk_cache.enabled() else " (TESSERA_CACHE=off: launches do not use it)"
-    from .autotune import store
-
     if action == "clear":
         files, nbytes = disk_cache.clear(root)
         tuned = store.clear()
@@ -91,10 +81,6 @@ def cache(action: str, out=print) -> int:
 def run_ranks(ranks: int, script: str, script_args: list[str]) -> int:
     """``tessera run -n N SCRIPT``: start SCRIPT on N ranks with the ``mpiexec`` of the
     installed MPI (the ``mpich`` wheel's, or the system's)."""
-    import subprocess
-
-    from .mesh.world import find_mpiexec
-
     mpiexec = find_mpiexec()
     if mpiexec is None:
         print(
@@ -108,9 +94,6 @@ def run_ranks(ranks: int, script: str, script_args: list[str]) -> int:
 def bench(bench_args: list[str]) -> int:
     """``tessera bench [NAMES] [--quick]``: the benchmarks live in the source tree's bench/
     (not in the installed package), so this runs them from the checkout it finds."""
-    import subprocess
-    from pathlib import Path
-
     for root in (Path.cwd(), Path(__file__).resolve().parent.parent):
         if (root / "bench" / "__main__.py").exists():
             return subprocess.call([sys.executable, "-m", "bench", *bench_args], cwd=root)
@@ -125,13 +108,8 @@ def tune(script: str, script_args: list[str]) -> int:
     """``tessera tune SCRIPT [ARGS...]``: run a script, sweeping every autotuned launch again
     (TESSERA_AUTOTUNE=retune) and printing each sweep's table; the script's launches choose
     the sizes, and the new winners replace the cached ones."""
-    import os
-    import runpy
-
     os.environ["TESSERA_AUTOTUNE_VERBOSE"] = "1"
     os.environ["TESSERA_AUTOTUNE"] = "retune"
-    from .config import refresh
-
     refresh()
     sys.argv = [script, *script_args]
     runpy.run_path(script, run_name="__main__")
@@ -154,7 +132,7 @@ def _size(nbytes: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tessera", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="versions, threads and usable targets")
+    sub.add_parser("info", help="versions, threads and usable targets (cpu, debug, cuda)")
     sub.add_parser("demo", help="run the demo kernels, check them against NumPy, time them")
     cache_parser = sub.add_parser("cache", help="the disk cache of compiled kernels")
     cache_parser.add_argument(
@@ -185,9 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "cache":
         return cache(args.action)
-    from .demo import run
-
-    return 0 if run() else 1
+    return 0 if demo.run() else 1
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ SETTINGS: dict[str, Setting] = {
             "target",
             "TESSERA_TARGET",
             "auto",
-            ("auto", "cpu", "debug", "cuda"),
-            "Target for launches: 'auto' picks from the arrays, or force one target.",
+            None,  # the target registry checks the name (tessera/kernel/targets/)
+            "Target for launches: 'auto' picks from the arrays, or name one (cpu, debug, cuda).",
         ),
         Setting(
             "boundscheck",

@@ -153,3 +153,7 @@ class TesseraWarning(UserWarning):
 class CacheWarning(TesseraWarning):
     """The disk cache could not be used for one entry (corrupt, unreadable or unwritable);
     the kernel is compiled instead, so the warning costs time, never correctness."""
+
+
+class AutotuneError(TesseraError):
+    """No config of a sweep could run (the message lists every reason)."""

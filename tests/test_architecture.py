@@ -39,12 +39,132 @@ def test_no_module_is_longer_than_800_lines():
     assert not long
 
 
-def test_frontend_and_analyses_never_import_a_backend():
+def test_frontend_and_passes_never_import_a_target():
     for path in [
         PACKAGE / "kernel" / "frontend.py",
-        *(PACKAGE / "kernel" / "analysis").glob("*.py"),
+        PACKAGE / "kernel" / "frontend_calls.py",
+        *(PACKAGE / "kernel" / "passes").glob("*.py"),
     ]:
-        assert not any("backend" in name for name in _imports(path)), path
+        assert not any("targets" in name for name in _imports(path)), path
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_level_imports() -> dict[str, set[str]]:
+    """Each module → the tessera modules it imports when it is imported."""
+    names = {_module_name(p): p for p in _modules()}
+    graph = {}
+    for name, path in names.items():
+        tree = ast.parse(path.read_text())
+        found = set()
+        for node in tree.body:
+            nodes = [node] + (list(ast.walk(node)) if isinstance(node, (ast.If, ast.Try)) else [])
+            for n in nodes:
+                if isinstance(n, (ast.Import, ast.ImportFrom)):
+                    found |= {m for m in _resolve(name, path, n, names) if m != name}
+        graph[name] = found
+    return graph
+
+
+def _resolve(name: str, path: Path, node, modules) -> set[str]:
+    """The modules an import statement loads: ``from pkg import mod`` is ``pkg.mod``,
+    ``from pkg import name`` is ``pkg``."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names} & set(modules)
+    base = package[: len(package) - node.level + 1] if node.level else []
+    module = ".".join(base + ([node.module] if node.module else []))
+    found = {
+        f"{module}.{a.name}" if f"{module}.{a.name}" in modules else module for a in node.names
+    }
+    return found & set(modules)
+
+
+def test_there_are_no_import_cycles():
+    graph = _module_level_imports()
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cycles.append(stack[stack.index(n) :] + [n] if n in stack else [m, n])
+            elif n not in state:
+                visit(n, stack + [n])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycles, cycles
+
+
+def test_no_function_imports_a_tessera_module():
+    """Imports inside functions hide cycles; only heavy third-party modules are imported
+    late (numba, numba.cuda, mpi4py, cupy)."""
+    late = []
+    for path in _modules():
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and (
+                    node.level or (node.module or "").startswith("tessera")
+                ):
+                    late.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+                elif isinstance(node, ast.Import) and any(
+                    a.name.startswith("tessera") for a in node.names
+                ):
+                    late.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert not late
+
+
+def test_no_target_is_named_outside_the_targets_package():
+    """Target names appear as code only in kernel/targets/ (the CLI's help and docs may
+    name them; mesh/ names devices such as "cpu" and "cuda:0", not targets)."""
+    from tessera.kernel.targets import TARGETS
+
+    allowed = (PACKAGE / "kernel" / "targets", PACKAGE / "mesh", PACKAGE / "cli.py")
+    spelled = []
+    for path in _modules():
+        if any(path == a or a in path.parents for a in allowed):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in TARGETS:
+                spelled.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert not spelled
+
+
+def test_every_primitive_has_a_lowering_on_every_target():
+    from tessera.kernel.targets import TARGETS
+    from tessera.tile.primitives import REGISTRY
+
+    missing = [
+        (t.name, p.name)
+        for t in TARGETS.values()
+        for p in REGISTRY.values()
+        if p not in t.lowerings
+    ]
+    assert not missing
+
+
+def test_the_docs_primitive_table_is_the_declarations_table():
+    from tessera.tile.primitives import table
+
+    docs = (PACKAGE.parent / "docs" / "language.md").read_text()
+    assert table() in docs, "paste tessera.tile.primitives.table() into docs/language.md"
+
+
+def test_a_target_folder_has_the_same_file_roles():
+    for name in ("cpu", "cuda", "debug"):
+        folder = PACKAGE / "kernel" / "targets" / name
+        roles = {"__init__.py", "codegen.py", "lowerings.py", "program.py", "runtime.py"}
+        assert roles <= {p.name for p in folder.glob("*.py")}, name
 
 
 def test_kernel_package_never_imports_mesh_or_autotune():

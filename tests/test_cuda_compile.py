@@ -119,8 +119,7 @@ def test_metadata_dump_is_yaml_with_the_launch_spec(tmp_path):
     k = kernel(tile=(256,), shared=1024)(block_reduce_tree.fn)
     x, p = _reduce_args()
     with ts.config(dump="meta", dump_dir=str(tmp_path)):
-        program = k._cuda_program((4,), {}, (x, p))
-    assert program is not None
+        assert "def _kernel" in k.inspect("cuda", x, p, grid=4, arch="sm_90")
     text = (tmp_path / "block_reduce_tree.1.meta.yaml").read_text()
     assert "name: block_reduce_tree" in text and "tile: [256]" in text
     assert "launch:\n  grid: [4, 1, 1]\n  block: [256, 1, 1]" in text
@@ -185,3 +184,32 @@ def test_gpus_before_sm_80_copy_with_loads_and_stores():
     x = np.zeros(1024, np.float16)
     ptx = axpy_tiled.inspect("ptx", x, x, 0.5, grid=2, arch="sm_75")
     assert ".target sm_75" in ptx and "cp.async" not in ptx and "bar.sync" in ptx
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_shuffles_compile_to_shfl_sync(arch):
+    from test_scans_shuffles import shuffles
+
+    x = np.zeros(128, np.int32)
+    ptx = shuffles.inspect("ptx", x, np.zeros((4, 128), np.int32), 1, grid=2, arch=arch)
+    assert ptx.count("shfl.sync.idx") >= 4
+
+
+def test_f64_and_small_types_shuffle_as_words():
+    @kernel(tile=(32,))
+    def mixed(a: f32[n], b: u16[n], out: mut[f32[n]], out16: mut[u16[n]]):
+        k = tile.linear_id()
+        out[k] = tile.shuffle_down(a[k], 1)
+        out16[k] = tile.shuffle_xor(b[k], 3)
+
+    x, y = np.zeros(32, np.float32), np.zeros(32, np.uint16)
+    ptx = mixed.inspect("ptx", x, y, x, y, grid=1, arch="sm_90")
+    assert ptx.count("shfl.sync") >= 2
+
+
+def test_prefix_sum_compiles_for_the_gpu():
+    from test_scans_shuffles import scans
+
+    x = np.zeros(256, np.float32)
+    ptx = scans.inspect("ptx", x, x, x, grid=4, arch="sm_90")
+    assert "bar.sync" in ptx

@@ -24,7 +24,7 @@ import tessera as ts
 from tessera import cli
 from tessera.errors import CacheWarning
 from tessera.kernel import disk_cache
-from tessera.kernel.backend import native
+from tessera.kernel.targets.cpu import native
 
 # Kernels with every kind of runtime support the generated code uses: shared arrays and
 # barriers (stack-array intrinsics), a helper, group reductions (the reduction tree), math
@@ -235,7 +235,7 @@ THREADS_DRIVER = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import tessera, kern
-from tessera.kernel.backend import native
+from tessera.kernel.targets.cpu import native
 kern.check()
 print(json.dumps({**tessera.stats(), "threads": native.threads()}))
 """
@@ -464,10 +464,10 @@ def test_an_image_with_an_unknown_symbol_is_refused_before_linking():
 
 
 def test_the_runtime_sources_cover_every_module_lending_names_to_generated_code():
-    from tessera.kernel.backend import cpu, cpu_runtime
+    from tessera.kernel.targets.cpu import program, runtime
 
-    lenders = {cpu_runtime.__name__}
-    for value in cpu_runtime.namespace().values():
+    lenders = {runtime.__name__}
+    for value in runtime.namespace().values():
         owner = getattr(value, "__module__", None) or ""
         if owner.startswith("tessera."):
             lenders.add(owner)
@@ -475,7 +475,7 @@ def test_the_runtime_sources_cover_every_module_lending_names_to_generated_code(
         if py_func is not None and py_func.__module__.startswith("tessera."):
             lenders.add(py_func.__module__)
     files = {sys.modules[name].__file__.rsplit(os.sep, 1)[-1] for name in lenders}
-    assert files <= set(cpu.RUNTIME_SOURCES)
+    assert files <= {name.rsplit("/", 1)[-1] for name in program.RUNTIME_SOURCES}
 
 
 ARGUMENT_SAMPLES = [
@@ -502,7 +502,7 @@ ARGUMENT_SAMPLES = [
 def test_argument_types_are_at_least_as_fine_as_numbas():
     import numba
 
-    from tessera.kernel.backend.cpu import argument_types
+    from tessera.kernel.targets.cpu.program import argument_types
 
     keys = [argument_types((a,)) for a in ARGUMENT_SAMPLES]
     typed = {}

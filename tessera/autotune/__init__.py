@@ -1,4 +1,4 @@
-"""Autotuning (``@kernel.autotune``): see docs/autotune.md and AUTOTUNE.md.
+"""Autotuning (``@kernel.autotune``): see docs/autotune.md.
 
 @kernel.autotune(space=dict(BM=[128, 256], stages=[2, 3]), key=["m"],
                  tile=lambda c: (c.BM,), shared=lambda c: 2 * c.BM * 2)
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..errors import AutotuneError
 from .space import Config, GridSearch, RandomSearch
-from .tuner import Autotuned, AutotuneError
+from .tuner import Autotuned
 
 
 def autotune(

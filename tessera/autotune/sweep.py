@@ -13,18 +13,11 @@ import sys
 import numpy as np
 
 from ..config import get as setting
-from ..errors import TesseraError
+from ..errors import AutotuneError, TesseraError
 from ..kernel.kernel import Kernel
 from ..stats import bump
 from .space import Config
-from .tuner import AutotuneError, median, outputs_agree, progress, time_launches
-
-
-def setting_simulator() -> bool:
-    import os
-
-    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-
+from .timing import median, outputs_agree, progress, time_launches
 
 NOISE = 0.05  # a runner-up this close (relative median) is flagged as a tie within noise
 
@@ -42,15 +35,9 @@ class Sweep:
         self.table: list[dict] = []
         self.tried = 0
 
-    def on_gpu(self) -> bool:
-        """Whether trials run on a real GPU (then CUDA events time them)."""
-        from ..kernel.launch import is_device_array
-
-        target = self.tuner.target or setting("target")
-        uses_cuda = target == "cuda" or (
-            target == "auto" and any(is_device_array(a) for a in self.args)
-        )
-        return uses_cuda and setting_simulator() is False
+    def timed_with_events(self, kernel: Kernel) -> bool:
+        """Whether trials run asynchronously (a real GPU): then events time them."""
+        return kernel.target_for(self.args).timed_with_events()
 
     def restore(self) -> None:
         for a, saved in zip(self.mut, self.snapshot):
@@ -85,7 +72,7 @@ class Sweep:
             if t.measure_hook is not None:
                 times = list(t.measure_hook(run, c))
             else:
-                times = time_launches(run, self.restore, cuda_events=self.on_gpu())
+                times = time_launches(run, self.restore, events=self.timed_with_events(kernel))
         except TesseraError as exc:
             self.failures[c] = f"fails: {str(exc).splitlines()[0]}"
             return None

@@ -14,25 +14,16 @@ until ``min_reps`` and a time budget are both met, or ``max_reps``; the median d
 
 from __future__ import annotations
 
-import statistics
-import sys
-import time
 from collections.abc import Callable
-
-import numpy as np
 
 from ..config import get as setting
 from ..dtypes import ShardedDim, Symbol
-from ..errors import TesseraError
+from ..errors import AutotuneError, TesseraError
 from ..kernel.kernel import Kernel
-from ..kernel.streams import synchronize
 from . import store
 from .space import Config, expand, make_strategy, prune
+from .sweep import Sweep
 from .world import agree
-
-
-class AutotuneError(TesseraError):
-    """No config of a sweep could run (the message lists every reason)."""
 
 
 class Autotuned:
@@ -118,7 +109,7 @@ class Autotuned:
 
     # ------------------------------------------------------------------ keys
     def key(self, args: tuple) -> dict:
-        """What a cached winner is valid for (AUTOTUNE.md: source, space, key values,
+        """What a cached winner is valid for (docs/autotune.md: source, space, key values,
         dtypes, target, device)."""
         symbols, dtypes = {}, {}
         for p, a in zip(self.params, args):
@@ -141,15 +132,15 @@ class Autotuned:
                     f"of the signature ({', '.join(symbols)}) nor an array"
                 )
         first = next(k for k in self._kernels.values() if isinstance(k, Kernel))
-        target = self.target or setting("target")
+        target = first.target_for(args)
         return {
             "kernel": self.name,
             "source": first.ir.source_hash,
             "space": self.space,
             "key": values,
             "dtypes": dtypes,
-            "target": target,
-            "device": _device(target),
+            "target": target.name,
+            "device": target.device_name(),
         }
 
     def best_config(self, *args: object) -> dict | None:
@@ -185,8 +176,6 @@ class Autotuned:
                 return config
         if mode == "off":
             return next(c for c in self.configs if isinstance(self.kernel_for(c), Kernel))
-        from .sweep import Sweep
-
         sweep = Sweep(self, grid, args)
         winner = sweep.run()
         self.last_table = sweep.table
@@ -200,82 +189,3 @@ class Autotuned:
 
 def _first_line(exc: Exception) -> str:
     return str(exc).splitlines()[0]
-
-
-def _device(target: str) -> str:
-    if target == "cuda":
-        try:
-            from ..kernel.backend.cuda import cuda_module
-
-            return str(cuda_module().get_current_device().name)
-        except Exception:  # the simulator or no GPU
-            return "cuda"
-    import platform
-
-    return platform.processor() or platform.machine()
-
-
-def time_launches(
-    run: Callable[[], None],
-    restore: Callable[[], None],
-    min_reps: int = 3,
-    max_reps: int = 50,
-    budget_s: float = 0.2,
-    cuda_events: bool = False,
-) -> list[float]:
-    """The default timing: restore, launch, wait for it; repeat within the budget. On a
-    GPU (``cuda_events``) the time is read from CUDA events recorded around the launch on
-    the current stream, which leaves out Python's launch overhead."""
-    from ..kernel.streams import event
-
-    times: list[float] = []
-    spent = 0.0
-    while len(times) < max_reps and (len(times) < min_reps or spent < budget_s):
-        restore()
-        if cuda_events:
-            begin = event().record()
-            run()
-            end = event().record()
-            end.synchronize()
-            elapsed = begin.elapsed_ms(end) / 1e3
-        else:
-            start = time.perf_counter()
-            run()
-            synchronize()
-            elapsed = time.perf_counter() - start
-        times.append(elapsed)
-        spent += elapsed
-    return times
-
-
-def progress(name: str, done: int, total: int) -> None:
-    """A one-line progress bar on a terminal (nothing when stderr is a file)."""
-    if not sys.stderr.isatty():
-        return
-    width = 24
-    filled = width * done // max(total, 1)
-    sys.stderr.write(f"\rautotune {name}: [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
-def median(times: list[float]) -> float:
-    return statistics.median(times) if times else float("inf")
-
-
-def outputs_agree(reference: list, outputs: list, rtol: float, atol: float) -> str | None:
-    """None if the outputs match the reference, else how they differ."""
-    for ref, out in zip(reference, outputs):
-        if ref.dtype.kind in "iub":
-            if not np.array_equal(ref, out):
-                return f"{int(np.count_nonzero(ref != out))} integer elements differ"
-            continue
-        r, o = ref.astype(np.float64), out.astype(np.float64)
-        if not np.array_equal(np.isnan(r), np.isnan(o)):
-            return "NaNs in different places"
-        finite = ~np.isnan(r)
-        if not np.allclose(o[finite], r[finite], rtol=rtol, atol=atol):
-            worst = float(np.max(np.abs(o[finite] - r[finite]))) if finite.any() else 0.0
-            return f"max abs difference {worst:.3g} beyond rtol={rtol}, atol={atol}"
-    return None

@@ -1,11 +1,11 @@
-"""Specialisation keys, the in-memory cache of compiled programs (LANGUAGE.md §4) and
+"""Specialisation keys, the in-memory cache of compiled programs (docs/targets.md) and
 "why did it recompile?" (``TESSERA_EXPLAIN_RECOMPILE=1``). The disk cache is in
 ``disk_cache.py``.
 
 A key is everything that changes the generated code: the grid's rank, each array's
 layout, writability and alignment (Numba specialises on them), and constexpr values.
 Dtypes and ranks are fixed by the signature, so they need not be in the key; the
-target is implied by the cache's owner.
+kernel's one cache keys each program by (target, bounds checks, key).
 """
 
 from __future__ import annotations

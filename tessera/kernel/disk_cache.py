@@ -1,4 +1,4 @@
-"""The disk cache of compiled kernels (LANGUAGE.md §4): a process that launches a kernel with a
+"""The disk cache of compiled kernels (docs/targets.md): a process that launches a kernel with a
 specialisation that an earlier process compiled loads the machine code instead of compiling.
 
 Why not Numba's own ``cache=True``: it finds an entry through the ``.py`` file's timestamp,
@@ -41,6 +41,7 @@ from pathlib import Path
 
 from ..config import get as setting
 from ..errors import CacheWarning
+from ..version import __version__
 
 FORMAT = 2  # of the files; a new format is a new magic line, and old files are misses
 MAGIC = f"tessera-kernel-cache {FORMAT}\n".encode()
@@ -91,8 +92,6 @@ def environment() -> tuple:
     """
     import llvmlite
     import llvmlite.binding as llb
-
-    from .. import __version__  # the package root, read at run time (no import cycle)
 
     settings = tuple(
         sorted(

@@ -15,14 +15,15 @@ from __future__ import annotations
 import ast
 import builtins
 import itertools
-from dataclasses import dataclass, field
 
 from .. import dtypes
 from ..errors import KernelError, SourceLoc
 from ..tile import primitives as P
 from . import ir
 from .frontend_calls import CallLowering
+from .scope import Scope, assigned_names, first_assignment, strip_docstring
 from .signature import GRID_GROUPS, ParamSpec
+from .source import SourceInfo
 
 BINOPS = {
     ast.Add: "+",
@@ -40,27 +41,6 @@ BINOPS = {
 }
 CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 UNARYOPS = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.Invert: "~"}
-
-
-@dataclass
-class SourceInfo:
-    """Where a function's source lives: its AST, file and the line offset of the AST."""
-
-    fn_node: ast.FunctionDef
-    filename: str
-    line_offset: int
-    globals: dict
-
-
-@dataclass
-class Scope:
-    """Name bindings of the function being lowered (the kernel or an inlined helper)."""
-
-    info: SourceInfo
-    locals: set[str]
-    rename: dict[str, str] = field(default_factory=dict)  # source name → IR name
-    array_aliases: dict[str, str] = field(default_factory=dict)  # helper array param → IR name
-    result: str | None = None  # helper: the IR variable that receives the return value
 
 
 class Frontend(CallLowering):
@@ -96,11 +76,11 @@ class Frontend(CallLowering):
 
     # ------------------------------------------------------------------ entry
     def lower_function(self, info: SourceInfo) -> list[ir.Stmt]:
-        scope = Scope(info, _assigned_names(info.fn_node.body))
+        scope = Scope(info, assigned_names(info.fn_node.body))
         for name in scope.locals & set(self.params):
-            node = _first_assignment(info.fn_node.body, name)
+            node = first_assignment(info.fn_node.body, name)
             raise self.error(scope, node, f"cannot assign to parameter '{name}'")
-        return self.block(scope, _strip_docstring(info.fn_node.body))
+        return self.block(scope, strip_docstring(info.fn_node.body))
 
     def block(self, scope: Scope, stmts: list[ast.stmt]) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
@@ -275,7 +255,7 @@ class Frontend(CallLowering):
         fn = self.resolve_global(scope, it.func) if isinstance(it, ast.Call) else None
         if fn is builtins.range:
             tile_range = False
-        elif fn is P.range_:
+        elif fn is P.range:
             tile_range = True
             if not self.grouped:
                 raise self.flat_error(scope, it, "tile.range")
@@ -289,7 +269,7 @@ class Frontend(CallLowering):
                 raise self.error(
                     scope,
                     it,
-                    f"unexpected keyword '{key}' in {P.range_.name if tile_range else 'range'}",
+                    f"unexpected keyword '{key}' in {P.range.name if tile_range else 'range'}",
                 )
         args = list(it.args)
         for key in ("start", "stop", "step"):
@@ -326,11 +306,9 @@ class Frontend(CallLowering):
         if not isinstance(node, ast.Call):
             raise self.error(scope, node, "an expression statement must be a call")
         fn = self.resolve_global(scope, node.func)
-        if fn is P.barrier or fn is P.copy_wait:
-            self.no_args(scope, node, fn)
-            if not self.grouped:
-                raise self.flat_error(scope, node, fn.name)
-            return [ir.Barrier(loc) if fn is P.barrier else ir.CopyWait(loc)]
+        if isinstance(fn, P.Primitive) and fn.result is None:
+            pre, call = self.primitive_call(scope, fn, node, loc)
+            return pre + [ir.ExprStmt(loc, call)]
         if fn is P.copy_async:
             return self.copy_async(scope, node, loc)
         if fn is P.store:
@@ -507,8 +485,8 @@ class Frontend(CallLowering):
             p = self.params.get(name)
             if (p is not None and p.kind == "array") or name in self.shared_vars:
                 return ir.Name(self.loc(scope, node), name)
-            if name in scope.locals or name.startswith("_"):
-                return ir.Name(self.loc(scope, node), name)  # a variable holding a shared array
+            if node.id in scope.locals:  # a local variable holding a shared array
+                return ir.Name(self.loc(scope, node), name)
         raise self.error(scope, node, f"'{ast.unparse(node)}' is not an array")
 
     def is_array_expr(self, scope: Scope, node: ast.expr) -> bool:
@@ -538,24 +516,3 @@ class Frontend(CallLowering):
 
 
 _LOCAL = object()  # resolve_global's answer for names that are not globals
-
-
-def _strip_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        return body[1:]
-    return body
-
-
-def _assigned_names(body: list[ast.stmt]) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-    return names
-
-
-def _first_assignment(body: list[ast.stmt], name: str) -> ast.AST:
-    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
-        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
-            return node
-    return body[0]

@@ -8,35 +8,26 @@ from __future__ import annotations
 import ast
 import builtins
 import math
-from typing import TYPE_CHECKING
 
 from .. import dtypes
 from ..errors import SourceLoc
 from ..tile import primitives as P
 from ..tile.mathfns import MATH
 from . import ir
-from .returns import eliminate_returns
-
-if TYPE_CHECKING:
-    from .frontend import Scope
+from .func import Func
+from .passes.returns import eliminate_returns
+from .scope import Scope, assigned_names, first_assignment, strip_docstring
 
 MATH_FUNCS = {getattr(math, name): name for name in MATH}
 BUILTIN_FUNCS = {builtins.min: "min", builtins.max: "max", builtins.abs: "abs"}
 BUILTIN_CASTS = {builtins.int: dtypes.i64, builtins.float: dtypes.f64, builtins.bool: dtypes.bool_}
-REDUCE_PRIMS = {
-    P.reduce_sum: ("sum", "shared"),
-    P.reduce_max: ("max", "shared"),
-    P.reduce_min: ("min", "shared"),
-    P.sum_: ("sum", "lanes"),
-    P.max_: ("max", "lanes"),
-    P.min_: ("min", "lanes"),
-}
 
 
 class CallLowering:
     """Call expressions and call statements → IR (see frontend.py for the rest)."""
 
     def copy_async(self, scope: Scope, node: ast.Call, loc: SourceLoc) -> list[ir.Stmt]:
+        """``cp_async.shared.global_(dst, src[a:b, c])``: slices are its own syntax."""
         if not self.grouped:
             raise self.flat_error(scope, node, P.copy_async.name)
         args = self.call_args(scope, node, ("dst", "src"), 2)
@@ -82,7 +73,13 @@ class CallLowering:
     def call(self, scope: Scope, node: ast.Call, loc: SourceLoc):
         fn = self.resolve_global(scope, node.func)
         if isinstance(fn, P.Primitive):
+            if fn.result is None:
+                raise self.error(scope, node, f"{fn.name}() is a statement, not a value")
             return self.primitive_call(scope, fn, node, loc)
+        if fn is P.load:
+            return self.masked_load(scope, node, loc)
+        if isinstance(fn, P.SyntaxForm):
+            raise self.syntax_form_error(scope, fn, node)
         if isinstance(fn, dtypes.DType) or fn in BUILTIN_CASTS:
             dtype = fn if isinstance(fn, dtypes.DType) else BUILTIN_CASTS[fn]
             if len(node.args) != 1 or node.keywords:
@@ -101,8 +98,6 @@ class CallLowering:
                 pre += p
                 args.append(e)
             return pre, ir.MathCall(loc, name, args)
-        from .helpers import Func  # late: helpers import the frontend
-
         if isinstance(fn, Func):
             return self.inline(scope, fn, node, loc)
         if fn is builtins.range:
@@ -110,66 +105,76 @@ class CallLowering:
         raise self.error(scope, node.func, f"cannot call '{ast.unparse(node.func)}' in a kernel")
 
     def primitive_call(self, scope: Scope, fn: P.Primitive, node: ast.Call, loc: SourceLoc):
+        """A declared primitive → one :class:`ir.PrimCall`, its arguments parsed by kind.
+        A collective call is hoisted into a statement of its own, and so are the lane
+        values it exchanges (each lane's value lives in a variable)."""
         if fn.grouped_only and not self.grouped:
             raise self.flat_error(scope, node, fn.name)
-        if fn is P.linear_id or fn is P.group_linear_id or fn is P.group_tile_count:
-            self.no_args(scope, node, fn)
-            if fn is P.group_tile_count:
-                return [], ir.GroupSize(loc)
-            return [], (ir.LaneId(loc, None) if fn is P.linear_id else ir.GroupId(loc, None))
-        if fn is P.id or fn is P.group_id:
-            args = self.call_args(scope, node, ("axis",), 1)
-            axis = self.constant_value(scope, args["axis"])
-            if not isinstance(axis, int) or isinstance(axis, bool) or not 0 <= axis < 3:
-                raise self.error(
-                    scope, args["axis"], f"{fn.name}(axis) needs a constant axis 0, 1 or 2"
-                )
-            return [], (ir.LaneId(loc, axis) if fn is P.id else ir.GroupId(loc, axis))
-        if fn is P.load:
-            args = self.call_args(scope, node, ("a", "index", "mask", "other"), 2)
-            array = self.array_ref(scope, args["a"])
-            pre, idx = self.indices(scope, args["index"])
-            mask = other = None
-            if "mask" in args:
-                p, mask = self.expr(scope, args["mask"])
-                pre += p
-            if "other" in args:
-                p, other = self.expr(scope, args["other"])
-                pre += p
-            return pre, ir.Load(
-                loc, array, idx, mask, other if other is not None else ir.Const(loc, 0)
-            )
-        if fn is P.atomic_add:
-            args = self.call_args(scope, node, ("a", "index", "value"), 3)
-            array = self.array_ref(scope, args["a"])
-            pre, idx = self.indices(scope, args["index"])
-            p, v = self.expr(scope, args["value"])
-            return pre + p, ir.AtomicAdd(loc, array, idx, v)
-        if fn in REDUCE_PRIMS:
-            op, over = REDUCE_PRIMS[fn]
-            args = self.call_args(scope, node, ("value",), 1)
-            if over == "shared":
-                src: ir.Expr = self.array_ref(scope, args["value"])
-                if src.name not in self.shared_vars:
-                    raise self.error(scope, args["value"], f"{fn.name} reduces a shared array")
-                pre = []
-            else:
-                pre, src = self.expr(scope, args["value"])
-                if not isinstance(src, ir.Name):  # each lane's value lives in a variable
-                    value = self.fresh("lane")
-                    pre.append(ir.Assign(loc, value, src))
-                    src = ir.Name(loc, value)
-            t = self.fresh("red")
-            return pre + [ir.Assign(loc, t, ir.Reduce(loc, op, over, src))], ir.Name(loc, t)
-        if fn in (P.barrier, P.copy_wait, P.copy_async, P.store):
-            raise self.error(scope, node, f"{fn.name}(...) is a statement, not a value")
+        names = tuple(a.name for a in fn.args)
+        required = sum(1 for a in fn.args if a.default is None)
+        given = self.call_args(scope, node, names, required)
+        pre: list[ir.Stmt] = []
+        args: list[ir.Expr] = []
+        for arg in fn.args:
+            if arg.name not in given:
+                args.append(ir.Const(loc, arg.default))
+                continue
+            p, e = self.primitive_arg(scope, fn, arg, given[arg.name])
+            pre += p
+            args.append(e)
+        call = ir.PrimCall(loc, fn, args)
+        if not fn.collective or fn.result is None:
+            return pre, call
+        result = self.fresh("coll")
+        return pre + [ir.Assign(loc, result, call)], ir.Name(loc, result)
+
+    def primitive_arg(self, scope: Scope, fn: P.Primitive, arg: P.Arg, node: ast.expr):
+        if arg.kind in ("axis", "flag"):
+            value = self.constant_value(scope, node)
+            if arg.kind == "flag" and isinstance(value, bool):
+                return [], ir.Const(self.loc(scope, node), value)
+            if arg.kind == "axis" and type(value) is int and 0 <= value < 3:
+                return [], ir.Const(self.loc(scope, node), value)
+            wanted = "a constant axis 0, 1 or 2" if arg.kind == "axis" else "True or False"
+            raise self.error(scope, node, f"{fn.name}({arg.name}) needs {wanted}")
+        if arg.kind == "index":
+            pre, items = self.indices(scope, node)
+            return pre, ir.Tuple(self.loc(scope, node), items)
+        if arg.kind in ("array", "shared"):
+            array = self.array_ref(scope, node)
+            if arg.kind == "shared" and array.name not in self.shared_vars:
+                raise self.error(scope, node, f"{fn.name} takes a shared array")
+            return [], array
+        pre, value = self.expr(scope, node)
+        if fn.collective and not isinstance(value, (ir.Name, ir.Const)):
+            lane_value = self.fresh("lane")
+            pre.append(ir.Assign(value.loc, lane_value, value))
+            value = ir.Name(value.loc, lane_value)
+        return pre, value
+
+    def masked_load(self, scope: Scope, node: ast.Call, loc: SourceLoc):
+        """``tile.load(a, index, mask=, other=)``: a load whose mask is its own syntax."""
+        args = self.call_args(scope, node, ("a", "index", "mask", "other"), 2)
+        array = self.array_ref(scope, args["a"])
+        pre, idx = self.indices(scope, args["index"])
+        mask = None
+        other: ir.Expr = ir.Const(loc, 0)
+        if "mask" in args:
+            p, mask = self.expr(scope, args["mask"])
+            pre += p
+        if "other" in args:
+            p, other = self.expr(scope, args["other"])
+            pre += p
+        return pre, ir.Load(loc, array, idx, mask, other)
+
+    def syntax_form_error(self, scope: Scope, fn: P.SyntaxForm, node: ast.Call):
         if fn is P.alloc:
-            raise self.error(scope, node, "tshared.alloc must be assigned directly to a name")
-        raise self.error(scope, node, f"{fn.name} cannot be used here")
+            return self.error(scope, node, "tshared.alloc must be assigned directly to a name")
+        if fn is P.range:
+            return self.error(scope, node, "tile.range() can only be the iterable of a for loop")
+        return self.error(scope, node, f"{fn.name}(...) is a statement, not a value")
 
-    def inline(self, scope: Scope, fn, node: ast.Call, loc: SourceLoc):
-        from .frontend import Scope, _assigned_names, _first_assignment, _strip_docstring
-
+    def inline(self, scope: Scope, fn: Func, node: ast.Call, loc: SourceLoc):
         if fn in self._inlining:
             raise self.error(
                 scope, node, f"helper '{fn.name}' is recursive; kernels cannot recurse"
@@ -180,14 +185,14 @@ class CallLowering:
             raise self.error(
                 scope, node, f"helper '{fn.name}' takes {len(fparams)} positional arguments"
             )
-        inner = Scope(info, _assigned_names(info.fn_node.body))
+        inner = Scope(info, assigned_names(info.fn_node.body))
         prefix = self.fresh(f"{fn.name}_")
         pre: list[ir.Stmt] = []
         for param, arg in zip(fparams, node.args):
             if param.arg in inner.locals:
                 raise self.error(
                     inner,
-                    _first_assignment(info.fn_node.body, param.arg),
+                    first_assignment(info.fn_node.body, param.arg),
                     f"cannot assign to parameter '{param.arg}' of helper '{fn.name}'",
                 )
             if self.is_array_expr(scope, arg):
@@ -203,7 +208,7 @@ class CallLowering:
         if fn not in self.helpers_used:
             self.helpers_used.append(fn)
         try:
-            body = self.block(inner, _strip_docstring(info.fn_node.body))
+            body = self.block(inner, strip_docstring(info.fn_node.body))
         finally:
             self._inlining.pop()
         body = eliminate_returns(body, f"{prefix}_done")
@@ -224,7 +229,3 @@ class CallLowering:
         if missing:
             raise self.error(scope, node, f"{fname}() is missing argument '{missing[0]}'")
         return out
-
-    def no_args(self, scope: Scope, node: ast.Call, fn: P.Primitive) -> None:
-        if node.args or node.keywords:
-            raise self.error(scope, node, f"{fn.name}() takes no arguments")

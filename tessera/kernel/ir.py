@@ -6,6 +6,9 @@ region formation on the CPU and one-thread-per-lane on CUDA both want the struct
 
 Collective calls and helper calls never sit inside an expression: the frontend hoists
 them into their own ``Assign`` so that analyses and backends see them as statements.
+Every primitive call is one generic node, :class:`PrimCall`; only forms with syntax of
+their own (loads and stores with masks, ``tile.range``, ``tshared.alloc``, ``cp_async``
+slices) have nodes of their own.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..dtypes import DType
 from ..errors import SourceLoc
+from ..tile.primitives import Primitive
 
 # ----------------------------------------------------------------------------- types
 
@@ -176,53 +180,32 @@ class Shape(Expr):
 
 
 @dataclass(eq=False)
-class LaneId(Expr):
-    """``tile.linear_id()`` (axis None) or ``tile.id(axis)``."""
+class Tuple(Expr):
+    """An index tuple passed to a primitive (``tile.atomic_add(a, (i, j), v)``)."""
 
-    axis: int | None
-    type: Type | None = None
-
-
-@dataclass(eq=False)
-class GroupId(Expr):
-    """``group_linear_id()`` (axis None) or ``group_id(axis)``."""
-
-    axis: int | None
-    type: Type | None = None
-
-
-@dataclass(eq=False)
-class GroupSize(Expr):
-    """``group_tile_count()``: a compile-time constant."""
-
-    type: Type | None = None
-
-
-@dataclass(eq=False)
-class AtomicAdd(Expr):
-    array: Name
-    indices: list[Expr]
-    value: Expr
+    items: list[Expr]
     type: Type | None = None
 
     def children(self) -> Iterator[Expr]:
-        yield self.array
-        yield from self.indices
-        yield self.value
+        yield from self.items
 
 
 @dataclass(eq=False)
-class Reduce(Expr):
-    """A group reduction: ``reduce_sum(shared)`` (over="shared") or ``tile.sum(v)``
-    (over="lanes"). Collective: only ever the whole value of an ``Assign``."""
+class PrimCall(Expr):
+    """A call of a declared primitive (``tessera/tile/primitives.py``): ids, atomics,
+    group reductions, scans, shuffles, barriers. What it takes, its type and whether it is
+    collective come from ``prim``; each target lowers it by ``prim``. Collective calls
+    only ever stand alone: the whole value of an ``Assign`` or of an ``ExprStmt``.
+    ``attrs`` holds what passes learn about a call (``keep_in_flight``, see
+    passes/prefetch.py)."""
 
-    op: str  # sum, max, min
-    over: str
-    source: Expr
+    prim: Primitive
+    args: list[Expr]
     type: Type | None = None
+    attrs: dict = field(default_factory=dict)
 
     def children(self) -> Iterator[Expr]:
-        yield self.source
+        yield from self.args
 
 
 # ----------------------------------------------------------------------------- statements
@@ -334,23 +317,6 @@ class Return(Stmt):
 
 
 @dataclass(eq=False)
-class Barrier(Stmt):
-    """``tbarrier()``; ``keep_in_flight`` as for :class:`CopyWait`."""
-
-    keep_in_flight: int = 0
-
-
-@dataclass(eq=False)
-class CopyWait(Stmt):
-    """``cp_async.wait()``. ``keep_in_flight`` > 0 (set by analysis/prefetch.py in a
-    ``tile.range(prefetch=k)`` loop) lets a backend leave up to that many of the newest
-    copy groups in flight, where the compiler proved nothing reads them before they
-    complete."""
-
-    keep_in_flight: int = 0
-
-
-@dataclass(eq=False)
 class CopyAsync(Stmt):
     """``cp_async.shared.global_(dst, src[a:b, c])``: per source axis either a scalar
     index (``stop`` None, the axis is dropped) or a slice ``[start, stop)``."""
@@ -375,8 +341,6 @@ class SharedAlloc(Stmt):
     shape: tuple[int, ...]
     slot: int = 0  # index of the allocation in the kernel, for backends to reuse storage
 
-
-COLLECTIVE_STMTS = (Barrier, CopyWait, CopyAsync)
 
 # ----------------------------------------------------------------------------- kernel
 
@@ -419,12 +383,25 @@ def stmt_exprs(stmt: Stmt) -> Iterator[Expr]:
         yield from walk_expr(e)
 
 
+def prim_call(stmt: Stmt) -> PrimCall | None:
+    """The primitive call a statement consists of (``x = prim(...)`` or ``prim(...)``)."""
+    value = getattr(stmt, "value", None) if isinstance(stmt, (Assign, ExprStmt)) else None
+    return value if isinstance(value, PrimCall) else None
+
+
+def is_call_of(stmt: Stmt, prim: Primitive) -> bool:
+    call = prim_call(stmt)
+    return call is not None and call.prim is prim
+
+
 def is_collective(stmt: Stmt) -> bool:
-    if isinstance(stmt, COLLECTIVE_STMTS):
+    """Whether every lane of a group must reach ``stmt`` together."""
+    if isinstance(stmt, CopyAsync):
         return True
     if isinstance(stmt, For) and stmt.tile_range:
         return True
-    return isinstance(stmt, Assign) and isinstance(stmt.value, Reduce)
+    call = prim_call(stmt)
+    return call is not None and call.prim.collective
 
 
 def contains_collective(body: list[Stmt]) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import ir
-from .analysis.regions import GroupIf, GroupLoop, LaneRegion, Schedule
+from .passes.regions import GroupIf, GroupLoop, LaneRegion, Schedule
 
 _PREC = {
     "or": 1,
@@ -53,18 +53,12 @@ def format_expr(e: ir.Expr) -> str:
         return text
     if isinstance(e, ir.Shape):
         return f"{e.array.name}.shape[{e.axis}]"
-    if isinstance(e, ir.LaneId):
-        return "tile.linear_id()" if e.axis is None else f"tile.id({e.axis})"
-    if isinstance(e, ir.GroupId):
-        return "group_linear_id()" if e.axis is None else f"group_id({e.axis})"
-    if isinstance(e, ir.GroupSize):
-        return "group_tile_count()"
-    if isinstance(e, ir.AtomicAdd):
-        idx = ", ".join(format_expr(i) for i in e.indices)
-        return f"atomic_add({e.array.name}[{idx}], {format_expr(e.value)})"
-    if isinstance(e, ir.Reduce):
-        name = f"reduce_{e.op}" if e.over == "shared" else f"tile.{e.op}"
-        return f"{name}({format_expr(e.source)})"
+    if isinstance(e, ir.Tuple):
+        return f"({', '.join(format_expr(i) for i in e.items)})"
+    if isinstance(e, ir.PrimCall):
+        args = [format_expr(a) for a in e.args]
+        args += [f"{k}={v!r}" for k, v in sorted(e.attrs.items())]
+        return f"{e.prim.name}({', '.join(args)})"
     return f"<{type(e).__name__}>"
 
 
@@ -97,12 +91,7 @@ def format_stmt(s: ir.Stmt, indent: int) -> list[str]:
         return [f"{pad}{s.target} = tshared.alloc[{s.dtype.name}]({s.shape}){line}"]
     if isinstance(s, ir.CopyAsync):
         return [f"{pad}cp_async({s.dst.name} <- {s.src.name}){line}"]
-    if isinstance(s, (ir.CopyWait, ir.Barrier)) and s.keep_in_flight:
-        call = "cp_async.wait" if isinstance(s, ir.CopyWait) else "tbarrier"
-        return [f"{pad}{call}(keep_in_flight={s.keep_in_flight}){line}"]
     names = {
-        ir.Barrier: "tbarrier()",
-        ir.CopyWait: "cp_async.wait()",
         ir.Break: "break",
         ir.Continue: "continue",
         ir.Return: "return",

@@ -1,9 +1,10 @@
 """``@kernel``, the :class:`Kernel` object and ``k[grid](...)`` launches.
 
-The decorator parses and checks the kernel at once (LANGUAGE.md §8: errors that do not
-depend on the arguments surface when the decorator runs). A launch binds and checks the
-arguments, looks the specialisation up in the in-memory cache, compiles on a miss, and
-runs on the CPU target.
+The decorator parses and checks the kernel at once (errors that do not depend on the
+arguments surface when the decorator runs, docs/language.md). A launch picks the target
+(``targets/``: the setting, or ``auto`` from the arguments), binds and checks the
+arguments, looks the program up in ONE cache keyed by (target, options, specialisation
+key), builds it on a miss, and runs it. Nothing here depends on which target runs.
 """
 
 from __future__ import annotations
@@ -13,22 +14,20 @@ import functools
 import math
 from collections.abc import Callable
 
+from .. import stats
+from ..arrays import unwrap_dlpack
 from ..config import get as setting
 from ..config import launch_settings
-from ..errors import KernelError, LaunchError, OutOfBoundsError, TesseraError
-from ..stats import _counters
-from . import launch
-from .backend.cpu import CpuProgram
-from .backend.cpu_codegen import CpuCodegen
-from .backend.cuda import CUDA_STAGES, CudaProgram, async_copies_for, cuda_signature
+from ..errors import KernelError, TesseraError
+from . import launch, stages
 from .cache import SpecialisationCache, explain_recompile
-from .pipeline import KernelOptions, front, specialise
+from .pipeline import PASS_NAMES, KernelOptions, front, pass_text, specialise
 from .signature import parse_params
 from .source import source_info_of
-from .stages import STAGES, dump, dump_metadata, stage_text
-from .streams import current_stream
+from .targets import HOST_CHOICE, TARGETS, resolve, stage_owner
+from .targets.target import BuildOptions, Target
 
-TARGETS = ("auto", "cpu", "debug", "cuda")
+_UNCHECKED, _CHECKED = BuildOptions(False), BuildOptions(True)
 
 
 class Kernel:
@@ -49,9 +48,10 @@ class Kernel:
         self.name = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        if target is not None and target not in TARGETS:
+        if target is not None and target != "auto" and target not in TARGETS:
+            choices = ", ".join(("auto", *TARGETS))
             raise TesseraError(
-                f"kernel '{self.name}': unknown target {target!r}; choose one of {TARGETS}"
+                f"kernel '{self.name}': unknown target {target!r}; choose one of {choices}"
             )
         self.target = target
         tile = (tile,) if isinstance(tile, int) else tile
@@ -73,10 +73,10 @@ class Kernel:
         self.lanes = math.prod(tile) if tile else 1
         self._cache = SpecialisationCache()
         self._programs = self._cache.programs  # read directly on the launch path
-        self._debug_programs: dict[tuple, object] = {}
-        self._checked_programs: dict[tuple, CpuProgram] = {}
-        self._cuda_programs: dict[tuple, CudaProgram] = {}
-        self._binder = launch.Binder(self.name, self.params, self.ir.symbols, self.grouped)
+        self._binders = {
+            t: launch.Binder(self.name, self.params, self.ir.symbols, self.grouped, t)
+            for t in TARGETS.values()
+        }
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.describe()}" for p in self.params)
@@ -97,177 +97,108 @@ class Kernel:
         This is the hot path of every launch, so it is written for speed: one lean pass
         over the arguments, one dictionary lookup for the compiled code, one call.
         """
-        target, boundscheck, threshold = launch_settings()
-        target = self.target or target
-        if target == "cuda":
-            return self._cuda_launch(grid, args)
-        bound = self._binder.fast(args, grid)
+        name, boundscheck, threshold = launch_settings()
+        name = self.target or name
+        checked = boundscheck if self.boundscheck is None else self.boundscheck
+        target = HOST_CHOICE.get(name)  # the target when every array is a NumPy array
+        bound = self._binders[target].fast(args, grid) if target is not None else None
         if bound is None:  # something unusual: the full checks find it, or a GPU array
-            unwrapped = launch.unwrap_dlpack(self.name, self.params, args)
-            if any(u is not a for u, a in zip(unwrapped, args)):
-                return self.launch(grid, *unwrapped)
-            if target == "auto" and any(launch.is_device_array(a) for a in args):
-                return self._cuda_launch(grid, args)
-            if target not in TARGETS:
-                raise LaunchError(self.name, f"unknown target {target!r} (TESSERA_TARGET)")
-            bound = self._binder.bind(args, grid)
-        key, call_args, constexprs = bound
-        if target == "debug":
-            program = self._debug_program(key, len(grid), constexprs)
-        elif self.boundscheck or (self.boundscheck is None and boundscheck):
-            self._checked_launch(key, grid, constexprs, call_args)
-            return
-        else:
-            program = self._programs.get(key)
-            if program is None:
-                program = self._compile(key, len(grid), constexprs)
-        _counters["launches"] += 1
+            args = unwrap_dlpack(self.name, self.params, args)
+            target = resolve(name, args, self.name)
+            bound = self.bind(target, args, grid)
+        key = (target, checked, bound.key)
+        program = self._programs.get(key)
+        if program is None:
+            options = _CHECKED if checked else _UNCHECKED
+            program = self._build(target, key, grid, bound, options)
+        stats.bump("launches")
         lanes = self.lanes
         for extent in grid:
             lanes *= extent
         if lanes:
-            program.run(call_args, grid, lanes >= threshold)
+            program.run(bound.call_args, grid, lanes >= threshold)
 
-    def _cuda_launch(self, grid: tuple[int, ...], args: tuple) -> None:
-        """A launch on the CUDA target: device arrays (or NumPy arrays, copied over)."""
-        _, call_args, constexprs = self._bind_cuda(grid, args)
-        program = self._cuda_program(grid, constexprs, args)
-        _counters["launches"] += 1
-        if math.prod(grid):
-            program.run(call_args, grid, True, current_stream())
+    def bind(self, target: Target, args: tuple, grid: tuple[int, ...]) -> launch.Bound:
+        """Check every argument for a launch on ``target`` (a LaunchError names the first
+        problem); the specialisation key and the values the program is called with."""
+        target.check_arrays(self.name, self.params, args)
+        return self._binders[target].bind(args, grid)
 
-    def _bind_cuda(self, grid: tuple[int, ...], args: tuple) -> launch.Bound:
-        args = launch.unwrap_dlpack(self.name, self.params, args)
-        bound = launch.bind(
-            self.name, self.params, self.ir.symbols, args, grid, self.grouped, target="cuda"
-        )
-        arrays = [
-            (p.name, launch.is_device_array(a))
-            for p, a in zip(self.params, args)
-            if p.kind == "array"
-        ]
-        on_device = {name for name, device in arrays if device}
-        if on_device and len(on_device) != len(arrays):
-            on_host = [name for name, device in arrays if not device]
-            raise LaunchError(
-                self.name,
-                f"mixes GPU arrays ({', '.join(sorted(on_device))}) with host arrays "
-                f"({', '.join(on_host)}); move them all to the GPU or all to the host",
-            )
-        return bound
+    def target_for(self, args: tuple) -> Target:
+        """The target a launch with these arguments runs on now."""
+        name = self.target or launch_settings()[0]
+        return resolve(name, unwrap_dlpack(self.name, self.params, args), self.name)
 
-    def _cuda_program(
+    def _build(
         self,
+        target: Target,
+        key: tuple,
         grid: tuple[int, ...],
-        constexprs: dict,
-        args: tuple | None = None,
-        arch: str | None = None,
-    ) -> CudaProgram:
-        """The program for launches on this machine's GPU, or for architecture ``arch``
-        (hardware async copies from sm_80 on; plain copies before)."""
-        copies = async_copies_for(arch)
-        key = (len(grid), tuple(sorted(constexprs.items())), copies)
-        program = self._cuda_programs.get(key)
-        if program is None:
-            program = CudaProgram(specialise(self.ir, constexprs), len(grid), copies)
-            self._cuda_programs[key] = program
-            if args is not None and not program.simulated:
-                signature = cuda_signature(
-                    self._bind_cuda(grid, args).call_args, len(grid), len(program.align_params)
-                )
-                dump_metadata(
-                    self.name,
-                    len(self._cuda_programs),
-                    lambda: program.metadata(signature, program.device_arch(), grid),
-                )
+        bound: launch.Bound,
+        options: BuildOptions,
+        dump: frozenset[str] = frozenset(),
+    ):
+        """Specialise and build on ``target``; cache it under ``key`` (None: don't)."""
+        same_target = [k[2] for k in self._programs if k[0] is target]
+        if key is not None and same_target and setting("explain_recompile") == "1":
+            explain_recompile(self.name, self.params, key[2], same_target)
+        requested = stages.requested_dumps(self.dumpable()) if key is not None else []
+        spec = specialise(
+            self.ir,
+            bound.constexprs,
+            target.passes,
+            boundscheck=options.checked,
+            dump=dump | {s for s in requested if s in PASS_NAMES},
+        )
+        program = target.build(spec, len(grid), bound.key, options, bound.call_args)
+        if key is not None:
+            self._cache.put(key, program)
+            self._dump(target, program, spec, requested, bound, grid, options)
         return program
 
-    def _compile(self, key: tuple, grid_ndim: int, constexprs: dict) -> CpuProgram:
-        if self._programs and setting("explain_recompile") == "1":
-            explain_recompile(self.name, self.params, key, list(self._programs))
-        spec = specialise(self.ir, constexprs)
-        program = CpuProgram(spec, grid_ndim, key)  # with its key: it can use the disk cache
-        self._cache.put(key, program)
-        dump(self.name, len(self._cache), program)
-        return program
+    def _dump(self, target, program, spec, requested, bound, grid, options) -> None:
+        number = len(self._cache)
+        for stage in requested:
+            if stage == "ir":
+                text: object = pass_text(spec, "ir")
+            elif stage in spec.dumps:
+                text = spec.dumps[stage]
+            elif stage in target.dump_stages and target.dumpable(program, stage):
+                text = target.stage(program, stage, bound.call_args, grid, options)
+            else:
+                continue
+            stages.write(self.name, number, stage, text)
 
-    def _debug_program(self, key: tuple, grid_ndim: int, constexprs: dict):
-        """The debug target's program for ``key`` (interpreted: built, never compiled)."""
-        program = self._debug_programs.get(key)
-        if program is None:
-            from .backend.debug import DebugProgram  # the debug target loads on demand
-
-            program = DebugProgram(specialise(self.ir, constexprs), grid_ndim)
-            self._debug_programs[key] = program
-            _counters["compiles"] += 1
-        return program
-
-    def _checked_launch(self, key: tuple, grid: tuple, constexprs: dict, args: tuple) -> None:
-        """A bounds-checked CPU launch (one core): an index out of range raises an error
-        naming the kernel, the array, the index and the line."""
-        program = self._checked_programs.get(key)
-        if program is None:
-            program = CpuProgram(specialise(self.ir, constexprs, boundscheck=True), len(grid))
-            self._checked_programs[key] = program
-        _counters["launches"] += 1
-        if not math.prod(grid) * self.lanes:
-            return
-        # run on copies of the mut arrays, so a launch that fails a check changes nothing
-        arrays = [p for p in self.params if p.kind == "array"]
-        work = [a.copy() if p.mutable else a for p, a in zip(arrays, args)]
-        try:
-            program.run(tuple(work) + args[len(arrays) :], grid, False)
-            for p, original, copy in zip(arrays, args, work):
-                if p.mutable:
-                    original[...] = copy
-        except IndexError as exc:
-            if len(exc.args) != 3:
-                raise
-            site, index, extent = exc.args
-            codegen = CpuCodegen(program.spec.kir, program.spec.schedule, len(grid))
-            codegen.generate()
-            array, axis, rank, loc = codegen.check_sites[site]
-            where = f" along axis {axis}" if rank > 1 else ""
-            raise OutOfBoundsError(
-                self.name,
-                f"index {index} is out of bounds for array '{array}'{where} of extent "
-                f"{extent} (TESSERA_BOUNDSCHECK)",
-                (("", loc),),
-            ) from None
+    @staticmethod
+    def dumpable() -> tuple[str, ...]:
+        return ("ir",) + PASS_NAMES + tuple(s for t in TARGETS.values() for s in t.dump_stages)
 
     def inspect(self, stage: str, *args: object, grid: object = 1, arch: str = "sm_90"):
-        """The text of a compiler stage for these arguments and grid: "ir", "regions",
-        "cpu" (the generated Python), "llvm", "asm", "cuda" (the generated numba-cuda
-        source), "ptx" or "cubin" (bytes) for CUDA architecture ``arch`` — the CUDA
-        stages need no GPU (docs/debugging.md)."""
-        if stage not in STAGES + CUDA_STAGES:
-            choices = ", ".join(STAGES + CUDA_STAGES)
+        """The text of a compiler stage for these arguments and grid: "ir" (the typed IR
+        after every pass), the IR after any pass by name ("strip_mine", "regions", ...),
+        or a target's stage: "cpu" (the generated Python), "llvm", "asm", "cuda" (the
+        generated numba-cuda source), "ptx" or "cubin" (bytes) for CUDA architecture
+        ``arch``, "meta" (a dict) — no stage needs a GPU (docs/debugging.md)."""
+        target = stage_owner(stage)
+        if target is None:
+            known = ("ir",) + PASS_NAMES + tuple(s for t in TARGETS.values() for s in t.stages)
+            choices = ", ".join(known)
             raise TesseraError(f"unknown stage {stage!r}; choose one of {choices}")
         grid_t = launch.normalise_grid(self.name, grid)
-        if stage in CUDA_STAGES:
-            _, call_args, constexprs = self._bind_cuda(grid_t, args)
-            program = self._cuda_program(grid_t, constexprs, arch=arch)
-            if stage == "cuda":
-                return program.source
-            signature = cuda_signature(call_args, len(grid_t), len(program.align_params))
-            if stage == "ptx":
-                return program.ptx(signature, arch)
-            return program.cubin(signature, arch)[0]
-        key, call_args, constexprs = self._binder.bind(args, grid_t)
-        if stage in ("llvm", "asm"):  # compiled afresh: code loaded from disk has no IR
-            program = CpuProgram(specialise(self.ir, constexprs), len(grid_t))
-            return program.inspect(stage, call_args, grid_t)
-        program = self._cache.get(key) or self._compile(key, len(grid_t), constexprs)
-        return stage_text(program, stage)
+        args = unwrap_dlpack(self.name, self.params, args)
+        bound = self.bind(target, args, grid_t)
+        options = BuildOptions(False, arch)
+        if stage == "ir" or stage in PASS_NAMES:
+            spec = specialise(self.ir, bound.constexprs, target.passes, dump=frozenset([stage]))
+            return spec.dumps.get(stage) or pass_text(spec, stage)
+        key = (target, options, bound.key)
+        program = self._programs.get(key) or self._build(target, key, grid_t, bound, options)
+        return target.stage(program, stage, bound.call_args, grid_t, options)
 
     def metadata(self, *args: object, grid: object = 1, arch: str = "sm_90") -> dict:
         """Kernel metadata for CUDA architecture ``arch`` (no GPU needed): name, tile,
         grid, shared_bytes, registers_per_thread, spill_bytes and the launch spec."""
-        grid_t = launch.normalise_grid(self.name, grid)
-        _, call_args, constexprs = self._bind_cuda(grid_t, args)
-        program = self._cuda_program(grid_t, constexprs, arch=arch)
-        signature = cuda_signature(call_args, len(grid_t), len(program.align_params))
-        return program.metadata(signature, arch, grid_t)
+        return self.inspect("meta", *args, grid=grid, arch=arch)
 
 
 def kernel(
@@ -281,8 +212,8 @@ def kernel(
     """Declare a kernel: ``@kernel`` (flat) or ``@kernel(tile=(128,), shared=8 * KiB)``.
 
     See docs/language.md for the language. ``target`` forces a target ("cpu", "debug",
-    "auto"); ``boundscheck=True`` checks every index on the CPU target (default: the
-    TESSERA_BOUNDSCHECK setting).
+    "cuda" or "auto"); ``boundscheck=True`` checks every index on the CPU target (default:
+    the TESSERA_BOUNDSCHECK setting).
     """
     if fn is not None:
         return Kernel(fn)

@@ -1,4 +1,4 @@
-"""Argument binding and launch checks (LANGUAGE.md §5).
+"""Argument binding and launch checks (docs/language.md, "Errors").
 
 Everything is checked before anything runs, so a refused launch leaves every argument
 untouched: argument count, array type, dtype, ndim, literal dims, consistent symbol
@@ -16,9 +16,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..arrays import is_device_array
 from ..dtypes import ShardedDim, Symbol
 from ..errors import LaunchError
 from .signature import GRID_GROUPS, ParamSpec
+from .targets.target import Target
 
 HALF_NAMES = ("f16", "bf16")
 _NO_CONSTEXPRS: dict[str, object] = {}
@@ -54,8 +56,16 @@ class Binder:
     doubt falls back to :func:`bind`, which finds the problem and raises the error.
     """
 
-    def __init__(self, kernel: str, params: list[ParamSpec], symbols: list[str], grouped: bool):
+    def __init__(
+        self,
+        kernel: str,
+        params: list[ParamSpec],
+        symbols: list[str],
+        grouped: bool,
+        target: Target,
+    ):
         self.kernel, self.params, self.symbols, self.grouped = kernel, params, symbols, grouped
+        self.target = target
         self.plan = []
         for p in params:
             if p.kind == "array":
@@ -70,8 +80,8 @@ class Binder:
                         break
                 if self.plan is None:
                     break
-                half = p.dtype.name in HALF_NAMES
-                self.plan.append(("array", p.dtype.np_dtype, p.ndim, p.mutable, tuple(dims), half))
+                view = target.storage(p.dtype)
+                self.plan.append(("array", p.dtype.np_dtype, p.ndim, p.mutable, tuple(dims), view))
             elif p.kind == "scalar" and p.dtype.is_float and p.dtype.name not in HALF_NAMES:
                 self.plan.append(("float", p.dtype.np_dtype.type, None, None, None, None))
             else:
@@ -81,11 +91,14 @@ class Binder:
     def bind(self, args: tuple, grid: tuple[int, ...]) -> Bound:
         bound = self.fast(args, grid)
         if bound is None:
-            return bind(self.kernel, self.params, self.symbols, args, grid, self.grouped)
+            return bind(
+                self.kernel, self.params, self.symbols, args, grid, self.grouped, self.target
+            )
         return bound
 
     def fast(self, args: tuple, grid: tuple[int, ...]) -> Bound | None:
-        """The lean check of a well-formed CPU launch, or None (then call ``bind``)."""
+        """The lean check of a well-formed launch of NumPy arrays, or None (then call
+        ``bind``)."""
         return self._fast(args, grid) if self.plan is not None else None
 
     def _fast(self, args: tuple, grid: tuple[int, ...]) -> Bound | None:
@@ -101,7 +114,7 @@ class Binder:
             syms[GRID_GROUPS] = groups
         key = [len(grid)]
         arrays, scalars = [], []
-        for (kind, dtype, ndim, mutable, dims, half), a in zip(plan, args):
+        for (kind, dtype, ndim, mutable, dims, view), a in zip(plan, args):
             if kind == "array":
                 if type(a) is not np.ndarray or a.ndim != ndim:
                     return None
@@ -119,7 +132,7 @@ class Binder:
                     elif syms.setdefault(sym, extent) != extent:
                         return None
                 key.append(flags & _KEY_FLAGS)
-                arrays.append(a.view(np.uint16) if half else a)
+                arrays.append(a if view is None else a.view(view))
             else:
                 if type(a) is not float and type(a) is not int:
                     return None
@@ -129,7 +142,7 @@ class Binder:
             if value is None:
                 return None
             scalars.append(value)
-        return tuple(key), tuple(arrays + scalars), _NO_CONSTEXPRS
+        return Bound(tuple(key), tuple(arrays + scalars), _NO_CONSTEXPRS)
 
 
 _global_extents = threading.local()
@@ -156,11 +169,11 @@ def bind(
     args: tuple,
     grid: tuple[int, ...],
     grouped: bool,
+    target: Target,
     axis_size=lambda axis: 1,
-    target: str = "cpu",
 ) -> Bound:
-    """Check every argument; raise a LaunchError naming the first problem. ``target``
-    "cuda" accepts device arrays (and NumPy arrays, which numba-cuda copies over)."""
+    """Check every argument for a launch on ``target``; raise a LaunchError naming the
+    first problem. Targets with ``device_arrays`` accept GPU arrays too."""
     if len(args) != len(params):
         names = ", ".join(p.name for p in params)
         raise LaunchError(
@@ -196,50 +209,15 @@ def bind(
     return Bound(tuple(key), tuple(arrays) + tuple(scalars) + sym_values, constexprs)
 
 
-def unwrap_dlpack(kernel: str, params: list[ParamSpec], args: tuple) -> tuple:
-    """Arrays that speak only DLPack become arrays Tessera can check: host tensors through
-    ``numpy.from_dlpack`` (no copy), CUDA tensors through CuPy's ``from_dlpack`` (which
-    gives them ``__cuda_array_interface__``; needs CuPy, not yet run on a GPU)."""
-    out = list(args)
-    for k, (p, a) in enumerate(zip(params, args)):
-        if p.kind != "array" or isinstance(a, np.ndarray) or is_device_array(a):
-            continue
-        if not hasattr(a, "__dlpack__") or not hasattr(a, "__dlpack_device__"):
-            continue
-        device_type = int(a.__dlpack_device__()[0])
-        if device_type == 1:  # kDLCPU
-            out[k] = np.from_dlpack(a)
-        elif device_type in (2, 3):  # kDLCUDA, kDLCUDAHost
-            try:
-                import cupy
-            except ImportError:
-                raise LaunchError(
-                    kernel,
-                    f"parameter '{p.name}' is a CUDA DLPack tensor; "
-                    "wrapping it needs CuPy (pip install cupy-cuda12x)",
-                ) from None
-            out[k] = cupy.from_dlpack(a)
-    return tuple(out)
-
-
-def is_device_array(a: object) -> bool:
-    """A GPU array: ``__cuda_array_interface__`` (CuPy, PyTorch, numba) or a numba-cuda
-    device array (the simulator's carry no interface)."""
-    return hasattr(a, "__cuda_array_interface__") or type(a).__name__ in DEVICE_ARRAY_TYPES
-
-
-DEVICE_ARRAY_TYPES = ("DeviceNDArray", "FakeCUDAArray", "MappedNDArray", "ManagedNDArray")
-
-
-def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size, target="cpu"):
-    if target == "cuda" and is_device_array(a):
+def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size, target: Target):
+    if target.device_arrays and is_device_array(a):
         pass
     elif not isinstance(a, np.ndarray):
         if is_device_array(a):
             raise LaunchError(
                 kernel,
-                f"parameter '{p.name}' is a GPU array but this launch runs on the {target} "
-                "target; pass NumPy arrays, or launch on the cuda target",
+                f"parameter '{p.name}' is a GPU array but this launch runs on the "
+                f"{target.name} target; pass NumPy arrays, or launch on a GPU target",
             )
         raise LaunchError(
             kernel,
@@ -283,11 +261,8 @@ def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size, target="cp
             )
         bound[sym] = value
         bound_by.setdefault(sym, p.name)
-    # 16-bit floats travel as uint16 bits where the target has no native type for them:
-    # both on the CPU, bf16 on CUDA (which loads f16 natively)
-    if p.dtype.name == "bf16" or (p.dtype.name in HALF_NAMES and target == "cpu"):
-        return a.view(np.uint16)
-    return a
+    view = target.storage(p.dtype)  # e.g. 16-bit floats as uint16 bits
+    return a if view is None else a.view(view)
 
 
 def _dtype_of(a) -> np.dtype:

@@ -1,8 +1,13 @@
-"""The compiler's stages, in order, in one place.
+"""The compiler's passes, in order, in one place.
 
-``front`` runs when the decorator runs and raises every error that does not depend on
-the arguments; ``specialise`` runs once per specialisation key at the first launch that
-needs it. Each stage has a name (``STAGES``) so later tools can dump or inspect it.
+``front`` runs when the decorator runs and raises every error that does not depend on the
+arguments. ``specialise`` runs once per specialisation key, at the first launch on a
+target that needs it: the shared passes (:data:`SHARED_PASSES`), then the target's own
+(``target.passes``: strip-mining and region formation run only for the CPU). Every pass
+has a name; ``k.inspect(name, ...)`` and ``TESSERA_DUMP=name`` show the IR after it.
+
+    front:      lower → returns → checks → uniformity (errors) [→ types, without constexprs]
+    specialise: constexprs → shared_memory → uniformity → types → prefetch → target passes
 """
 
 from __future__ import annotations
@@ -14,22 +19,33 @@ import hashlib
 
 from ..errors import SourceLoc
 from . import ir
-from .analysis import checks, uniformity
-from .analysis.prefetch import mark_prefetch_waits
-from .analysis.regions import Schedule, form_regions
-from .analysis.strip_mine import strip_mine
-from .frontend import Frontend, SourceInfo
-from .returns import eliminate_returns
+from .frontend import Frontend
+from .ir_print import format_kernel, format_schedule
+from .passes import Pass, checks, uniformity
+from .passes.prefetch import mark_prefetch_waits
+from .passes.regions import Schedule, form_regions
+from .passes.returns import eliminate_returns
+from .passes.strip_mine import strip_mine
 from .signature import ParamSpec, symbols_of
+from .source import SourceInfo
 from .typer import Typer, fold_int
-
-STAGES = ("ir", "regions", "cpu")
 
 
 @dataclasses.dataclass
 class KernelOptions:
     tile: tuple[int, ...] | None
     shared: int | None
+
+
+@dataclasses.dataclass
+class Specialised:
+    """A kernel's IR after the passes, with what they found."""
+
+    kir: ir.KernelIR
+    schedule: Schedule | None = None  # region formation's result (the CPU target)
+    shared_bytes: int = 0
+    uniformity: uniformity.Uniformity | None = None
+    dumps: dict[str, str] = dataclasses.field(default_factory=dict)  # pass → text after it
 
 
 def front(
@@ -39,8 +55,7 @@ def front(
     grouped = options.tile is not None
     symbols = symbols_of(params)
     fe = Frontend(name, params, grouped, symbols)
-    body = fe.lower_function(info)
-    body = eliminate_returns(body, "_returned")
+    body = eliminate_returns(fe.lower_function(info), "_returned")
     loc = SourceLoc(info.filename, info.fn_node.lineno + info.line_offset, info.fn_node.col_offset)
     kir = ir.KernelIR(
         name=name,
@@ -56,45 +71,96 @@ def front(
     kir.source_hash = _source_hash(info, fe.helpers_used, fe.global_constants, options)
     checks.check_mut_writes(kir)
     if grouped:
-        u = uniformity.analyse(kir)
-        uniformity.check_collectives(kir, u)
+        checks.check_subgroups(kir)
+        uniformity.check_collectives(kir, uniformity.analyse(kir))
         checks.check_shared_budget(kir, require_constant=False)
     if not any(p.kind == "constexpr" for p in params):
         Typer(copy.deepcopy(kir)).run()  # type errors surface at decoration
     return kir
 
 
-@dataclasses.dataclass
-class Specialised:
-    kir: ir.KernelIR
-    schedule: Schedule | None
-    shared_bytes: int
+# ----------------------------------------------------------------------------- passes
 
 
-def specialise(
-    kir: ir.KernelIR, constexprs: dict[str, object], boundscheck: bool = False
-) -> Specialised:
-    """Bind constexpr values, type, check the shared budget and form regions."""
-    kir = copy.deepcopy(kir)
-    kir.boundscheck = boundscheck
+def _bind_constexprs(spec: Specialised, constexprs: dict) -> None:
     if constexprs:
-        _substitute(kir, constexprs)
+        _substitute(spec.kir, constexprs)
+    kir = spec.kir
     # the deep copy duplicated the allocations; the body's copies are the ones to keep
     kir.allocs = [s for s in ir.walk_stmts(kir.body) if isinstance(s, ir.SharedAlloc)]
     for a in kir.allocs:
         a.shape = tuple(fold_int(d) if isinstance(d, ir.Expr) else d for d in a.shape)
-    shared_bytes = 0
-    schedule = None
-    if kir.grouped:
-        shared_bytes = checks.check_shared_budget(kir, require_constant=True)
-        strip_mine(kir, uniformity.analyse(kir))
-    Typer(kir).run()
-    if kir.grouped:
-        u = uniformity.analyse(kir)
-        uniformity.check_collectives(kir, u)
-        mark_prefetch_waits(kir)
-        schedule = form_regions(kir, u)
-    return Specialised(kir, schedule, shared_bytes)
+
+
+def _shared_memory(spec: Specialised, constexprs: dict) -> None:
+    if spec.kir.grouped:
+        spec.shared_bytes = checks.check_shared_budget(spec.kir, require_constant=True)
+
+
+def _uniformity(spec: Specialised, constexprs: dict) -> None:
+    if spec.kir.grouped:
+        spec.uniformity = uniformity.analyse(spec.kir)
+        uniformity.check_collectives(spec.kir, spec.uniformity)
+
+
+def _types(spec: Specialised, constexprs: dict) -> None:
+    Typer(spec.kir).run()
+
+
+def _prefetch(spec: Specialised, constexprs: dict) -> None:
+    if spec.kir.grouped:
+        mark_prefetch_waits(spec.kir)
+
+
+def _strip_mine(spec: Specialised, constexprs: dict) -> None:
+    if spec.kir.grouped:
+        strip_mine(spec.kir, spec.uniformity)
+
+
+def _regions(spec: Specialised, constexprs: dict) -> None:
+    if spec.kir.grouped:
+        spec.schedule = form_regions(spec.kir, spec.uniformity)
+
+
+SHARED_PASSES = (
+    Pass("constexprs", _bind_constexprs, "constexpr parameters become constants"),
+    Pass("shared_memory", _shared_memory, "shared-array shapes folded, budget checked"),
+    Pass("uniformity", _uniformity, "which values vary by lane; collectives checked"),
+    Pass("types", _types, "every expression and variable typed"),
+    Pass("prefetch", _prefetch, "waits that may leave copies in flight (tile.range)"),
+)
+# passes a target may list as its own (docs/targets.md)
+STRIP_MINE = Pass("strip_mine", _strip_mine, "lane-strided loops become uniform loops")
+REGIONS = Pass("regions", _regions, "grouped kernels cut into lane regions at collectives")
+PASS_NAMES = tuple(p.name for p in SHARED_PASSES) + (STRIP_MINE.name, REGIONS.name)
+
+
+def specialise(
+    kir: ir.KernelIR,
+    constexprs: dict[str, object],
+    passes: tuple[Pass, ...] = (),
+    boundscheck: bool = False,
+    dump: frozenset[str] = frozenset(),
+) -> Specialised:
+    """Run the shared passes, then ``passes`` (a target's own), on a copy of ``kir``;
+    keep the text after each pass named in ``dump``."""
+    kir = copy.deepcopy(kir)
+    kir.boundscheck = boundscheck
+    spec = Specialised(kir)
+    for p in SHARED_PASSES + tuple(passes):
+        p.run(spec, constexprs)
+        if p.name in dump:
+            spec.dumps[p.name] = pass_text(spec, p.name)
+    return spec
+
+
+def pass_text(spec: Specialised, name: str) -> str:
+    """The IR after pass ``name`` (the region schedule after ``regions``)."""
+    if name != "regions":
+        return format_kernel(spec.kir)
+    if spec.schedule is None:
+        return "flat kernel: one region, run once per tile\n"
+    return format_schedule(spec.schedule)
 
 
 def _source_hash(info: SourceInfo, helpers: list, constants: dict, options: KernelOptions) -> str:

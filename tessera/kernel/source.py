@@ -9,9 +9,19 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from dataclasses import dataclass
 
 from ..errors import TesseraError
-from .frontend import SourceInfo
+
+
+@dataclass
+class SourceInfo:
+    """Where a function's source lives: its AST, file and the line offset of the AST."""
+
+    fn_node: ast.FunctionDef
+    filename: str
+    line_offset: int
+    globals: dict
 
 
 def source_info_of(fn: object, what: str) -> SourceInfo:

@@ -1,10 +1,9 @@
-"""The compiler's stages by name: ``k.inspect(stage, ...)`` and ``TESSERA_DUMP``.
+"""Writing the compiler's stages to files: ``TESSERA_DUMP`` and ``TESSERA_DUMP_DIR``.
 
-``ir`` (the typed kernel IR), ``regions`` (the region schedule of a grouped kernel) and
-``cpu`` (the generated Python) are the text of a specialisation; ``llvm`` and ``asm``
-come from compiling it. ``TESSERA_DUMP=ir,regions,cpu`` writes the first three, one file
-per kernel, specialisation and stage, into ``TESSERA_DUMP_DIR`` when a specialisation is
-built.
+A stage is a pass of the pipeline (the IR after it; ``ir`` is the IR after all of them)
+or a stage a target adds (``cpu``: the generated Python; ``meta``: a CUDA kernel's
+metadata as YAML). ``TESSERA_DUMP=ir,regions,cpu`` writes those, one file per kernel,
+specialisation and stage, into ``TESSERA_DUMP_DIR`` when a specialisation is built.
 """
 
 from __future__ import annotations
@@ -14,51 +13,24 @@ from pathlib import Path
 
 from ..config import get as setting
 from ..errors import TesseraError
-from .ir_print import format_kernel, format_schedule
-
-STAGES = ("ir", "regions", "cpu", "llvm", "asm")
-TEXT_STAGES = ("ir", "regions", "cpu")
-DUMPS = TEXT_STAGES + ("meta",)  # meta: CUDA kernel metadata, as YAML
 
 
-def stage_text(program, stage: str) -> str:
-    """The text of ``stage`` for a built CPU program (``llvm``/``asm`` compile it)."""
-    spec = program.spec
-    if stage == "ir":
-        return format_kernel(spec.kir)
-    if stage == "regions":
-        if spec.schedule is None:
-            return "flat kernel: one region, run once per tile\n"
-        return format_schedule(spec.schedule)
-    if stage == "cpu":
-        return program.source
-    raise TesseraError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
-
-
-def requested_dumps() -> list[str]:
+def requested_dumps(known: tuple[str, ...]) -> list[str]:
+    """The stages ``TESSERA_DUMP`` names (each must be one of ``known``)."""
     stages = [s.strip() for s in setting("dump").split(",") if s.strip()]
     for s in stages:
-        if s not in DUMPS:
+        if s not in known:
             raise TesseraError(
-                f"TESSERA_DUMP names unknown stage {s!r}; choose from {', '.join(DUMPS)}"
+                f"TESSERA_DUMP names unknown stage {s!r}; choose from {', '.join(known)}"
             )
     return stages
 
 
-def dump(kernel: str, number: int, program) -> list[Path]:
-    """Write the requested stages of a newly built specialisation; returns the files."""
-    stages = [s for s in requested_dumps() if s in TEXT_STAGES]
-    return [
-        _write(f"{kernel}.{number}.{stage}.txt", stage_text(program, stage)) for stage in stages
-    ]
-
-
-def dump_metadata(kernel: str, number: int, metadata) -> Path | None:
-    """With ``meta`` in TESSERA_DUMP: write a CUDA specialisation's metadata as YAML.
-    ``metadata`` is called only then (it compiles a cubin)."""
-    if "meta" not in requested_dumps():
-        return None
-    return _write(f"{kernel}.{number}.meta.yaml", to_yaml(metadata()))
+def write(kernel: str, number: int, stage: str, content: object) -> Path:
+    """Write one stage of a newly built specialisation; returns the file."""
+    if isinstance(content, dict):
+        return _write(f"{kernel}.{number}.{stage}.yaml", to_yaml(content))
+    return _write(f"{kernel}.{number}.{stage}.txt", str(content))
 
 
 def to_yaml(value, indent: int = 0) -> str:

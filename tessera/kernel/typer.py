@@ -157,7 +157,7 @@ class Typer:
             for e in s.starts + [x for x in s.stops if x is not None]:
                 if not self.scalar(e, final).dtype.is_int:
                     raise self.error(e, "slice bounds must be integers")
-        elif isinstance(s, (ir.Barrier, ir.CopyWait, ir.SharedAlloc, ir.Break, ir.Continue)):
+        elif isinstance(s, (ir.SharedAlloc, ir.Break, ir.Continue)):
             pass
         else:
             raise self.error(s, f"internal: untyped statement {type(s).__name__}")
@@ -262,30 +262,40 @@ class Typer:
         if isinstance(e, ir.Shape):
             self.array(e.array)
             return I64
-        if isinstance(e, (ir.LaneId, ir.GroupId, ir.GroupSize)):
-            return I64
-        if isinstance(e, ir.AtomicAdd):
-            at = self.array(e.array)
-            if at.space == "global" and not at.mutable:
-                raise self.error(
-                    e, f"cannot write to '{e.array.name}': it is not declared mut[...]"
-                )
-            if at.dtype == D.bool_:
-                raise self.error(e, "atomic_add needs a numeric array, not bool_")
-            self.check_indices(e, e.array, at, e.indices, final)
-            self.scalar(e.value, final)
-            return ScalarType(at.dtype)
-        if isinstance(e, ir.Reduce):
-            if e.over == "shared":
-                at = self.array(e.source)
-                if at.space != "shared":
-                    raise self.error(e, "reduce_* takes a shared array")
-                return ScalarType(at.dtype)
-            t = concrete(self.scalar(e.source, final))
-            if t.dtype == D.bool_:
-                raise self.error(e, f"tile.{e.op} needs a number, not bool_")
-            return t
+        if isinstance(e, ir.PrimCall):
+            return self.primitive(e, final)
         raise self.error(e, f"internal: untyped expression {type(e).__name__}")
+
+    def primitive(self, e: ir.PrimCall, final: bool) -> ir.Type | None:
+        """Check a primitive's arguments by their declared kinds; its declared result."""
+        prim = e.prim
+        array: ArrayType | None = None
+        value: ScalarType | None = None
+        for arg, a in zip(prim.args, e.args):
+            if arg.kind in ("array", "shared"):
+                array = self.array(a)
+                if arg.kind == "shared" and array.space != "shared":
+                    raise self.error(e, f"{prim.name} takes a shared array")
+                if prim.writes and array.space == "global" and not array.mutable:
+                    raise self.error(e, f"cannot write to '{a.name}': it is not declared mut[...]")
+                if prim.writes and array.dtype == D.bool_:
+                    raise self.error(e, f"{prim.name} needs a numeric array, not bool_")
+            elif arg.kind == "index":
+                self.check_indices(e, e.args[0], array, a.items, final)
+            elif arg.kind in ("value", "number", "int"):
+                t = self.scalar(a, final)
+                if arg.kind == "number" and concrete(t).dtype == D.bool_:
+                    raise self.error(e, f"{prim.name}({arg.name}) needs a number, not bool_")
+                if arg.kind == "int" and not t.dtype.is_int:
+                    raise self.error(e, f"{prim.name}({arg.name}) needs an integer, not {t}")
+                value = value or t
+        if prim.result == "i64":
+            return I64
+        if prim.result == "element":
+            return ScalarType(array.dtype)
+        if prim.result == "value":
+            return concrete(value)
+        return None
 
     def math(self, e: ir.MathCall, final: bool) -> ScalarType:
         args = [self.scalar(a, final) for a in e.args]

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import is_device_array
 from ..config import get as setting
 from ..errors import TesseraError
-from ..kernel.launch import is_device_array
 from . import mpi_transport, nccl_transport
 from .channel import ISSUE_LOCK, Channel, Transfer, then
 from .layout import ShardSpec, block
 from .mesh import Mesh, current_mesh, world_channel
-from .tensor import ShardedTensor
 
 OPS = tuple(mpi_transport.OPS)
 
@@ -157,7 +156,7 @@ def all_reduce(
     async_op: bool = False,
 ):
     """Every rank of the axis gets ``op`` over all their ``x``."""
-    if isinstance(x, ShardedTensor):
+    if _is_sharded(x):
         _whole_on(x, axis, "all_reduce")
         return _sharded(
             x,
@@ -186,7 +185,7 @@ def all_gather(
     """The axis's arrays concatenated along ``dim`` (default 0), in rank order; blocks may
     differ in length along ``dim``. A sharded tensor is gathered along the dim that is
     split over ``axis``."""
-    if isinstance(x, ShardedTensor):
+    if _is_sharded(x):
         split = _split_dim(x, axis, "all_gather")
         layout = _without(x.layout, axis)
         return _sharded(
@@ -220,7 +219,7 @@ def reduce_scatter(
 ):
     """``op`` over the axis, then this rank's ``array_split`` block of ``dim`` (default 0).
     A sharded tensor (whole on ``axis``) comes back split over ``axis`` along ``dim``."""
-    if isinstance(x, ShardedTensor):
+    if _is_sharded(x):
         _whole_on(x, axis, "reduce_scatter")
         if x.layout.axis_of(dim) is not None:
             raise TesseraError(
@@ -265,7 +264,7 @@ def broadcast(
     x, axis: str, root: int = 0, *, mesh: Mesh | None = None, out=None, async_op: bool = False
 ):
     """The array of the axis member with index ``root``, on every member."""
-    if isinstance(x, ShardedTensor):
+    if _is_sharded(x):
         return _sharded(
             x,
             x.layout,
@@ -291,14 +290,20 @@ def barrier(axis: str | None = None, *, mesh: Mesh | None = None) -> None:
     _run(channel, "barrier", seq, transfer, lambda _: None, False)
 
 
-def _sharded(t: ShardedTensor, layout: ShardSpec, out, collective):
+def _is_sharded(x) -> bool:
+    """A sharded tensor (mesh/tensor.py, which builds on this module: it is recognised by
+    what it has, not imported)."""
+    return hasattr(x, "layout") and hasattr(x, "local") and hasattr(x, "with_local")
+
+
+def _sharded(t, layout: ShardSpec, out, collective):
     """Run ``collective`` on ``t``'s local block; wrap the result in a sharded tensor."""
-    if out is not None and not isinstance(out, ShardedTensor):
+    if out is not None and not _is_sharded(out):
         raise TesseraError("out= of a collective on a sharded tensor must be a sharded tensor")
     result = collective(t.local, None if out is None else out.local)
 
     def wrap(local):
-        return out if out is not None else ShardedTensor(t.shape, layout, t.mesh, local)
+        return out if out is not None else t.with_local(layout, local)
 
     if isinstance(result, Work):
         inner = result._deliver
@@ -307,14 +312,14 @@ def _sharded(t: ShardedTensor, layout: ShardSpec, out, collective):
     return wrap(result)
 
 
-def _split_dim(t: ShardedTensor, axis: str, kind: str) -> int:
+def _split_dim(t, axis: str, kind: str) -> int:
     for d, a in zip(t.layout.partition, t.layout.mesh_axes):
         if a == axis:
             return d
     raise TesseraError(f"{kind}: the tensor is not split over axis '{axis}' ({t.layout})")
 
 
-def _whole_on(t: ShardedTensor, axis: str, kind: str) -> None:
+def _whole_on(t, axis: str, kind: str) -> None:
     if axis in t.layout.mesh_axes:
         raise TesseraError(
             f"{kind} over axis '{axis}' needs a tensor that is whole on that axis, but this "

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import TesseraError
+from .collectives import all_gather
 from .layout import ShardSpec, local_slice
 from .mesh import Mesh, current_mesh
 
@@ -40,6 +41,10 @@ class ShardedTensor:
             f"layout={self.layout}, rank={self.mesh.rank})"
         )
 
+    def with_local(self, layout: ShardSpec, local) -> ShardedTensor:
+        """A tensor of the same global shape and mesh with another layout and block."""
+        return ShardedTensor(self.shape, layout, self.mesh, local)
+
     def parts(self, axis: str) -> Parts:
         """The view an index launch over ``axis`` fans out (``index_launch(axis=...)``)."""
         return Parts(self, axis)
@@ -47,8 +52,6 @@ class ShardedTensor:
     def gather(self) -> np.ndarray:
         """The global array on every rank: an all_gather over each axis the tensor is
         split over (replicas need nothing)."""
-        from .collectives import all_gather
-
         data = self.local
         for dim, axis in zip(self.layout.partition, self.layout.mesh_axes):
             data = all_gather(data, axis, mesh=self.mesh, dim=dim)

@@ -1,51 +1,14 @@
 """The in-kernel language (``from tessera import tile``).
 
-Inside a ``@kernel`` these names are primitives of the kernel language; the table of what
-each one does is in :mod:`tessera.tile.primitives` and docs/language.md.
+Inside a ``@kernel`` these names are primitives of the kernel language. Each is declared
+once in :mod:`tessera.tile.primitives` (what it takes, its type rule, whether it is a
+group collective); docs/language.md lists them. Every primitive is reachable here; the
+group-level ones are also exported at the top of the package (``ts.tbarrier`` is
+``ts.tile.tbarrier``: one object, two spellings; docs/language.md gives the canonical
+one).
 """
 
-from .primitives import (
-    REGISTRY,
-    Primitive,
-    atomic_add,
-    cp_async,
-    group_id,
-    group_linear_id,
-    group_tile_count,
-    id,
-    linear_id,
-    load,
-    reduce_max,
-    reduce_min,
-    reduce_sum,
-    store,
-    tshared,
-)
-from .primitives import barrier as tbarrier
-from .primitives import max_ as max
-from .primitives import min_ as min
-from .primitives import range_ as range
-from .primitives import sum_ as sum
+from . import primitives
+from .primitives import *  # noqa: F403 - the declarations, listed once there
 
-__all__ = [
-    "REGISTRY",
-    "Primitive",
-    "atomic_add",
-    "cp_async",
-    "group_id",
-    "group_linear_id",
-    "group_tile_count",
-    "id",
-    "linear_id",
-    "load",
-    "max",
-    "min",
-    "range",
-    "reduce_max",
-    "reduce_min",
-    "reduce_sum",
-    "store",
-    "sum",
-    "tbarrier",
-    "tshared",
-]
+__all__ = list(primitives.__all__)

@@ -1,10 +1,14 @@
-"""The declarations of the in-kernel primitives: one entry per primitive.
+"""The declarations of the in-kernel primitives: one entry per primitive, and the only one.
 
-A declaration says what a primitive is called, whether it is *collective* (every lane of
-a group must reach it together), whether it needs a grouped kernel, and what it does.
-The frontend types calls from these declarations, the analyses read ``collective`` and
-``grouped_only``, and the docs table is generated from ``doc``. No backend code lives
-here: the backends lower primitives by name.
+A declaration says what a primitive is called, what arguments it takes (each with a
+*kind* the frontend parses and the typer checks), the rule that gives its result type,
+whether it is *collective* (every lane of a group must reach it together), whether its
+result differs between lanes, whether it needs a grouped kernel, and what it does. The
+frontend turns every call of a declared primitive into one generic IR node, the typer and
+the analyses read these fields, and the docs table is checked against ``doc``. No backend
+code lives here: each target registers one lowering per primitive.
+
+Adding a primitive is its declaration here plus one lowering per target.
 
 Outside a kernel the primitives cannot run; calling one raises a clear error.
 """
@@ -16,16 +20,54 @@ from dataclasses import dataclass
 from ..dtypes import ArrayAnnotation, ReductionAnnotation
 from ..errors import TesseraError
 
+# Argument kinds (what the frontend accepts and the typer checks):
+#   axis    a constant 0, 1 or 2          flag    a constant bool
+#   value   a scalar of any type          number  a scalar, not bool
+#   int     an integer scalar             index   one integer or a tuple of them
+#   array   a parameter or shared array   shared  a shared array
+ARG_KINDS = ("axis", "flag", "value", "number", "int", "index", "array", "shared")
+# Result rules (what the typer gives the call): i64; ``value``: the type of the first
+# value/number argument; ``element``: the element type of the array argument; None: a
+# statement, no value.
+RESULT_RULES = ("i64", "value", "element", None)
+
+SUBGROUP = 32  # lanes of a sub-group (a CUDA warp), for the shuffles
+
 
 @dataclass(frozen=True)
+class Arg:
+    name: str
+    kind: str
+    default: object = None  # a constant the frontend uses when the argument is left out
+
+    def __post_init__(self) -> None:
+        assert self.kind in ARG_KINDS, self.kind
+
+
+@dataclass(frozen=True, eq=False)
 class Primitive:
     """A kernel-language primitive. ``name`` is its spelling in kernel source."""
 
     name: str
-    signature: str
-    collective: bool
-    grouped_only: bool
+    args: tuple[Arg, ...]
+    result: str | None
     doc: str
+    collective: bool = False  # every lane of the group must reach it together
+    varying: bool = False  # its result differs between the lanes of a group
+    grouped_only: bool = False  # needs a grouped kernel (@kernel(tile=...))
+    writes: bool = False  # writes the array given as its first argument
+    subgroups: bool = False  # works within sub-groups of SUBGROUP lanes
+    op: str | None = None  # reductions and scans: "sum", "max" or "min" (docs/language.md)
+
+    @property
+    def signature(self) -> str:
+        parts = [a.name if a.default is None else f"{a.name}={a.default!r}" for a in self.args]
+        return f"({', '.join(parts)})"
+
+    @property
+    def pure(self) -> bool:
+        """Whether a call may be recomputed freely (no effect, no group exchange)."""
+        return not (self.collective or self.writes)
 
     def __call__(self, *args: object, **kwargs: object) -> object:
         raise TesseraError(
@@ -33,67 +75,254 @@ class Primitive:
         )
 
     def __getitem__(self, item: object) -> object:
-        # ``reduce_sum[f32[M, N]]`` in a signature: an output of partial sums (MESH.md)
+        # ``reduce_sum[f32[M, N]]`` in a signature: an output of partial sums
+        # (docs/distributed.md)
         if self.name == "reduce_sum" and isinstance(item, ArrayAnnotation):
             return ReductionAnnotation(item, "sum")
-        # ``tshared.alloc[f32]`` is resolved by the frontend; outside a kernel it is inert.
         return self
 
     def __repr__(self) -> str:
         return f"<tessera primitive {self.name}>"
 
+    def __deepcopy__(self, memo: dict) -> Primitive:
+        return self  # a declaration is unique: IR copies share it, and ``is`` compares it
+
 
 REGISTRY: dict[str, Primitive] = {}
+__all__ = ["REGISTRY", "Primitive", "SUBGROUP", "subgroup_width", "tshared", "cp_async"]
 
 
-def declare(
-    name: str, signature: str, doc: str, *, collective: bool = False, grouped_only: bool = False
-) -> Primitive:
-    prim = Primitive(name, signature, collective, grouped_only, doc)
+def declare(name: str, args: str, result: str | None, doc: str, **flags: object) -> Primitive:
+    """Declare a primitive; ``args`` is ``"name:kind name:kind=default ..."``."""
+    assert result in RESULT_RULES, result
+    parsed = []
+    for spec in args.split():
+        arg, _, rest = spec.partition(":")
+        kind, _, default = rest.partition("=")
+        parsed.append(Arg(arg, kind, {"": None, "False": False, "True": True}[default]))
+    prim = Primitive(name, tuple(parsed), result, doc, **flags)
     REGISTRY[name] = prim
     return prim
 
 
+def subgroup_width(lanes: int) -> int | None:
+    """The width of a group's sub-groups: SUBGROUP lanes, or the whole group when it is
+    smaller and a power of two; None when the group cannot be cut into sub-groups."""
+    if lanes >= SUBGROUP:
+        return SUBGROUP if lanes % SUBGROUP == 0 else None
+    return lanes if lanes & (lanes - 1) == 0 else None
+
+
+# ----------------------------------------------------------------------------- ids
 linear_id = declare(
     "tile.linear_id",
-    "()",
+    "",
+    "i64",
     "Flat kernels: the tile index in [0, N). Grouped kernels: the lane in the group.",
+    varying=True,
 )
 id = declare(  # noqa: A001 - the language's name for it
     "tile.id",
-    "(axis)",
+    "axis:axis",
+    "i64",
     "The tile's (flat) or lane's (grouped) index along `axis` of the grid or group shape.",
+    varying=True,
 )
 group_id = declare(
     "group_id",
-    "(axis)",
+    "axis:axis",
+    "i64",
     "The group's index along `axis` of the launch grid.",
     grouped_only=True,
 )
 group_linear_id = declare(
-    "group_linear_id", "()", "The group's index in [0, grid_groups).", grouped_only=True
+    "group_linear_id",
+    "",
+    "i64",
+    "The group's index in [0, grid_groups).",
+    grouped_only=True,
 )
 group_tile_count = declare(
     "group_tile_count",
-    "()",
+    "",
+    "i64",
     "The number of lanes in a group (product of `tile=`).",
     grouped_only=True,
 )
-alloc = declare(
-    "tshared.alloc",
-    "[dtype](shape)",
-    "A group-shared array of constant shape; contents undefined at group start.",
-    grouped_only=True,
-)
-barrier = declare(
+# ----------------------------------------------------------------------------- synchronisation
+tbarrier = declare(
     "tbarrier",
-    "()",
+    "",
+    None,
     "All lanes of the group wait here; shared writes before are visible after; completes "
     "outstanding cp_async copies.",
     collective=True,
     grouped_only=True,
 )
-copy_async = declare(
+copy_wait = declare(
+    "cp_async.wait",
+    "",
+    None,
+    "Waits for this group's outstanding copies (no lane barrier).",
+    collective=True,
+    grouped_only=True,
+)
+# ----------------------------------------------------------------------------- memory
+atomic_add = declare(
+    "tile.atomic_add",
+    "a:array index:index value:number",
+    "element",
+    "Atomic read-modify-write on global or shared memory; returns the old value.",
+    varying=True,
+    writes=True,
+)
+# ----------------------------------------------------------------------------- reductions
+reduce_sum = declare(
+    "reduce_sum",
+    "shared_array:shared",
+    "element",
+    "Sum of a whole shared array, to every lane.",
+    collective=True,
+    grouped_only=True,
+    op="sum",
+)
+reduce_max = declare(
+    "reduce_max",
+    "shared_array:shared",
+    "element",
+    "Maximum of a whole shared array, to every lane.",
+    collective=True,
+    grouped_only=True,
+    op="max",
+)
+reduce_min = declare(
+    "reduce_min",
+    "shared_array:shared",
+    "element",
+    "Minimum of a whole shared array, to every lane.",
+    collective=True,
+    grouped_only=True,
+    op="min",
+)
+sum = declare(  # noqa: A001 - tile.sum
+    "tile.sum",
+    "value:number",
+    "value",
+    "Sum over the lanes of each lane's value, to every lane.",
+    collective=True,
+    grouped_only=True,
+    op="sum",
+)
+max = declare(  # noqa: A001 - tile.max
+    "tile.max",
+    "value:number",
+    "value",
+    "Maximum over the lanes of each lane's value, to every lane.",
+    collective=True,
+    grouped_only=True,
+    op="max",
+)
+min = declare(  # noqa: A001 - tile.min
+    "tile.min",
+    "value:number",
+    "value",
+    "Minimum over the lanes of each lane's value, to every lane.",
+    collective=True,
+    grouped_only=True,
+    op="min",
+)
+# ----------------------------------------------------------------------------- scans, shuffles
+prefix_sum = declare(
+    "tile.prefix_sum",
+    "value:number exclusive:flag=False",
+    "value",
+    "Each lane gets the sum of the values of the lanes before it (exclusive) or up to and "
+    "including it, added one lane after another in lane order.",
+    collective=True,
+    varying=True,
+    grouped_only=True,
+    op="sum",
+)
+shuffle = declare(
+    "tile.shuffle",
+    "value:value src_lane:int",
+    "value",
+    "The value of lane `src_lane` (taken modulo the width) of the lane's sub-group.",
+    collective=True,
+    varying=True,
+    grouped_only=True,
+    subgroups=True,
+)
+shuffle_xor = declare(
+    "tile.shuffle_xor",
+    "value:value mask:int",
+    "value",
+    "The value of the sub-group lane `lane ^ mask`; the lane's own value where that is "
+    "outside the sub-group.",
+    collective=True,
+    varying=True,
+    grouped_only=True,
+    subgroups=True,
+)
+shuffle_down = declare(
+    "tile.shuffle_down",
+    "value:value delta:int",
+    "value",
+    "The value of the sub-group lane `lane + delta`; the lane's own value past the end.",
+    collective=True,
+    varying=True,
+    grouped_only=True,
+    subgroups=True,
+)
+shuffle_up = declare(
+    "tile.shuffle_up",
+    "value:value delta:int",
+    "value",
+    "The value of the sub-group lane `lane - delta`; the lane's own value before the start.",
+    collective=True,
+    varying=True,
+    grouped_only=True,
+    subgroups=True,
+)
+__all__ += [name for name, value in list(globals().items()) if isinstance(value, Primitive)]
+
+# ----------------------------------------------------------------------------- syntax forms
+# These have syntax of their own (a dtype subscript, slices, a loop, masks): the frontend
+# handles them directly and they have no generic IR node. They are declared for errors
+# outside kernels and for the docs.
+
+
+@dataclass(frozen=True, eq=False)
+class SyntaxForm:
+    name: str
+    signature: str
+    doc: str
+    collective: bool = False
+    grouped_only: bool = False
+
+    __call__ = Primitive.__call__
+    __repr__ = Primitive.__repr__
+
+    def __getitem__(self, item: object) -> object:
+        return self  # ``tshared.alloc[f32]`` is resolved by the frontend
+
+
+SYNTAX_FORMS: dict[str, SyntaxForm] = {}
+
+
+def _form(name: str, signature: str, doc: str, **flags: bool) -> SyntaxForm:
+    form = SyntaxForm(name, signature, doc, **flags)
+    SYNTAX_FORMS[name] = form
+    return form
+
+
+alloc = _form(
+    "tshared.alloc",
+    "[dtype](shape)",
+    "A group-shared array of constant shape; contents undefined at group start.",
+    grouped_only=True,
+)
+copy_async = _form(
     "cp_async.shared.global_",
     "(dst, src)",
     "Group-collective copy of a global slice into a shared array, complete after the next "
@@ -101,14 +330,7 @@ copy_async = declare(
     collective=True,
     grouped_only=True,
 )
-copy_wait = declare(
-    "cp_async.wait",
-    "()",
-    "Waits for this group's outstanding copies (no lane barrier).",
-    collective=True,
-    grouped_only=True,
-)
-range_ = declare(
+range = _form(  # noqa: A001 - tile.range
     "tile.range",
     "(start, stop=None, step=1, prefetch=None)",
     "Group-uniform loop over chunk starts, the values of range(); prefetch is the pipeline "
@@ -116,63 +338,34 @@ range_ = declare(
     collective=True,
     grouped_only=True,
 )
-load = declare(
+load = _form(
     "tile.load",
     "(a, index, mask=None, other=0)",
     "Explicit load; a masked-off lane reads `other` (converted to a's dtype).",
 )
-store = declare(
+store = _form(
     "tile.store",
     "(a, index, value, mask=None)",
     "Explicit store; a masked-off lane writes nothing.",
 )
-reduce_sum = declare(
-    "reduce_sum",
-    "(shared_array)",
-    "Sum of a whole shared array, to every lane.",
-    collective=True,
-    grouped_only=True,
-)
-reduce_max = declare(
-    "reduce_max",
-    "(shared_array)",
-    "Maximum of a whole shared array, to every lane.",
-    collective=True,
-    grouped_only=True,
-)
-reduce_min = declare(
-    "reduce_min",
-    "(shared_array)",
-    "Minimum of a whole shared array, to every lane.",
-    collective=True,
-    grouped_only=True,
-)
-sum_ = declare(
-    "tile.sum",
-    "(value)",
-    "Sum over the lanes of each lane's value, to every lane.",
-    collective=True,
-    grouped_only=True,
-)
-max_ = declare(
-    "tile.max",
-    "(value)",
-    "Maximum over the lanes of each lane's value, to every lane.",
-    collective=True,
-    grouped_only=True,
-)
-min_ = declare(
-    "tile.min",
-    "(value)",
-    "Minimum over the lanes of each lane's value, to every lane.",
-    collective=True,
-    grouped_only=True,
-)
-atomic_add = declare(
-    "tile.atomic_add",
-    "(a, index, value)",
-    "Atomic read-modify-write on global or shared memory; returns the old value.",
-)
+__all__ += ["alloc", "copy_async", "range", "load", "store", "SyntaxForm", "SYNTAX_FORMS"]
+
+
+def table() -> str:
+    """The primitive table of docs/language.md, made from the declarations (a test keeps
+    the two the same: paste this function's output there after changing a declaration)."""
+    rows = [
+        "| primitive | group collective | grouped kernels only | meaning |",
+        "| --- | --- | --- | --- |",
+    ]
+    entries = [*REGISTRY.values(), *SYNTAX_FORMS.values()]
+    for prim in sorted(entries, key=lambda p: (p.name.startswith("tile."), p.name)):
+        yes = {True: "yes", False: ""}
+        rows.append(
+            f"| `{prim.name}{prim.signature}` | {yes[prim.collective]} | "
+            f"{yes[prim.grouped_only]} | {prim.doc} |"
+        )
+    return "\n".join(rows) + "\n"
 
 
 class _Namespace:

@@ -1,1 +1,0 @@
-"""Analyses over the kernel IR, shared by every backend."""

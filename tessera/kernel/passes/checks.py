@@ -1,0 +1,96 @@
+"""Checks that need no argument values: writes to read-only parameters, the
+shared-memory budget of a group, and group shapes the sub-group primitives can use.
+"""
+
+from __future__ import annotations
+
+from ...errors import KernelError
+from ...tile.primitives import SUBGROUP, subgroup_width
+from .. import ir
+from ..typer import fold_int
+
+DEFAULT_SHARED_BUDGET = 48 * 1024  # what CUDA gives a block without opting in
+
+
+def check_mut_writes(kir: ir.KernelIR) -> None:
+    """Stores and atomics into a parameter must target a ``mut[...]`` parameter."""
+    readonly = {p.name for p in kir.params if p.kind == "array" and not p.mutable}
+    for s in ir.walk_stmts(kir.body):
+        targets = []
+        if isinstance(s, ir.Store):
+            targets.append((s.array, s))
+        for e in ir.stmt_exprs(s):
+            if isinstance(e, ir.PrimCall) and e.prim.writes:
+                targets.append((e.args[0], e))
+        for array, node in targets:
+            if array.name in readonly:
+                raise KernelError(
+                    kir.name,
+                    f"cannot write to parameter '{array.name}': it is not declared mut[...] "
+                    f"(write '{array.name}: mut[...]' in the signature)",
+                    node.loc,
+                )
+
+
+def shared_sizes(kir: ir.KernelIR) -> list[tuple[ir.SharedAlloc, int | None]]:
+    """Each allocation with its size in bytes (None while a dim is not yet constant)."""
+    out = []
+    for a in kir.allocs:
+        dims = [fold_int(d) if isinstance(d, ir.Expr) else d for d in a.shape]
+        if any(d is None for d in dims):
+            out.append((a, None))
+            continue
+        for d, e in zip(dims, a.shape):
+            if d <= 0:
+                raise KernelError(
+                    kir.name, f"shared array size {d} must be positive", getattr(e, "loc", a.loc)
+                )
+        n = 1
+        for d in dims:
+            n *= d
+        out.append((a, n * a.dtype.itemsize))
+    return out
+
+
+def check_shared_budget(kir: ir.KernelIR, require_constant: bool) -> int:
+    """Raise if the allocations exceed ``shared=``; returns the bytes used."""
+    sizes = shared_sizes(kir)
+    for a, size in sizes:
+        if size is None and require_constant:
+            raise KernelError(
+                kir.name,
+                "a shared array's size must be a compile-time constant (a literal, a "
+                "constexpr parameter or an autotune parameter)",
+                a.loc,
+            )
+    total = sum(size for _, size in sizes if size is not None)
+    budget = DEFAULT_SHARED_BUDGET if kir.shared_budget is None else kir.shared_budget
+    if total > budget:
+        biggest = max(sizes, key=lambda p: p[1] or 0)[0]
+        detail = ", ".join(f"{a.target}: {size} B" for a, size in sizes if size is not None)
+        raise KernelError(
+            kir.name,
+            f"shared memory over budget: the allocations need {total} bytes ({detail}) but "
+            f"the kernel declares shared={budget} bytes",
+            biggest.loc,
+        )
+    return total
+
+
+def check_subgroups(kir: ir.KernelIR) -> None:
+    """Shuffles work within sub-groups of SUBGROUP lanes: the group must be a multiple of
+    that, or one sub-group of a power-of-two number of lanes."""
+    lanes = 1
+    for t in kir.tile_shape:
+        lanes *= t
+    if subgroup_width(lanes) is not None:
+        return
+    for s in ir.walk_stmts(kir.body):
+        call = ir.prim_call(s)
+        if call is not None and call.prim.subgroups:
+            raise KernelError(
+                kir.name,
+                f"{call.prim.name} works within sub-groups of {SUBGROUP} lanes; a group of "
+                f"{lanes} lanes is neither a multiple of {SUBGROUP} nor a power of two below it",
+                call.loc,
+            )

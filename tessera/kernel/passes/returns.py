@@ -1,0 +1,59 @@
+"""Return elimination: early ``return`` → a flag and structured control flow.
+
+Backends lower loops over lanes and groups, where a Python ``return`` would leave more
+than the current lane; so every ``return`` that is not the last statement becomes
+``flag = True`` plus ``break`` out of enclosing loops, and the statements after it run
+under ``if not flag``. The flag is an ordinary variable, so the uniformity analysis sees
+a lane-dependent return exactly as it sees any lane-dependent condition: a collective
+after it is divergent.
+"""
+
+from __future__ import annotations
+
+from .. import ir
+
+
+def eliminate_returns(body: list[ir.Stmt], flag: str) -> list[ir.Stmt]:
+    """``body`` without ``Return`` statements (a trailing one is simply dropped)."""
+    while body and isinstance(body[-1], ir.Return):
+        body = body[:-1]
+    if not any(isinstance(s, ir.Return) for s in ir.walk_stmts(body)):
+        return body
+    loc = body[0].loc
+    lowered, _ = _block(body, flag, in_loop=False)
+    return [ir.Assign(loc, flag, ir.Const(loc, False))] + lowered
+
+
+def _not_flag(stmt: ir.Stmt, flag: str) -> ir.Expr:
+    return ir.UnaryOp(stmt.loc, "not", ir.Name(stmt.loc, flag))
+
+
+def _block(body: list[ir.Stmt], flag: str, in_loop: bool) -> tuple[list[ir.Stmt], bool]:
+    """Lower one statement list; the bool says whether it may have returned."""
+    out: list[ir.Stmt] = []
+    for k, stmt in enumerate(body):
+        if isinstance(stmt, ir.Return):
+            out.append(ir.Assign(stmt.loc, flag, ir.Const(stmt.loc, True)))
+            if in_loop:
+                out.append(ir.Break(stmt.loc))
+            return out, True
+        may_return = False
+        if isinstance(stmt, ir.If):
+            stmt.body, r1 = _block(stmt.body, flag, in_loop)
+            stmt.orelse, r2 = _block(stmt.orelse, flag, in_loop)
+            may_return = r1 or r2
+        elif isinstance(stmt, (ir.For, ir.While)):
+            stmt.body, may_return = _block(stmt.body, flag, in_loop=True)
+        out.append(stmt)
+        if may_return:
+            rest = body[k + 1 :]
+            if in_loop:
+                # leave the enclosing loop too; the code after it checks the flag again
+                out.append(ir.If(stmt.loc, ir.Name(stmt.loc, flag), [ir.Break(stmt.loc)], []))
+                tail, _ = _block(rest, flag, in_loop)
+                return out + tail, True
+            if rest:
+                tail, _ = _block(rest, flag, in_loop)
+                out.append(ir.If(stmt.loc, _not_flag(stmt, flag), tail, []))
+            return out, True
+    return out, False

@@ -1,0 +1,233 @@
+"""Kernel IR → the source text of a Numba function (the CPU target's code generator).
+
+The output is readable Python: one ``prange`` over chunks of groups (or over tiles of a
+flat kernel), the group schedule from region formation, and one lane loop per region.
+What a lane does is emitted by the shared :class:`~..pysource.SourceEmitter`; this module
+adds the frame: chunks, groups, lane loops and per-lane arrays. Primitives are lowered by
+lowerings.py; collectives run at group level, between lane loops, over the lanes' values.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ... import ir
+from ...passes.regions import GroupIf, GroupLoop, LaneRegion, Schedule
+from ..pysource import SourceEmitter, ctor
+from ..target import Target
+
+STACK_BYTES = 64 * 1024  # per-chunk arrays up to this size live on the worker's stack
+
+
+class CpuCodegen(SourceEmitter):
+    """Generates the source of ``_kernel`` for one specialisation."""
+
+    def __init__(self, kir: ir.KernelIR, schedule: Schedule | None, grid_ndim: int, target: Target):
+        super().__init__(kir, grid_ndim, target)
+        self.schedule = schedule
+        self.lane_arrays = schedule.lane_arrays if schedule else set()
+        self.scratch: list[tuple[str, str, int]] = []  # (name, dtype ctor, size)
+        self.stack_arrays: dict[str, tuple[tuple[int, ...], str]] = {}  # name → shape, dtype
+        self.stack_bytes = 0
+
+    def generate(self) -> str:
+        args = self.kernel_args()
+        if self.kir.grouped:
+            args.append("_nchunks")
+        self.emit(f"def _kernel({', '.join(args)}):")
+        self.indent += 1
+        self.emit(f'"""Tessera kernel {self.kir.name} ({self.kir.loc}) for the CPU."""')
+        if self.kir.grouped:
+            self.grouped_body()
+        else:
+            self.flat_body()
+        return "\n".join(self.lines) + "\n"
+
+    def flat_body(self) -> None:
+        dims = range(self.grid_ndim)
+        for d in dims:
+            loop = "_prange" if d == 0 else "range"
+            self.emit(f"for _t{d} in {loop}(_N{d}):")
+            self.indent += 1
+        lin = "_t0"
+        for d in list(dims)[1:]:
+            lin = f"({lin} * _N{d} + _t{d})"
+        self.emit(f"_lin = {lin}")
+        self.lane_block(self.kir.body)
+
+    def grouped_body(self) -> None:
+        g = " * ".join(f"_N{d}" for d in range(self.grid_ndim))
+        self.emit(f"_G = {g}")
+        self.emit("s_grid_groups = _G")
+        self.emit("for _c in _prange(_nchunks):")
+        self.indent += 1
+        for a in self.kir.allocs:
+            shape = tuple(int(x) for x in a.shape)
+            self.emit(f"_sh{a.slot} = {self.scratch_array(shape, self.storage(a.dtype))}", a.loc)
+        for v in sorted(self.lane_arrays):
+            t = self.types[v]
+            array = self.scratch_array((self.lanes,), ctor(t.dtype))
+            self.emit(f"_la_{self.name(v)} = {array}")
+        body_start = len(self.lines)
+        self.indent += 1
+        self.group_items(self.schedule.items)
+        self.indent -= 1
+        body = self.lines[body_start:]
+        del self.lines[body_start:]
+        for name, dt, size in self.scratch:
+            self.emit(f"{name} = {self.scratch_array((size,), dt)}")
+        self.emit("for _g in range((_c * _G) // _nchunks, ((_c + 1) * _G) // _nchunks):")
+        self.indent += 1
+        rest = "_g"
+        for d in reversed(range(1, self.grid_ndim)):
+            self.emit(f"_g{d} = {rest} % _N{d}")
+            rest = f"({rest} // _N{d})"
+        self.emit(f"_g0 = {rest}")
+        self.indent -= 1
+        self.lines.extend(body)
+
+    def scratch_array(self, shape: tuple[int, ...], dtype: str) -> str:
+        """Code that makes a per-chunk array: on the stack while the chunk's arrays fit
+        in STACK_BYTES (distinct stack arrays let LLVM prove they do not alias, keep
+        values in registers and vectorise), else on the heap."""
+        nbytes = math.prod(shape) * np.dtype(dtype.removeprefix("np.")).itemsize
+        if self.stack_bytes + nbytes <= STACK_BYTES:
+            self.stack_bytes += nbytes
+            name = f"_stack{len(self.stack_arrays)}"
+            self.stack_arrays[name] = (shape, dtype.removeprefix("np."))
+            return f"{name}()"
+        return f"np.empty({shape}, {dtype})"
+
+    # ------------------------------------------------------------------ group level
+    def group_items(self, items: list) -> None:
+        if not items:
+            self.emit("pass")
+        for item in items:
+            if isinstance(item, LaneRegion):
+                self.lane_region(item)
+            elif isinstance(item, GroupIf):
+                self.emit(f"if {self.truth(item.stmt.cond)}:", item.stmt.loc)
+                self.nested(lambda it=item: self.group_items(it.body))
+                if item.orelse:
+                    self.emit("else:")
+                    self.nested(lambda it=item: self.group_items(it.orelse))
+            elif isinstance(item, GroupLoop) and self.sinkable(item):
+                self.lane_region(item.body[0], sunk=item.stmt)
+            elif isinstance(item, GroupLoop):
+                self.loop_header(item.stmt)
+                self.nested(lambda it=item: self.group_items(it.body))
+            else:
+                self.group_stmt(item)
+
+    def group_stmt(self, s: ir.Stmt) -> None:
+        call = ir.prim_call(s)
+        if isinstance(s, ir.SharedAlloc):
+            self.emit(f"{self.name(s.target)} = _sh{s.slot}", s.loc)
+        elif isinstance(s, ir.CopyAsync):
+            self.copy_async(s)
+        elif call is not None and call.prim.collective:
+            self.lower(call, s)
+        else:
+            self.lane_stmt(s)
+
+    def sinkable(self, item: GroupLoop) -> bool:
+        """A uniform ``for`` holding a single region can run inside the outer lane loops
+        (each lane still runs the loop in order), which keeps a lane row's values hot
+        and leaves the innermost lane loop vectorisable: ``for l0: for k: for l1:``."""
+        return (
+            len(self.tile) > 1
+            and isinstance(item.stmt, ir.For)
+            and len(item.body) == 1
+            and isinstance(item.body[0], LaneRegion)
+        )
+
+    def lane_region(self, r: LaneRegion, sunk: ir.For | None = None) -> None:
+        used = (r.reads | r.writes) & self.lane_arrays
+        remat = [self.schedule.remat[v] for v in self.schedule.remat_needed(r)]
+        needs_lane = bool(used) or any(
+            isinstance(e, ir.PrimCall) and e.prim.varying
+            for s in list(ir.walk_stmts(r.stmts)) + remat
+            for e in ir.stmt_exprs(s)
+        )
+        self.emit(f"# region {r.index}")
+        if len(self.tile) == 1:
+            self.emit(f"for _lane in range({self.tile[0]}):")
+            self.indent += 1
+        else:
+            for d, size in enumerate(self.tile):
+                if sunk is not None and d == len(self.tile) - 1:
+                    self.loop_header(sunk)
+                    self.indent += 1
+                self.emit(f"for _l{d} in range({size}):")
+                self.indent += 1
+            if needs_lane:
+                lin = "_l0"
+                for d in range(1, len(self.tile)):
+                    lin = f"({lin} * {self.tile[d]} + _l{d})"
+                self.emit(f"_lane = {lin}")
+        for v in sorted(used):
+            self.emit(f"{self.name(v)} = _la_{self.name(v)}[np.uint64(_lane)]")
+        for v in self.schedule.remat_needed(r):
+            self.lane_stmt(self.schedule.remat[v])
+        self.lane_block(r.stmts)
+        for v in sorted(r.writes & self.lane_arrays):
+            self.emit(f"_la_{self.name(v)}[np.uint64(_lane)] = {self.name(v)}")
+        self.indent -= len(self.tile) + (sunk is not None and len(self.tile) > 1)
+
+    # ------------------------------------------------------------------ collectives
+    def lane_value(self, e: ir.Expr, lane: str) -> str:
+        """The value lane ``lane`` holds of a collective's argument: from its per-lane
+        array where the value varies, else the group's one value."""
+        if isinstance(e, ir.Name) and e.name in self.lane_arrays:
+            return f"_la_{self.name(e.name)}[{lane}]"
+        return self.expr(e)
+
+    def scratch_for(self, dtype_ctor: str, size: int) -> str:
+        """A per-chunk scratch array for one collective."""
+        name = f"_scr{len(self.scratch)}"
+        self.scratch.append((name, dtype_ctor, size))
+        return name
+
+    def set_result(self, site: ir.Stmt, code: str, t: ir.Type, lane: str | None = None) -> None:
+        """Assign a collective's result (of type ``t``) to its statement's target: to
+        lane ``lane``'s slot when the result varies by lane."""
+        if not isinstance(site, ir.Assign):
+            return
+        value = self.conv(code, t, self.types[site.target])
+        if lane is not None and site.target in self.lane_arrays:
+            self.emit(f"_la_{self.name(site.target)}[{lane}] = {value}")
+        elif lane is None:
+            self.emit(f"{self.name(site.target)} = {value}", site.loc)
+
+    def copy_async(self, s: ir.CopyAsync) -> None:
+        self.emit(f"# cp_async.shared.global_({s.dst.name}, {s.src.name}[...]): eager copy", s.loc)
+        dst, src, q, src_idx, conds = self.copy_bounds(s)
+        for d in range(q):
+            self.emit(f"{'    ' * d}for _q{d} in range({dst}.shape[{d}]):")
+        pad = "    " * q
+        dst_idx = ", ".join(f"_q{d}" for d in range(q))
+        self.emit(f"{pad}if {' and '.join(conds)}:")
+        self.emit(f"{pad}    {dst}[{dst_idx}] = {src}[{', '.join(src_idx)}]")
+        self.emit(f"{pad}else:")
+        self.emit(f"{pad}    {dst}[{dst_idx}] = 0")
+
+    # ------------------------------------------------------------------ lane level
+    def lane_id(self, axis: int | None) -> str:
+        if not self.kir.grouped:
+            if axis is None:
+                return "np.int64(_lin)"
+            if axis >= self.grid_ndim:
+                return "np.int64(0)"
+            return f"np.int64(_t{axis})"
+        if axis is None or len(self.tile) == 1:
+            return "np.int64(0)" if axis not in (None, 0) else "np.int64(_lane)"
+        if axis >= len(self.tile):
+            return "np.int64(0)"
+        return f"np.int64(_l{axis})"
+
+    def group_axis(self, axis: int) -> str:
+        if axis >= self.grid_ndim:
+            return "np.int64(0)"
+        return f"np.int64(_g{axis})"

@@ -1,0 +1,218 @@
+"""CPU programs: generated Python → Numba, groups spread over cores with ``prange``.
+
+One specialisation compiles to two Numba functions from the same source: a parallel one
+(``prange`` over chunks of groups) and a serial one for launches too small to pay for
+waking the thread pool. Both are compiled on first use and then called through their
+compiled entry points, which skips Numba's per-call type dispatch (the launch layer has
+already checked every argument type, so the dispatch would be redundant).
+
+Each compiled function is also kept in the disk cache (``kernel/disk_cache.py``) as a native
+image (``native.py``: object code and what linking it needs) under a key that covers
+everything that shapes its machine code. A later process loads the image and calls it
+without importing Numba, so a warm start costs NumPy, llvmlite and Tessera's front end, not
+Numba's half-second import; Numba is imported only to compile.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import types
+from pathlib import Path
+
+import numpy as np
+
+from .... import stats
+from ....errors import OutOfBoundsError
+from ... import disk_cache
+from ...pipeline import Specialised
+from ..target import Target
+from . import native, runtime
+from .codegen import CpuCodegen
+
+JIT_OPTIONS = dict(nogil=True, error_model="numpy", fastmath=False, boundscheck=False)
+
+
+class CpuProgram:
+    """One compiled specialisation of a kernel for the CPU."""
+
+    def __init__(self, spec: Specialised, grid_ndim: int, target: Target, key: tuple | None = None):
+        self.spec = spec
+        self.grid_ndim = grid_ndim
+        self.key = key  # the specialisation key; None keeps this program out of the disk cache
+        codegen = CpuCodegen(spec.kir, spec.schedule, grid_ndim, target)
+        self.source = codegen.generate()
+        self.check_sites = codegen.check_sites
+        self.stack_arrays = codegen.stack_arrays
+        self.filename = codegen.source_file("cpu")
+        self.grouped = spec.kir.grouped
+        self.lanes = math.prod(spec.kir.tile_shape) if self.grouped else 1
+        self._entries: dict[bool, object] = {}  # variant → the compiled function
+        self._dispatchers: dict[bool, tuple] = {}  # variant → (dispatcher, signature)
+
+    def _build(self, parallel: bool, args: tuple) -> object:
+        """The variant's function: from the disk cache if there, else compiled (and stored)."""
+        entry = self._disk_entry(parallel, args)
+        payload = entry.read() if entry is not None else None
+        if payload is not None:
+            try:
+                function = native.load(native.Image.from_bytes(payload), self.spec.kir.name)
+            except (native.NativeLoadError, ValueError, KeyError, TypeError) as exc:
+                entry.ignore(f"cannot be loaded: {exc}")
+            else:
+                stats.bump("disk_cache_hits")
+                self._entries[parallel] = function
+                return function
+        function, cres = self._compile(parallel, args)
+        stats.bump("compiles")
+        if entry is not None:
+            image = native.image_of(cres)
+            if image is not None:
+                entry.write(image.to_bytes(), str(cres.signature))
+        self._entries[parallel] = function
+        return function
+
+    def _compile(self, parallel: bool, args: tuple) -> tuple:
+        """Compile the variant with Numba: (its entry point, Numba's CompileResult)."""
+        import numba
+        from numba.core import config as numba_config
+
+        signature = tuple(numba.typeof(a) for a in args)
+        module = types.ModuleType(f"tessera_cpu_{self.spec.kir.name}_{id(self):x}")
+        module.__dict__.update(runtime.namespace())
+        module._prange = numba.prange if parallel else range
+        for name, (shape, dtype) in self.stack_arrays.items():
+            setattr(module, name, runtime.stack_array(shape, dtype))
+        exec(compile(self.source, self.filename, "exec"), module.__dict__)  # noqa: S102 - our codegen
+        dispatcher = numba.njit(parallel=parallel, **JIT_OPTIONS)(module._kernel)
+        # Numba leaves LLVM's SLP vectoriser off by default; lane loops that LLVM fully
+        # unrolls (a 16-lane row) only vectorise with it.
+        saved, numba_config.SLP_VECTORIZE = numba_config.SLP_VECTORIZE, 1
+        try:
+            function = dispatcher.compile(signature)
+        finally:
+            numba_config.SLP_VECTORIZE = saved
+        self._dispatchers[parallel] = (dispatcher, signature)
+        return function, dispatcher.overloads[signature]
+
+    def inspect(self, stage: str, args: tuple, grid: tuple[int, ...]) -> str:
+        """LLVM IR ("llvm") or assembly ("asm") of the parallel variant, compiled for
+        these arguments (always by Numba: the disk cache holds machine code only)."""
+        if True not in self._dispatchers:
+            self._compile(True, self._call_args(args, grid, True))
+        dispatcher, signature = self._dispatchers[True]
+        if stage == "llvm":
+            return dispatcher.inspect_llvm(signature)
+        return dispatcher.inspect_asm(signature)
+
+    def _disk_entry(self, parallel: bool, args: tuple) -> disk_cache.Entry | None:
+        """The disk-cache file of one variant, keyed on all that shapes its machine code."""
+        if self.key is None or not disk_cache.enabled():
+            return None
+        kir = self.spec.kir
+        parts = (
+            "cpu",
+            kir.source_hash,
+            self.key,
+            "parallel" if parallel else "serial",
+            argument_types(args),
+            hashlib.sha256(self.source.encode()).hexdigest(),
+            tuple(sorted(JIT_OPTIONS.items())),
+            ("SLP_VECTORIZE", 1),
+            _runtime_digest(),
+        )
+        meta = {"variant": "parallel" if parallel else "serial", "defined": str(kir.loc)}
+        return disk_cache.Entry("cpu", kir.name, disk_cache.entry_key(parts), meta)
+
+    def _call_args(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> tuple:
+        if not self.grouped:
+            return args + grid
+        groups = math.prod(grid)
+        chunks = min(groups, cpu_threads() * 4) if parallel else 1
+        return args + grid + (max(chunks, 1),)
+
+    def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
+        entry = self._entries.get(parallel)
+        if entry is None:  # the chunk count's value does not matter to the build
+            entry = self._build(parallel, args + grid + ((1,) if self.grouped else ()))
+        entry(*self._call_args(args, grid, parallel))
+
+
+class CheckedProgram(CpuProgram):
+    """A bounds-checked CPU program (``TESSERA_BOUNDSCHECK``; one core): an index out of
+    range raises an error naming the kernel, the array, the index and the line, and the
+    launch changes nothing (it runs on copies of the ``mut`` arrays)."""
+
+    def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
+        kir = self.spec.kir
+        arrays = [p for p in kir.params if p.kind == "array"]
+        work = [a.copy() if p.mutable else a for p, a in zip(arrays, args)]
+        try:
+            super().run(tuple(work) + args[len(arrays) :], grid, False)
+        except IndexError as exc:
+            if len(exc.args) != 3:
+                raise
+            site, index, extent = exc.args
+            array, axis, rank, loc = self.check_sites[site]
+            where = f" along axis {axis}" if rank > 1 else ""
+            raise OutOfBoundsError(
+                kir.name,
+                f"index {index} is out of bounds for array '{array}'{where} of extent "
+                f"{extent} (TESSERA_BOUNDSCHECK)",
+                (("", loc),),
+            ) from None
+        for p, original, copy in zip(arrays, args, work):
+            if p.mutable:
+                original[...] = copy
+
+
+def cpu_threads() -> int:
+    """The threads a parallel launch spreads over: the threading layer's current count
+    (``numba.set_num_threads`` changes it), whether Numba or ``native`` started the layer."""
+    count = native.threads()
+    if count is None:
+        import numba
+
+        count = numba.get_num_threads()
+    return count
+
+
+def argument_types(args: tuple) -> tuple[str, ...]:
+    """The arguments' types as exactly as ``numba.typeof`` distinguishes them (dtype, rank,
+    layout, writability and alignment of arrays; the type of scalars), without Numba: the
+    key of a disk-cache entry, which must be computable in a process that has not imported
+    it. Finer than Numba's types would only cost extra entries; never coarser."""
+    out = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            flags = a.flags
+            layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
+            access = "w" if flags.writeable else "r"
+            aligned = "aligned" if flags.aligned else "unaligned"
+            out.append(f"array({a.dtype.str}, {a.ndim}, {layout}, {access}, {aligned})")
+        elif isinstance(a, np.generic):
+            out.append(f"scalar({a.dtype.str})")
+        elif isinstance(a, bool):
+            out.append("bool")
+        elif isinstance(a, int):  # Numba types an int by its value's range
+            out.append("int64" if -(2**63) <= a < 2**63 else "uint64")
+        else:
+            out.append(type(a).__name__)
+    return tuple(out)
+
+
+# The sources the compiled code depends on besides the generated text: this driver, the
+# runtime namespace and the Tessera modules whose functions it lends to the generated code
+# (tests/test_disk_cache.py checks that this list covers cpu_runtime.namespace()).
+RUNTIME_SOURCES = ("program.py", "runtime.py", "native.py", "../semantics.py")
+
+
+@functools.cache
+def _runtime_digest() -> str:
+    """A hash of :data:`RUNTIME_SOURCES`, read as files (importing them would import Numba)."""
+    digest = hashlib.sha256()
+    for name in RUNTIME_SOURCES:
+        digest.update(name.encode())
+        digest.update((Path(__file__).parent / name).read_bytes())
+    return digest.hexdigest()

@@ -1,0 +1,225 @@
+"""Run-time support the generated CPU code calls: 16-bit float conversions, atomics, the
+fixed reduction tree and NaN-propagating min/max.
+
+Numba's CPU target has no float16 arithmetic, so f16 and bf16 arrays travel as uint16
+and every value is converted at loads and stores (f16 through LLVM's ``half``, bf16 with
+integer round-to-nearest-even). Atomics are LLVM ``atomicrmw`` instructions, so they are
+correct when groups run on several cores at once.
+
+Everything here is made by Numba, so it is defined on first use (:func:`namespace`): a
+process that only loads cached kernels never imports Numba.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ..semantics import jitted
+
+
+@functools.cache
+def _definitions() -> dict:
+    """Compile-time helpers and run-time functions, defined once Numba is imported."""
+    import numba
+    from llvmlite import ir as llir
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+    from numba.np.arrayobj import populate_array
+
+    _JIT = dict(nogil=True, cache=False, error_model="numpy", inline="always")
+    _SEMANTICS = jitted()
+    bf16_bits = _SEMANTICS.bf16_bits
+
+    @intrinsic
+    def h2f(typingctx, bits):
+        """uint16 bits of an IEEE half → float32."""
+        sig = types.float32(types.uint16)
+
+        def codegen(context, builder, signature, args):
+            return builder.fpext(builder.bitcast(args[0], llir.HalfType()), llir.FloatType())
+
+        return sig, codegen
+
+    @intrinsic
+    def f2h(typingctx, value):
+        """float32 → uint16 bits of an IEEE half (round to nearest even)."""
+        sig = types.uint16(types.float32)
+
+        def codegen(context, builder, signature, args):
+            half = builder.fptrunc(args[0], llir.HalfType())
+            return builder.bitcast(half, llir.IntType(16))
+
+        return sig, codegen
+
+    @intrinsic
+    def f32_bits(typingctx, value):
+        sig = types.uint32(types.float32)
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], llir.IntType(32))
+
+        return sig, codegen
+
+    @intrinsic
+    def bits_f32(typingctx, bits):
+        sig = types.float32(types.uint32)
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], llir.FloatType())
+
+        return sig, codegen
+
+    @numba.njit(**_JIT)
+    def b2f(bits):
+        """uint16 bits of a bfloat16 → float32 (exact)."""
+        return bits_f32(np.uint32(bits) << np.uint32(16))
+
+    @numba.njit(**_JIT)
+    def f2b(value):
+        """float32 → uint16 bits of a bfloat16 (the rounding rule is in semantics.py)."""
+        return bf16_bits(f32_bits(np.float32(value)))
+
+    @numba.njit(**_JIT)
+    def check_index(index, extent, site):
+        """Bounds-checked launches: ``index`` if it is in ``[0, extent)``, else IndexError
+        with the check site, which the launch turns into an error naming array and line."""
+        if index < 0 or index >= extent:
+            raise IndexError(site, index, extent)
+        return index
+
+    @numba.njit(**_JIT)
+    def round_f16(value):
+        return h2f(f2h(np.float32(value)))
+
+    @numba.njit(**_JIT)
+    def round_bf16(value):
+        return b2f(f2b(np.float32(value)))
+
+    def _element_pointer(context, builder, aryty, ary_value, idxty, idx_value):
+        ary = context.make_array(aryty)(context, builder, ary_value)
+        if isinstance(idxty, types.BaseTuple):
+            inds = cgutils.unpack_tuple(builder, idx_value)
+        else:
+            inds = [idx_value]
+        return cgutils.get_item_pointer2(
+            context,
+            builder,
+            data=ary.data,
+            shape=cgutils.unpack_tuple(builder, ary.shape),
+            strides=cgutils.unpack_tuple(builder, ary.strides),
+            layout=aryty.layout,
+            inds=inds,
+            wraparound=False,
+        )
+
+    @intrinsic
+    def atomic_add(typingctx, ary, idx, value):
+        """``old = a[idx]; a[idx] += value`` as one LLVM atomicrmw; returns ``old``."""
+        dtype = ary.dtype
+        sig = dtype(ary, idx, dtype)
+        op = "fadd" if isinstance(dtype, types.Float) else "add"
+
+        def codegen(context, builder, signature, args):
+            ptr = _element_pointer(
+                context, builder, signature.args[0], args[0], signature.args[1], args[1]
+            )
+            return builder.atomic_rmw(op, ptr, args[2], "seq_cst")
+
+        return sig, codegen
+
+    @intrinsic
+    def compare_exchange(typingctx, ary, idx, expected, new):
+        """Atomically ``if a[idx] == expected: a[idx] = new``; returns the previous value."""
+        dtype = ary.dtype
+        sig = dtype(ary, idx, dtype, dtype)
+
+        def codegen(context, builder, signature, args):
+            ptr = _element_pointer(
+                context, builder, signature.args[0], args[0], signature.args[1], args[1]
+            )
+            pair = builder.cmpxchg(ptr, args[2], args[3], "seq_cst", "seq_cst")
+            return builder.extract_value(pair, 0)
+
+        return sig, codegen
+
+    @numba.njit(**_JIT)
+    def atomic_add_16(ary, idx, value, to_f32, from_f32):
+        """Atomic add on a 16-bit float stored as uint16: compare-and-swap until no other
+        lane changed the element in between; returns the old value as f32."""
+        old = ary[idx]
+        while True:
+            new = from_f32(to_f32(old) + np.float32(value))
+            prev = compare_exchange(ary, idx, old, new)
+            if prev == old:
+                return to_f32(old)
+            old = prev
+
+    @functools.cache
+    def stack_array(shape: tuple[int, ...], dtype_name: str):
+        """An intrinsic returning a C-contiguous array of constant ``shape`` in the calling
+        function's stack frame (allocated once, at function entry; contents undefined)."""
+        dtype = numba.from_dtype(np.dtype(dtype_name))
+        aryty = types.Array(dtype, len(shape), "C")
+        count = math.prod(shape)
+
+        @intrinsic
+        def make(typingctx):
+            def codegen(context, builder, signature, args):
+                elem = context.get_data_type(dtype)
+                storage = cgutils.alloca_once(builder, llir.ArrayType(elem, count))
+                itemsize = context.get_abi_sizeof(elem)
+                strides, step = [], itemsize
+                for extent in reversed(shape):
+                    strides.insert(0, step)
+                    step *= extent
+                intp = context.get_value_type(types.intp)
+                ary = context.make_array(aryty)(context, builder)
+                populate_array(
+                    ary,
+                    data=builder.bitcast(storage, elem.as_pointer()),
+                    shape=[llir.Constant(intp, d) for d in shape],
+                    strides=[llir.Constant(intp, st) for st in strides],
+                    itemsize=llir.Constant(intp, itemsize),
+                    meminfo=None,
+                )
+                return ary._getvalue()
+
+            return aryty(), codegen
+
+        return make
+
+    return dict(locals())
+
+
+def stack_array(shape: tuple[int, ...], dtype_name: str):
+    """An intrinsic returning a C-contiguous array of constant ``shape`` in the calling
+    function's stack frame (allocated once, at function entry; contents undefined)."""
+    return _definitions()["stack_array"](shape, dtype_name)
+
+
+def namespace() -> dict:
+    """The names generated CPU code may use."""
+    d = _definitions()
+    semantics = d["_SEMANTICS"]
+    return {
+        "np": np,
+        "math": math,
+        "numba": d["numba"],
+        "_h2f": d["h2f"],
+        "_f2h": d["f2h"],
+        "_b2f": d["b2f"],
+        "_f2b": d["f2b"],
+        "_round_f16": d["round_f16"],
+        "_round_bf16": d["round_bf16"],
+        "_atomic_add": d["atomic_add"],
+        "_atomic_add_16": d["atomic_add_16"],
+        "_fmax": semantics.fmax,
+        "_fmin": semantics.fmin,
+        "_add": semantics.add,
+        "_check_index": d["check_index"],
+        "_tree_reduce": semantics.tree_reduce,
+    }

@@ -1,0 +1,92 @@
+"""The CUDA target: one block per group, one thread per lane, through numba-cuda
+(docs/targets.md). ``auto`` picks it when any argument is a GPU array. f16 is native on
+the GPU; bf16 travels as uint16 bits. Without a GPU, numba-cuda's simulator runs it, and
+its code still compiles to PTX and cubins for any architecture (the ``ptx``, ``cubin``
+and ``meta`` stages).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .... import dtypes as D
+from ....arrays import is_device_array
+from ....errors import LaunchError
+from ..target import BuildOptions, Target
+from .lowerings import LOWERINGS
+from .program import CudaProgram, async_copies_for, cuda_signature
+from .runtime import cuda_module, simulating
+from .streams import gpu_work_queued, synchronize_device
+
+_BITS = np.dtype(np.uint16)
+
+
+class CudaTarget(Target):
+    def accepts(self, args: tuple) -> bool:
+        return any(is_device_array(a) for a in args)
+
+    def storage(self, dtype: D.DType) -> np.dtype | None:
+        return _BITS if dtype == D.bf16 else None
+
+    def check_arrays(self, kernel: str, params: list, args: tuple) -> None:
+        arrays = [(p.name, is_device_array(a)) for p, a in zip(params, args) if p.kind == "array"]
+        on_device = {name for name, device in arrays if device}
+        if on_device and len(on_device) != len(arrays):
+            on_host = [name for name, device in arrays if not device]
+            raise LaunchError(
+                kernel,
+                f"mixes GPU arrays ({', '.join(sorted(on_device))}) with host arrays "
+                f"({', '.join(on_host)}); move them all to the GPU or all to the host",
+            )
+
+    def build(self, spec, grid_ndim: int, key: tuple, options: BuildOptions, call_args: tuple):
+        return CudaProgram(spec, grid_ndim, self, async_copies_for(options.arch))
+
+    def stage(self, program, name: str, call_args: tuple, grid: tuple, options: BuildOptions):
+        if name == "cuda":
+            return program.source
+        arch = options.arch or program.device_arch()
+        signature = cuda_signature(call_args, len(grid), len(program.align_params))
+        if name == "ptx":
+            return program.ptx(signature, arch)
+        if name == "cubin":
+            return program.cubin(signature, arch)[0]
+        return program.metadata(signature, arch, grid)
+
+    def synchronize(self) -> None:
+        if gpu_work_queued():
+            synchronize_device()
+
+    def availability(self) -> list[tuple[str, str]]:
+        try:
+            gpu = cuda_module().is_available()
+        except Exception as exc:  # a broken driver install must not break `tessera info`
+            return [("cuda GPU", f"no ({str(exc).splitlines()[0]})"), _SIMULATOR]
+        return [("cuda GPU", "usable" if gpu else "no (no CUDA GPU or driver found)"), _SIMULATOR]
+
+    def device_name(self) -> str:
+        try:
+            return str(cuda_module().get_current_device().name)
+        except Exception:  # the simulator or no GPU
+            return "cuda"
+
+    def semantic_tests(self, simulator: bool) -> bool:
+        return simulator
+
+    def timed_with_events(self) -> bool:
+        return not simulating()
+
+    def dumpable(self, program, stage: str) -> bool:
+        return not program.simulated  # metadata needs a cubin, which the simulator lacks
+
+
+_SIMULATOR = ("cuda simulator", "available with NUMBA_ENABLE_CUDASIM=1")
+
+CUDA = CudaTarget(
+    "cuda",
+    "NVIDIA GPUs, through numba-cuda",
+    lowerings=LOWERINGS,
+    stages=("cuda", "ptx", "cubin", "meta"),
+    dump_stages=("meta",),
+    device_arrays=True,
+)

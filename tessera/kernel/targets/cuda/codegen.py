@@ -1,0 +1,247 @@
+"""Kernel IR → the source of a numba-cuda kernel: one CUDA block per group, one thread
+per lane (flat kernels: one thread per tile, the tail guarded).
+
+What a lane does is emitted by the shared :class:`~..pysource.SourceEmitter`, exactly as
+on the CPU; this module adds the thread and block numbering, shared arrays
+(``cuda.shared.array``) and copies; lowerings.py lowers the primitives (``tbarrier`` is
+``cuda.syncthreads()``, group reductions run *the same* reduction tree as every target).
+Lanes are numbered row-major (the last group axis varies fastest, i.e. it is
+``threadIdx.x`` of a 1-D block of ``prod(tile)`` threads).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .... import dtypes as D
+from ... import ir
+from ...passes.prefetch import keep_in_flight
+from ..pysource import SourceEmitter, ctor
+from ..target import Target
+
+FLAT_BLOCK = 256  # threads per block of a flat kernel
+STATIC_SHARED_LIMIT = 48 * 1024  # above this a block's shared memory must be dynamic
+
+
+class CudaCodegen(SourceEmitter):
+    """Generates the source of ``_kernel`` (to be wrapped in ``numba.cuda.jit``)."""
+
+    def __init__(
+        self,
+        kir: ir.KernelIR,
+        grid_ndim: int,
+        target: Target,
+        async_copies: bool = True,
+        simulated: bool = False,
+    ):
+        super().__init__(kir, grid_ndim, target)
+        self.simulated = simulated  # numba-cuda's simulator: no warp shuffles
+        self.scratch: dict[str, int] = {}  # compute dtype ctor → elements of shared scratch
+        self.dynamic_shared_bytes = 0  # > 0: shared arrays are carved from dynamic memory
+        # cp.async for copies (off under the simulator, which cannot run inline PTX)
+        self.async_copies = async_copies
+        self.uses_copies = any(isinstance(s, ir.CopyAsync) for s in ir.walk_stmts(kir.body))
+        self.keeps_copies_in_flight = async_copies and any(
+            ir.prim_call(s) is not None and keep_in_flight(s) for s in ir.walk_stmts(kir.body)
+        )
+        # 16-bit sources copied two elements at a time need 4-byte alignment, which only
+        # the launch can see: one bool argument per such array
+        self.align_params: list[str] = (
+            sorted(
+                {
+                    s.src.name
+                    for s in ir.walk_stmts(kir.body)
+                    if isinstance(s, ir.CopyAsync) and kir.var_types[s.src.name].dtype.itemsize == 2
+                }
+            )
+            if async_copies
+            else []
+        )
+
+    # ------------------------------------------------------------------ frame
+    def generate(self) -> str:
+        args = self.kernel_args()
+        args += [f"_align_{name}" for name in self.align_params]
+        self.emit(f"def _kernel({', '.join(args)}):")
+        self.indent += 1
+        self.emit(f'"""Tessera kernel {self.kir.name} ({self.kir.loc}) for CUDA."""')
+        body_start = len(self.lines)
+        if self.kir.grouped:
+            self.grouped_frame()
+        else:
+            self.flat_frame()
+        self.lane_block(self.kir.body)
+        # shared scratch for reductions is declared up front, sized by what was emitted
+        declared = [
+            f"    _scr_{dt.removeprefix('np.')} = cuda.shared.array({size}, {dt})"
+            for dt, size in self.scratch.items()
+        ]
+        self.lines[body_start:body_start] = declared
+        return "\n".join(self.lines) + "\n"
+
+    def flat_frame(self) -> None:
+        total = " * ".join(f"_N{d}" for d in range(self.grid_ndim))
+        self.emit("_lin = cuda.grid(1)")
+        self.emit(f"if _lin >= {total}:")
+        self.emit("    return")
+        rest = "_lin"
+        for d in reversed(range(1, self.grid_ndim)):
+            self.emit(f"_t{d} = {rest} % _N{d}")
+            rest = f"({rest} // _N{d})"
+        self.emit(f"_t0 = {rest}")
+
+    def grouped_frame(self) -> None:
+        self.emit("_lane = cuda.threadIdx.x")
+        if self.keeps_copies_in_flight:
+            self.emit("_cp_it = 0  # copy groups started in this tile.range iteration")
+        rest = "_lane"
+        for d in reversed(range(1, len(self.tile))):
+            self.emit(f"_l{d} = {rest} % {self.tile[d]}")
+            rest = f"({rest} // {self.tile[d]})"
+        self.emit(f"_l0 = {rest}")
+        self.emit("_g = cuda.blockIdx.x")
+        rest = "_g"
+        for d in reversed(range(1, self.grid_ndim)):
+            self.emit(f"_g{d} = {rest} % _N{d}")
+            rest = f"({rest} // _N{d})"
+        self.emit(f"_g0 = {rest}")
+        self.emit(f"s_grid_groups = {' * '.join(f'_N{d}' for d in range(self.grid_ndim))}")
+        sizes = [
+            (a, math.prod(int(x) for x in a.shape) * a.dtype.itemsize) for a in self.kir.allocs
+        ]
+        if sum(n for _, n in sizes) <= STATIC_SHARED_LIMIT:
+            for a, _ in sizes:
+                shape = tuple(int(x) for x in a.shape)
+                self.emit(
+                    f"_sh{a.slot} = cuda.shared.array({shape}, {self.storage(a.dtype)})", a.loc
+                )
+            return
+        # Dynamic shared memory (sized at launch, opted in above 48 KiB): every extern
+        # shared array starts at the same address, so each allocation is a slice of one
+        # of its dtype, at a byte offset rounded up to 16.
+        offset = 0
+        for a, nbytes in sizes:
+            shape = tuple(int(x) for x in a.shape)
+            start = offset // a.dtype.itemsize
+            end = start + math.prod(shape)
+            dtype = "_dt_" + self.storage(a.dtype).removeprefix("np.")  # a dtype instance
+            view = f"cuda.shared.array(0, {dtype})[{start}:{end}]"
+            if len(shape) > 1:
+                view += f".reshape({shape})"
+            self.emit(f"_sh{a.slot} = {view}", a.loc)
+            offset += -(-nbytes // 16) * 16
+        self.dynamic_shared_bytes = offset
+
+    # ------------------------------------------------------------------ numbering
+    def lane_id(self, axis: int | None) -> str:
+        if not self.kir.grouped:
+            if axis is None:
+                return "np.int64(_lin)"
+            return "np.int64(0)" if axis >= self.grid_ndim else f"np.int64(_t{axis})"
+        if axis is None:
+            return "np.int64(_lane)"
+        return "np.int64(0)" if axis >= len(self.tile) else f"np.int64(_l{axis})"
+
+    def group_axis(self, axis: int) -> str:
+        return "np.int64(0)" if axis >= self.grid_ndim else f"np.int64(_g{axis})"
+
+    # ------------------------------------------------------------------ collectives
+    def collective(self, s: ir.Stmt) -> None:
+        call = ir.prim_call(s)
+        if isinstance(s, ir.SharedAlloc):
+            self.emit(f"{self.name(s.target)} = _sh{s.slot}", s.loc)
+        elif isinstance(s, ir.CopyAsync):
+            self.copy_async(s)
+        elif isinstance(s, ir.For) and s.tile_range:
+            self.loop_header(s)
+            if self.keeps_copies_in_flight:
+                self.emit("    _cp_it = 0")
+            self.nested(lambda: self.lane_block(s.body))
+        elif call is not None:
+            self.lower(call, s)
+        else:
+            super().collective(s)
+
+    def set_result(self, site: ir.Stmt, code: str, t: ir.Type) -> None:
+        """Assign a collective's result (of type ``t``) to its statement's target."""
+        if isinstance(site, ir.Assign):
+            target = self.conv(code, t, self.types[site.target])
+            self.emit(f"{self.name(site.target)} = {target}", site.loc)
+
+    def scratch_for(self, dtype: D.DType, size: int) -> str:
+        key = ctor(dtype)
+        self.scratch[key] = max(self.scratch.get(key, 0), size)
+        return f"_scr_{key.removeprefix('np.')}"
+
+    def wait_keeping_in_flight(self, s: ir.Stmt) -> None:
+        """``cp.async.wait_group n``: the iteration's newest ``n`` groups stay in flight
+        (passes/prefetch.py proved nothing reads them before the next barrier). ``n``
+        is an immediate, so the groups started so far pick one of the constant waits."""
+        keep = keep_in_flight(s)
+        self.emit(f"if _cp_it >= {keep}:", s.loc)
+        self.emit(f"    _cp_wait{keep}()")
+        for n in range(keep - 1, 0, -1):
+            self.emit(f"elif _cp_it == {n}:")
+            self.emit(f"    _cp_wait{n}()")
+        self.emit("else:")
+        self.emit("    _cp_wait_all()")
+
+    def commit(self) -> str:
+        return "_cp_commit(); _cp_it += 1" if self.keeps_copies_in_flight else "_cp_commit()"
+
+    def copy_async(self, s: ir.CopyAsync) -> None:
+        """Every lane copies its share of the slice (zero-filling past the tail)."""
+        self.emit(f"# cp_async.shared.global_({s.dst.name}, {s.src.name}[...])", s.loc)
+        dst, src, q, src_idx, conds = self.copy_bounds(s)
+        src_t = self.types[s.src.name]
+        sliced = s.sliced or [True] * src_t.ndim
+        itemsize = src_t.dtype.itemsize
+        if self.async_copies and itemsize in (4, 8):
+            self.copy_loop(s, dst, src, q, src_idx, conds, f"_cp_async{itemsize}", itemsize)
+            self.emit(self.commit())
+        elif self.async_copies and itemsize == 2 and q == 1 and len(sliced) == 1:
+            self.copy_pairs(s, dst, src, src_idx, conds)
+        else:
+            self.copy_loop(s, dst, src, q, src_idx, conds, None, itemsize)
+
+    def copy_loop(self, s, dst, src, q, src_idx, conds, intrinsic, itemsize) -> None:
+        """Each lane takes every L-th element of the destination."""
+        total = " * ".join(f"{dst}.shape[{d}]" for d in range(q))
+        self.emit(f"for _q in range(_lane, {total}, {self.lanes}):")
+        rest = "_q"
+        for d in reversed(range(q)):
+            self.emit(f"    _q{d} = {rest} % {dst}.shape[{d}]" if d else f"    _q{d} = {rest}")
+            rest = f"({rest} // {dst}.shape[{d}])"
+        dst_idx = ", ".join(f"_q{d}" for d in range(q))
+        inside = " and ".join(conds)
+        if intrinsic is not None:  # one cp.async per element; out of range reads 0 bytes
+            zero = ", ".join("0" for _ in src_idx)
+            self.emit(f"    if {inside}:")
+            self.emit(
+                f"        {intrinsic}({dst}, ({dst_idx},), {src}, ({', '.join(src_idx)},), "
+                f"{itemsize})"
+            )
+            self.emit("    else:")
+            self.emit(f"        {intrinsic}({dst}, ({dst_idx},), {src}, ({zero},), 0)")
+            return
+        self.emit(f"    if {inside}:")
+        self.emit(f"        {dst}[{dst_idx}] = {src}[{', '.join(src_idx)}]")
+        self.emit("    else:")
+        self.emit(f"        {dst}[{dst_idx}] = 0")
+
+    def copy_pairs(self, s, dst, src, src_idx, conds) -> None:
+        """16-bit elements: cp.async moves 4 bytes at least, so each lane copies a pair
+        when the source is 4-byte aligned there (else the plain copy)."""
+        name = s.src.name
+        self.emit(f"if _align_{name} and _cs0 >= 0 and _cs0 % 2 == 0 and {dst}.shape[0] % 2 == 0:")
+        self.emit(f"    for _p in range(_lane, {dst}.shape[0] // 2, {self.lanes}):")
+        self.emit("        _q0 = 2 * _p")
+        self.emit("        _n = min(2, max(0, _ce0 - (_cs0 + _q0)))")
+        self.emit(
+            f"        _cp_async4({dst}, (_q0,), {src}, ((_cs0 + _q0) if _n > 0 else 0,), 2 * _n)"
+        )
+        self.emit(f"    {self.commit()}")
+        self.emit("else:")
+        self.indent += 1
+        self.copy_loop(s, dst, src, 1, src_idx, conds, None, 2)
+        self.indent -= 1

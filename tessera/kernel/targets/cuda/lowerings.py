@@ -1,0 +1,188 @@
+"""The CUDA target's lowering of each primitive (one function per primitive).
+
+One thread is one lane, so ids are thread and block indices, and a collective is code
+every thread of the block runs: group exchanges go through shared scratch between
+``cuda.syncthreads()`` calls, and the order of arithmetic is the one every target uses
+(the fixed tree for reductions, lane order for scans), so results are bitwise equal to
+the CPU's. Shuffles are ``shfl.sync`` on a GPU; the simulator, which has no warp
+shuffles, exchanges through shared scratch instead.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .... import dtypes as D
+from ....errors import KernelError
+from ....tile import primitives as P
+from ...ir import ScalarType
+from ...passes.prefetch import keep_in_flight
+from ...typer import concrete
+from ..pysource import COMBINE, ctor
+from ..target import lowerings_table
+
+LOWERINGS, lowering = lowerings_table()
+ATOMIC_DTYPES = (D.f16, D.f32, D.f64, D.i32, D.i64, D.u32, D.u64)  # CUDA's own atomics
+NARROW_ATOMIC_DTYPES = (D.bf16, D.i8, D.i16, D.u8, D.u16)  # compare-and-swap loops
+SHFL_TYPES = {D.i32: "np.int32", D.i64: "np.int64", D.f32: "np.float32", D.f64: "np.float64"}
+
+
+@lowering(P.linear_id)
+def _linear_id(cg, call, site):
+    return cg.lane_id(None)
+
+
+@lowering(P.id)
+def _id(cg, call, site):
+    return cg.lane_id(call.args[0].value)
+
+
+@lowering(P.group_linear_id)
+def _group_linear_id(cg, call, site):
+    return "np.int64(_g)"
+
+
+@lowering(P.group_id)
+def _group_id(cg, call, site):
+    return cg.group_axis(call.args[0].value)
+
+
+@lowering(P.group_tile_count)
+def _group_tile_count(cg, call, site):
+    return f"np.int64({cg.lanes})"
+
+
+@lowering(P.atomic_add)
+def _atomic_add(cg, call, site):
+    array, index, value = call.args
+    dtype = cg.types[array.name].dtype
+    v = cg.conv(cg.expr(value), value.type, ScalarType(D.f32 if dtype == D.bf16 else dtype))
+    idx = cg.index(index.items, array, call.loc)
+    idx = idx if len(index.items) == 1 else f"({idx})"
+    name = cg.name(array.name)
+    if dtype in NARROW_ATOMIC_DTYPES:  # compare-and-swap loops (atomics.py)
+        return f"_atomic_add_{dtype.name}({name}, {idx}, {v})"
+    if dtype not in ATOMIC_DTYPES:
+        supported = ", ".join(d.name for d in ATOMIC_DTYPES + NARROW_ATOMIC_DTYPES)
+        raise KernelError(
+            cg.kir.name,
+            f"tile.atomic_add on {dtype.name} is not supported on the CUDA target "
+            f"(supported: {supported})",
+            call.loc,
+        )
+    if dtype == D.f16:
+        return f"np.float32(cuda.atomic.add({name}, {idx}, np.float16({v})))"
+    return f"cuda.atomic.add({name}, {idx}, {v})"
+
+
+@lowering(P.tbarrier)
+def _tbarrier(cg, call, site):
+    if cg.async_copies and keep_in_flight(site):
+        cg.wait_keeping_in_flight(site)
+    elif cg.async_copies and cg.uses_copies:
+        cg.emit("_cp_wait_all()  # a barrier completes outstanding copies", call.loc)
+    cg.emit("cuda.syncthreads()", call.loc)
+
+
+@lowering(P.copy_wait)
+def _copy_wait(cg, call, site):
+    # other lanes' parts of a copy are visible only after a barrier as well
+    if cg.async_copies and keep_in_flight(site):
+        cg.wait_keeping_in_flight(site)
+    elif cg.async_copies:
+        cg.emit("_cp_wait_all()", call.loc)
+    cg.emit("cuda.syncthreads()  # cp_async.wait()", call.loc)
+
+
+def _finish(cg, site, scratch: str, size: int, op: str, t) -> None:
+    """Lane 0 runs the fixed tree (the same code as every target); all lanes read."""
+    cg.emit("cuda.syncthreads()")
+    cg.emit("if _lane == 0:")
+    cg.emit(f"    {scratch}[0] = _tree_reduce({scratch}, {size}, {COMBINE[op]})")
+    cg.emit("cuda.syncthreads()")
+    cg.set_result(site, f"{scratch}[0]", t)
+    cg.emit("cuda.syncthreads()  # the scratch may be reused right after")
+
+
+@lowering(P.reduce_sum, P.reduce_max, P.reduce_min)
+def _reduce_shared(cg, call, site):
+    source = call.args[0]
+    t = concrete(call.type)
+    at = cg.types[source.name]
+    shape = cg.shared_shape(source.name, site)
+    size = math.prod(shape)
+    scratch = cg.scratch_for(t.dtype, size)
+    cg.emit(f"for _i in range(_lane, {size}, {cg.lanes}):", call.loc)
+    index, rest = [], "_i"
+    for d in reversed(range(len(shape))):
+        index.insert(0, f"{rest} % {shape[d]}" if d else rest)
+        rest = f"({rest} // {shape[d]})"
+    element = cg.load_storage(f"{cg.name(source.name)}[{', '.join(index)}]", at.dtype)
+    cg.emit(f"    {scratch}[_i] = {cg.conv(element, ScalarType(at.dtype), t)}")
+    _finish(cg, site, scratch, size, call.prim.op, t)
+
+
+@lowering(P.sum, P.max, P.min)
+def _reduce_lanes(cg, call, site):
+    value = call.args[0]
+    t = concrete(call.type)
+    scratch = cg.scratch_for(t.dtype, cg.lanes)
+    cg.emit(f"{scratch}[_lane] = {cg.conv(cg.expr(value), value.type, t)}", call.loc)
+    _finish(cg, site, scratch, cg.lanes, call.prim.op, t)
+
+
+@lowering(P.prefix_sum)
+def _prefix_sum(cg, call, site):
+    """Lane 0 adds the lanes' values one after another, in lane order (the order every
+    target adds in: bitwise equal results); each lane reads its prefix."""
+    value, exclusive = call.args
+    t = concrete(call.type)
+    scratch = cg.scratch_for(t.dtype, cg.lanes)
+    cg.emit(f"{scratch}[_lane] = {cg.conv(cg.expr(value), value.type, t)}", call.loc)
+    cg.emit("cuda.syncthreads()")
+    cg.emit("if _lane == 0:")
+    cg.emit(f"    for _i in range(1, {cg.lanes}):")
+    cg.emit(f"        {scratch}[_i] = {cg.wrap(f'{scratch}[_i - 1] + {scratch}[_i]', t)}")
+    cg.emit("cuda.syncthreads()")
+    if exclusive.value:
+        result = f"({scratch}[_lane - 1] if _lane > 0 else {ctor(t.dtype)}(0))"
+    else:
+        result = f"{scratch}[_lane]"
+    cg.set_result(site, result, t)
+    cg.emit("cuda.syncthreads()  # the scratch may be reused right after")
+
+
+@lowering(P.shuffle, P.shuffle_xor, P.shuffle_down, P.shuffle_up)
+def _shuffle(cg, call, site):
+    """``shfl.sync`` (idx mode) from the lane the language defines: computed here, so
+    the rule for sources outside the sub-group is the same on every target."""
+    value, offset = call.args
+    t = concrete(call.type)
+    width = P.subgroup_width(cg.lanes)
+    delta = cg.conv(cg.expr(offset), offset.type, ScalarType(D.i64))
+    cg.emit(f"_pos = _lane % {width}", call.loc)
+    cg.emit(f"_src = {source_in_subgroup(call.prim, '_pos', delta, width)}")
+    v = cg.conv(cg.expr(value), value.type, t)
+    if cg.simulated:  # no warp shuffles in the simulator: exchange through scratch
+        scratch = cg.scratch_for(t.dtype, cg.lanes)
+        cg.emit(f"{scratch}[_lane] = {v}")
+        cg.emit("cuda.syncthreads()")
+        cg.set_result(site, f"{scratch}[_lane - _pos + _src]", t)
+        cg.emit("cuda.syncthreads()  # the scratch may be reused right after")
+        return
+    wire = SHFL_TYPES.get(t.dtype, "np.int64" if t.dtype.is_int else "np.float32")
+    if t.dtype == D.bool_:
+        wire = "np.int32"
+    mask = hex((1 << width) - 1)
+    shuffled = f"cuda.shfl_sync(np.uint32({mask}), {wire}({v}), np.int32(_src))"
+    cg.set_result(site, f"{ctor(t.dtype)}({shuffled})", t)
+
+
+def source_in_subgroup(prim, pos: str, delta: str, width: int) -> str:
+    """The code of the sub-group lane a shuffle reads for the lane at ``pos``."""
+    if prim is P.shuffle:
+        return f"({delta} & {width - 1})"
+    k = {P.shuffle_xor: f"({pos} ^ {delta})", P.shuffle_down: f"({pos} + {delta})"}.get(
+        prim, f"({pos} - {delta})"
+    )
+    return f"({k} if 0 <= {k} < {width} else {pos})"

@@ -1,0 +1,247 @@
+"""CUDA programs: generated Python → ``numba.cuda.jit``, launched one block per group.
+
+Under numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``) the same kernels run on the CPU,
+thread by thread, which is how the project tests this target without a GPU. Without a
+GPU and without the simulator, the kernels still compile to PTX (NVVM) and to a cubin
+(nvJitLink) for any architecture: ``ptx()``, ``cubin()`` and ``metadata()``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from .... import stats
+from ....errors import TesseraError
+from ...pipeline import Specialised
+from ..target import Target
+from . import runtime
+from .codegen import FLAT_BLOCK, CudaCodegen
+from .runtime import cuda_module, simulating
+from .streams import current_stream, note_gpu_work
+
+CUDA_STAGES = ("cuda", "ptx", "cubin")
+
+
+def cuda_signature(call_args: tuple, grid_ndim: int, aligned: int = 0) -> tuple:
+    """Numba types of a launch's arguments (arrays, scalars, symbols, grid dims, then the
+    alignment flags of 16-bit cp_async sources)."""
+    import numba
+
+    return (
+        tuple(numba.typeof(a) for a in call_args)
+        + (numba.int64,) * grid_ndim
+        + (numba.boolean,) * aligned
+    )
+
+
+def _aligned4(a) -> bool:
+    """Whether a 16-bit array's rows start on 4-byte boundaries (pairs can use cp.async)."""
+    interface = getattr(a, "__cuda_array_interface__", None)
+    if interface is not None:
+        address = interface["data"][0]
+        strides = interface.get("strides") or ()
+    elif isinstance(a, np.ndarray):
+        address, strides = a.ctypes.data, a.strides
+    else:
+        return False
+    return (
+        address % 4 == 0
+        and all(st % 4 == 0 for st in strides[:-1])
+        and (not strides or strides[-1] == 2)
+    )
+
+
+def parse_arch(arch: str) -> tuple[int, int]:
+    """``"sm_90"`` → ``(9, 0)``."""
+    match = re.fullmatch(r"sm_(\d+)(\d)a?", arch)
+    if not match:
+        raise TesseraError(f"arch {arch!r} is not a CUDA architecture such as 'sm_80'")
+    return int(match.group(1)), int(match.group(2))
+
+
+ASYNC_COPY_ARCH = (8, 0)  # cp.async exists from sm_80 (Ampere) on
+
+
+def async_copies_for(arch: str | None) -> bool:
+    """Whether code for ``arch`` (None: this machine's GPU) uses hardware async copies:
+    sm_80 and newer do; older GPUs and the simulator copy with loads and stores."""
+    if simulating():
+        return False
+    if arch is None:
+        try:
+            return cuda_module().get_current_device().compute_capability >= ASYNC_COPY_ARCH
+        except Exception:  # no GPU here: code for the newest architectures
+            return True
+    return parse_arch(arch) >= ASYNC_COPY_ARCH
+
+
+class CudaProgram:
+    """One specialisation of a kernel for CUDA (for GPUs with or without ``cp.async``)."""
+
+    def __init__(
+        self, spec: Specialised, grid_ndim: int, target: Target, async_copies: bool | None = None
+    ):
+        self.spec = spec
+        self.kir = spec.kir
+        self.grid_ndim = grid_ndim
+        self.simulated = simulating()
+        if async_copies is None:
+            async_copies = async_copies_for(None)
+        self.async_copies = async_copies and not self.simulated
+        codegen = CudaCodegen(
+            spec.kir, grid_ndim, target, async_copies=self.async_copies, simulated=self.simulated
+        )
+        self.align_params = codegen.align_params
+        self.source = codegen.generate()
+        self.dynamic_shared_bytes = codegen.dynamic_shared_bytes  # known once generated
+        self.scratch_bytes = sum(
+            size * (8 if dt.endswith("64") else 4 if dt.endswith("32") else 2)
+            for dt, size in codegen.scratch.items()
+        )
+        self.filename = codegen.source_file("cuda")
+        self._function = None
+        self._kernel = None
+
+    def python_function(self):
+        """The generated ``_kernel`` as a Python function (what numba-cuda compiles)."""
+        if self._function is None:
+            namespace = runtime.namespace(self.async_copies)
+            exec(compile(self.source, self.filename, "exec"), namespace)  # noqa: S102
+            self._function = namespace["_kernel"]
+        return self._function
+
+    def launch_shape(self, grid: tuple[int, ...]) -> tuple[int, int]:
+        """(blocks, threads per block) of a launch over ``grid``."""
+        if self.kir.grouped:
+            return math.prod(grid), math.prod(self.kir.tile_shape)
+        total = math.prod(grid)
+        threads = min(FLAT_BLOCK, max(total, 1))
+        return -(-total // threads), threads
+
+    def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
+        """Queue the kernel on the current stream (asynchronous for device arrays; NumPy
+        arguments are copied over and back, which waits for the kernel)."""
+        del parallel  # a GPU always runs groups in parallel
+        stream = current_stream()
+        if self._kernel is None:
+            self._kernel = cuda_module().jit(self.python_function())
+            stats.bump("compiles")
+        blocks, threads = self.launch_shape(grid)
+        cuda = cuda_module()
+        # numba-cuda copies host arrays to the GPU and back after the launch. Read-only
+        # parameters go over once, explicitly (nothing to copy back, and a read-only
+        # NumPy array could not take it); a strided view travels as a contiguous copy
+        # that is written back into it afterwards.
+        args = list(args)
+        write_back = []
+        arrays = [p for p in self.kir.params if p.kind == "array"]
+        for k, p in enumerate(arrays):
+            a = args[k]
+            if not isinstance(a, np.ndarray):
+                continue
+            if not (a.flags.c_contiguous or a.flags.f_contiguous):
+                args[k] = np.ascontiguousarray(a)
+                if p.mutable:
+                    write_back.append((a, args[k]))
+            if not p.mutable:
+                args[k] = cuda.to_device(args[k])
+        aligned = [_aligned4(args[k]) for k in self._align_positions()]
+        note_gpu_work()
+        if self.dynamic_shared_bytes:
+            self._opt_in_dynamic_shared(args, grid, aligned)
+        self._kernel[blocks, threads, stream, self.dynamic_shared_bytes](*args, *grid, *aligned)
+        for original, copy in write_back:
+            original[...] = copy
+
+    def _opt_in_dynamic_shared(self, args, grid, aligned) -> None:
+        """Above 48 KiB a kernel must opt in to its dynamic shared memory
+        (cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES) and fit the device's limit.
+        Written against the CUDA driver API; not yet run on a GPU."""
+        if self.simulated or getattr(self, "_opted_in", False):
+            return
+        cuda = cuda_module()
+        device = cuda.get_current_device()
+        limit = device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+        if self.dynamic_shared_bytes > limit:
+            raise TesseraError(
+                f"kernel '{self.kir.name}' needs {self.dynamic_shared_bytes} bytes of shared "
+                f"memory per group; this GPU allows at most {limit}"
+            )
+        from cuda.bindings import driver as cu
+        from numba.cuda.cudadrv.driver import driver
+
+        signature = cuda_signature(tuple(args), len(grid), len(aligned))
+        compiled = self._kernel.compile(signature)
+        function = compiled._codelibrary.get_cufunc()
+        attribute = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        driver.cuKernelSetAttribute(
+            attribute, self.dynamic_shared_bytes, function.handle, device.id
+        )
+        self._opted_in = True
+
+    @staticmethod
+    def device_arch() -> str:
+        """The current GPU's architecture ("sm_90"), or sm_90 where there is no GPU."""
+        try:
+            major, minor = cuda_module().get_current_device().compute_capability
+        except Exception:  # no GPU or driver: metadata for the newest supported arch
+            return "sm_90"
+        return f"sm_{major}{minor}"
+
+    def _align_positions(self) -> list[int]:
+        arrays = [p.name for p in self.kir.params if p.kind == "array"]
+        return [arrays.index(name) for name in self.align_params]
+
+    # ------------------------------------------------------------------ without a GPU
+    def ptx(self, signature: tuple, arch: str) -> str:
+        """PTX for ``arch`` (NVVM; needs no GPU)."""
+        cuda = cuda_module()
+        ptx, _ = cuda.compile_ptx(self.python_function(), signature, cc=parse_arch(arch))
+        return ptx
+
+    def cubin(self, signature: tuple, arch: str) -> tuple[bytes, str]:
+        """A cubin for ``arch`` and ptxas's report (nvJitLink; needs no GPU)."""
+        from cuda.bindings import nvjitlink
+
+        ptx = self.ptx(signature, arch).encode()
+        handle = nvjitlink.create(2, [f"-arch={arch}", "-verbose"])
+        try:
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx, len(ptx), "kernel.ptx")
+            try:
+                nvjitlink.complete(handle)
+            except Exception as exc:
+                raise TesseraError(f"ptxas failed for {arch}: {_log(nvjitlink, handle)}") from exc
+            cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+            nvjitlink.get_linked_cubin(handle, cubin)
+            return bytes(cubin), _log(nvjitlink, handle)
+        finally:
+            nvjitlink.destroy(handle)
+
+    def metadata(self, signature: tuple, arch: str, grid: tuple[int, ...]) -> dict:
+        """What the seeds' kernel metadata lists, read from the cubin's ptxas report."""
+        _, report = self.cubin(signature, arch)
+        registers = re.search(r"Used (\d+) registers", report)
+        spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", report)
+        blocks, threads = self.launch_shape(grid)
+        shared = max(self.spec.shared_bytes, self.dynamic_shared_bytes) + self.scratch_bytes
+        return {
+            "name": self.kir.name,
+            "arch": arch,
+            "tile": list(self.kir.tile_shape) or [threads],
+            "grid": list(grid),
+            "shared_bytes": shared,
+            "registers_per_thread": int(registers.group(1)) if registers else 0,
+            "spill_bytes": sum(int(n) for n in spills),
+            "launch": {"grid": [blocks, 1, 1], "block": [threads, 1, 1], "smem_bytes": shared},
+        }
+
+
+def _log(nvjitlink, handle) -> str:
+    size = nvjitlink.get_info_log_size(handle)
+    log = bytearray(size)
+    if size:
+        nvjitlink.get_info_log(handle, log)
+    return log.decode(errors="replace").rstrip("\x00")

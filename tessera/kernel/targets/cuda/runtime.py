@@ -1,0 +1,149 @@
+"""What generated CUDA code calls at run time, and numba-cuda itself, imported on first use.
+
+numba-cuda is an optional dependency, imported only here (and only when a CUDA launch or
+inspection needs it). Under its simulator (``NUMBA_ENABLE_CUDASIM=1``) kernels run as
+Python on the CPU, thread by thread; the names below then take the simulator's forms.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ....errors import TesseraError
+from .. import semantics
+from . import async_copy, atomics
+
+
+def cuda_module():
+    """``numba.cuda``, imported on first use (it is an optional dependency)."""
+    try:
+        from numba import cuda
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise TesseraError("the CUDA target needs numba-cuda: pip install 'tessera[cuda]'") from exc
+    return cuda
+
+
+def simulating() -> bool:
+    """Whether numba-cuda's simulator is on in this process."""
+    from numba import config
+
+    return bool(getattr(config, "ENABLE_CUDASIM", False))
+
+
+def _simulator_math():
+    """The simulator runs kernels as Python, where ``math.sqrt(-1.0)`` raises; on a GPU it
+    is NaN. This stand-in gives the GPU's answers (NaN or inf), computed by NumPy."""
+    import types
+
+    shim = types.SimpleNamespace()
+    for name in dir(math):
+        if not name.startswith("_"):
+            setattr(shim, name, getattr(math, name))
+    numpy_names = {
+        "asin": "arcsin",
+        "acos": "arccos",
+        "atan": "arctan",
+        "atan2": "arctan2",
+        "asinh": "arcsinh",
+        "acosh": "arccosh",
+        "atanh": "arctanh",
+        "pow": "power",
+    }
+    for name in (
+        "exp",
+        "expm1",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "sqrt",
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "atan2",
+        "sinh",
+        "cosh",
+        "tanh",
+        "asinh",
+        "acosh",
+        "atanh",
+        "fabs",
+        "pow",
+        "hypot",
+        "copysign",
+        "fmod",
+    ):
+        fn = getattr(np, numpy_names.get(name, name))
+
+        def quiet(*args, _fn=fn):
+            with np.errstate(all="ignore"):
+                return _fn(*args)
+
+        setattr(shim, name, quiet)
+    return shim
+
+
+def _bf16_conversions(cuda, simulated: bool) -> dict:
+    """``_b2f`` (uint16 bits → f32), ``_f2b`` (f32 → uint16 bits, the language's
+    rounding) and ``_round_bf16`` (both) for generated CUDA code: device functions on
+    the GPU (libdevice's bit casts), NumPy under the simulator, which runs kernels as
+    Python."""
+    if simulated:
+
+        def b2f(bits):
+            return (np.uint32(bits) << np.uint32(16)).view(np.float32)
+
+        def f2b(value):
+            return semantics.bf16_bits(np.float32(value).view(np.uint32))
+
+        def round_bf16(value):
+            return b2f(f2b(value))
+
+        return {"_b2f": b2f, "_f2b": f2b, "_round_bf16": round_bf16}
+    from numba.cuda import libdevice
+
+    bits_of = semantics.jitted().bf16_bits
+
+    @cuda.jit(device=True, inline="always")
+    def b2f_device(bits):
+        return libdevice.int_as_float(np.int32(np.uint32(bits) << np.uint32(16)))
+
+    @cuda.jit(device=True, inline="always")
+    def f2b_device(value):
+        return bits_of(np.uint32(libdevice.float_as_int(np.float32(value))))
+
+    @cuda.jit(device=True, inline="always")
+    def round_bf16_device(value):
+        return b2f_device(f2b_device(value))
+
+    return {"_b2f": b2f_device, "_f2b": f2b_device, "_round_bf16": round_bf16_device}
+
+
+def namespace(async_copies: bool) -> dict:
+    """The names a generated kernel's source may use."""
+    cuda = cuda_module()
+    simulated = simulating()
+    names = {
+        "cuda": cuda,
+        "np": np,
+        "math": _simulator_math() if simulated else math,
+        "_add": semantics.jitted().add,
+        "_fmax": semantics.jitted().fmax,
+        "_fmin": semantics.jitted().fmin,
+        "_tree_reduce": semantics.jitted().tree_reduce,
+    }
+    names.update(_bf16_conversions(cuda, simulated))
+    names.update(atomics.namespace(cuda, simulated, names["_b2f"], names["_f2b"]))
+    # dynamic shared arrays take dtype instances (the simulator needs .itemsize)
+    for t in ("float16", "float32", "float64", "int8", "int16", "int32", "int64"):
+        names[f"_dt_{t}"] = np.dtype(t)
+    for t in ("uint8", "uint16", "uint32", "uint64", "bool"):
+        names[f"_dt_{t}"] = np.dtype(t)
+    if async_copies:
+        names.update(async_copy.namespace())
+    return names

@@ -1,0 +1,107 @@
+"""Values in the debug target's interpreter: NumPy scalars in the compute representation
+the other targets use (f16/bf16 compute in f32), the operators on them, and conversions
+exactly where the typer puts them, so results agree with the CPU target bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from .... import dtypes as D
+from ... import ir
+from ...typer import concrete
+from .. import semantics
+
+HALF = (D.f16, D.bf16)
+NUMPY_MATH = {
+    "exp": np.exp,
+    "expm1": np.expm1,
+    "log": np.log,
+    "log2": np.log2,
+    "log10": np.log10,
+    "log1p": np.log1p,
+    "sqrt": np.sqrt,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "tanh": np.tanh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "fabs": np.fabs,
+    "atan2": np.arctan2,
+    "pow": np.power,
+    "hypot": np.hypot,
+    "copysign": np.copysign,
+    "fmod": np.fmod,
+    "erf": math.erf,
+    "erfc": math.erfc,
+}
+BINARY = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b,
+    "//": lambda a, b: a // b,
+    "%": lambda a, b: a % b,
+    "**": lambda a, b: a**b,
+    "&": lambda a, b: a & b,
+    "|": lambda a, b: a | b,
+    "^": lambda a, b: a ^ b,
+    "<<": lambda a, b: a << b,
+    ">>": lambda a, b: a >> b,
+}
+COMPARE = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
+
+
+def compute_type(dtype: D.DType) -> type:
+    """The NumPy scalar type a value of ``dtype`` is held in while computing."""
+    return np.float32 if dtype in HALF else dtype.np_dtype.type
+
+
+def converter(src: ir.Type, dst: ir.Type):
+    """A function converting a computed value from type ``src`` to ``dst``."""
+    s, d = concrete(src).dtype, concrete(dst).dtype
+    if s == d:
+        return None
+    return cast_function(d, from_half=s in HALF)
+
+
+def cast_function(d: D.DType, from_half: bool = False):
+    if d == D.bool_:
+        return lambda v: np.bool_(v != 0)
+    if d == D.f16:
+        return lambda v: np.float32(np.float16(np.float32(v)))
+    if d == D.bf16:
+        return lambda v: np.float32(to_bf16(v))
+    if from_half and d == D.f32:
+        return None
+    target = d.np_dtype.type
+    return lambda v: target(v)
+
+
+def to_bf16(value) -> object:
+    """A value rounded to bfloat16 with the language's rule (semantics.bf16_bits)."""
+    bits = semantics.bf16_bits(np.float32(value).view(np.uint32))
+    return np.uint16(bits).view(ml_dtypes.bfloat16)
+
+
+def convert(fn, src: ir.Type, dst: ir.Type):
+    """``fn`` followed by the conversion from ``src`` to ``dst`` (if any)."""
+    c = converter(src, dst)
+    return fn if c is None else (lambda f: c(fn(f)))

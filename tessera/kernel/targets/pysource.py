@@ -1,0 +1,374 @@
+"""Kernel IR → Python source for Numba: the part every Numba-based target shares.
+
+Both the CPU target (region formation, lanes as loops) and the CUDA target (one thread per
+lane) compile a kernel by generating a Python function and handing it to Numba. What a
+*lane* does is the same on both: the same expressions, casts, stores and control flow.
+That emission lives here, once; the targets subclass :class:`SourceEmitter` and supply
+what differs — the frame (how lanes and groups are numbered and run) and one lowering per
+primitive (``targets/<name>/lowerings.py``). How 16-bit floats are stored is the target's
+``storage`` (one decision, read here).
+
+Types are made explicit with NumPy scalar constructors so Numba infers exactly the types
+the typer chose (Numba would otherwise widen small ints to int64). Every statement carries
+a ``# line N`` comment pointing back at the kernel source.
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+
+from ... import dtypes as D
+from ...errors import KernelError
+from .. import ir
+from ..ir import ArrayType, ScalarType
+from ..typer import concrete, promote
+from .target import Target
+
+HALF = (D.f16, D.bf16)
+NARROW_INT = {D.i8, D.i16, D.i32, D.u8, D.u16, D.u32, D.u64}
+# the generated code's name of each group reduction's combine function (semantics.py)
+COMBINE = {"sum": "_add", "max": "_fmax", "min": "_fmin"}
+
+
+def ctor(dtype: D.DType) -> str:
+    """The NumPy constructor of ``dtype``'s compute representation in generated code."""
+    if dtype in HALF:
+        return "np.float32"
+    return "np." + dtype.np_dtype.name
+
+
+class SourceEmitter:
+    """Emits a lane's statements and expressions; subclasses add the kernel's frame."""
+
+    def __init__(self, kir: ir.KernelIR, grid_ndim: int, target: Target):
+        self.kir = kir
+        self.target = target
+        self.grid_ndim = grid_ndim
+        self.types = kir.var_types
+        self.params = {p.name: p for p in kir.params}
+        self.lines: list[str] = []
+        self.indent = 0
+        self.tile = kir.tile_shape
+        self.lanes = math.prod(self.tile) if kir.grouped else 1
+        # with bounds checks on: (array, axis, rank, loc) of each checked index, by site
+        self.check_sites: list[tuple[str, int, int, object]] = []
+
+    # ------------------------------------------------------------------ target hooks
+    def collective(self, s: ir.Stmt) -> None:
+        """Emit a collective statement met in lane code (one-thread-per-lane targets)."""
+        raise KernelError(self.kir.name, f"internal: {type(s).__name__} in lane code", s.loc)
+
+    def lower(self, call: ir.PrimCall, site: ir.Stmt | None = None) -> str | None:
+        """The target's lowering of a primitive call: the code of its value, or (a
+        collective, ``site`` its statement) None after emitting its statements."""
+        return self.target.lowering(self.kir.name, call)(self, call, site)
+
+    # ------------------------------------------------------------------ shared helpers
+    def kernel_args(self) -> list[str]:
+        """The generated function's parameters, in the order launches pass them: arrays,
+        scalars, symbols, then the grid's extents."""
+        arrays = [p.name for p in self.kir.params if p.kind == "array"]
+        scalars = [p.name for p in self.kir.params if p.kind == "scalar"]
+        args = [self.name(n) for n in arrays + scalars]
+        args += ["s_" + s for s in self.kir.symbols]
+        return args + [f"_N{d}" for d in range(self.grid_ndim)]
+
+    def source_file(self, target: str) -> str:
+        """Register the generated source with linecache under a unique name, so tracebacks
+        and debuggers show its lines; returns that name."""
+        filename = f"<tessera-{target} {self.kir.name} {id(self):x}>"
+        source = "\n".join(self.lines) + "\n"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        return filename
+
+    def copy_bounds(self, s: ir.CopyAsync) -> tuple[str, str, int, list[str], list[str]]:
+        """Emit the source slice's bounds of a ``cp_async`` (``_cs<axis>`` start and
+        ``_ce<axis>`` end, clipped to the array); returns the destination and source
+        names, the number of sliced axes and, in terms of ``_q<d>`` (the destination
+        index), the source index and the in-range conditions."""
+        dst, src = self.name(s.dst.name), self.name(s.src.name)
+        src_t = self.types[s.src.name]
+        sliced = s.sliced or [True] * src_t.ndim
+        starts = s.starts or [ir.Const(s.loc, 0)] * src_t.ndim
+        stops = s.stops or [None] * src_t.ndim
+        i64 = ScalarType(D.i64)
+        src_idx, conds, q = [], [], 0
+        for a, (is_slice, start, stop) in enumerate(zip(sliced, starts, stops)):
+            self.emit(f"_cs{a} = {self.conv(self.expr(start), start.type, i64)}")
+            end = f"{src}.shape[{a}]"
+            if stop is not None:
+                end = f"min({end}, {self.conv(self.expr(stop), stop.type, i64)})"
+            self.emit(f"_ce{a} = {end}")
+            if is_slice:
+                src_idx.append(f"_cs{a} + _q{q}")
+                conds.append(f"0 <= _cs{a} + _q{q} < _ce{a}")
+                q += 1
+            else:
+                src_idx.append(f"_cs{a}")
+                conds.append(f"0 <= _cs{a} < _ce{a}")
+        return dst, src, q, src_idx, conds
+
+    def shared_shape(self, var: str, at: ir.Stmt) -> tuple[int, ...]:
+        """The shape of the shared array a variable holds; every candidate must agree
+        (a variable bound by swapping shared arrays may hold any of its kind)."""
+        t = self.types[var]
+        shapes = {tuple(int(x) for x in a.shape) for a in self.kir.allocs if a.target == var}
+        if not shapes:
+            shapes = {
+                tuple(int(x) for x in a.shape)
+                for a in self.kir.allocs
+                if len(a.shape) == t.ndim and a.dtype == t.dtype
+            }
+        if len(shapes) != 1:
+            raise KernelError(
+                self.kir.name, f"cannot tell the shape of shared array '{var}'", at.loc
+            )
+        return shapes.pop()
+
+    # How 16-bit floats are stored (``code`` is an element) and rounded (``code`` is f32
+    # or wider): as uint16 bits where the target's storage says so (converted by the
+    # runtime's _h2f/_f2h/_b2f/_f2b, rounded by _round_f16/_round_bf16), else natively.
+    def storage(self, dtype: D.DType) -> str:
+        """The NumPy constructor of ``dtype``'s storage in arrays."""
+        return "np." + (self.target.storage(dtype) or dtype.np_dtype).name
+
+    def bits(self, dtype: D.DType) -> bool:
+        return self.target.storage(dtype) is not None
+
+    def half_to_f32(self, code: str, dtype: D.DType) -> str:
+        if not self.bits(dtype):
+            return f"np.float32({code})"
+        return f"_h2f({code})" if dtype == D.f16 else f"_b2f({code})"
+
+    def f32_to_half(self, code: str, dtype: D.DType) -> str:
+        if not self.bits(dtype):
+            return f"{self.storage(dtype)}({code})"
+        return f"_f2h({code})" if dtype == D.f16 else f"_f2b({code})"
+
+    def round_half(self, code: str, dtype: D.DType) -> str:
+        if not self.bits(dtype):
+            return f"np.float32({self.storage(dtype)}(np.float32({code})))"
+        return f"_round_f16({code})" if dtype == D.f16 else f"_round_bf16({code})"
+
+    # ------------------------------------------------------------------ naming
+    def name(self, n: str) -> str:
+        p = self.params.get(n)
+        if p is not None:
+            return "p_" + n
+        if n in self.kir.symbols or n == "grid_groups":
+            return "s_" + n
+        return "v_" + n
+
+    def emit(self, line: str, loc=None) -> None:
+        suffix = f"  # line {loc.line}" if loc is not None else ""
+        self.lines.append("    " * self.indent + line + suffix)
+
+    # ------------------------------------------------------------------ entry
+    def nested(self, fn) -> None:
+        self.indent += 1
+        fn()
+        self.indent -= 1
+
+    def lane_block(self, body: list[ir.Stmt]) -> None:
+        if not body:
+            self.emit("pass")
+        for s in body:
+            self.lane_stmt(s)
+
+    def loop_header(self, s: ir.For | ir.While) -> None:
+        if isinstance(s, ir.For):
+            i64 = ScalarType(D.i64)
+            parts = [self.conv(self.expr(e), e.type, i64) for e in (s.start, s.stop, s.step)]
+            self.emit(f"for {self.name(s.var)} in range({', '.join(parts)}):", s.loc)
+        else:
+            self.emit(f"while {self.truth(s.cond)}:", s.loc)
+
+    def lane_stmt(self, s: ir.Stmt) -> None:
+        if ir.is_collective(s) or isinstance(s, ir.SharedAlloc):
+            self.collective(s)
+        elif isinstance(s, ir.Assign):
+            t = self.types[s.target]
+            if isinstance(t, ArrayType):
+                self.emit(f"{self.name(s.target)} = {self.name(s.value.name)}", s.loc)
+            else:
+                value = self.conv(self.expr(s.value), s.value.type, t)
+                self.emit(f"{self.name(s.target)} = {value}", s.loc)
+        elif isinstance(s, ir.Store):
+            at = self.types[s.array.name]
+            target = f"{self.name(s.array.name)}[{self.index(s.indices, s.array, s.loc)}]"
+            value = self.store_value(s.value, at.dtype)
+            if s.mask is not None:
+                self.emit(f"if {self.truth(s.mask)}:", s.loc)
+                self.emit(f"    {target} = {value}")
+            else:
+                self.emit(f"{target} = {value}", s.loc)
+        elif isinstance(s, ir.ExprStmt):
+            self.emit(self.expr(s.value), s.loc)
+        elif isinstance(s, ir.If):
+            self.emit(f"if {self.truth(s.cond)}:", s.loc)
+            self.nested(lambda: self.lane_block(s.body))
+            if s.orelse:
+                self.emit("else:")
+                self.nested(lambda: self.lane_block(s.orelse))
+        elif isinstance(s, (ir.For, ir.While)):
+            self.loop_header(s)
+            self.nested(lambda: self.lane_block(s.body))
+        elif isinstance(s, ir.Break):
+            self.emit("break", s.loc)
+        elif isinstance(s, ir.Continue):
+            self.emit("continue", s.loc)
+        else:
+            raise KernelError(
+                self.kir.name, f"internal: cannot lower {type(s).__name__} in a lane region", s.loc
+            )
+
+    # ------------------------------------------------------------------ expressions
+    def conv(self, code: str, src: ir.Type, dst: ir.Type) -> str:
+        """Convert ``code`` from type ``src`` to ``dst`` in compute representation."""
+        s, d = concrete(src).dtype, concrete(dst).dtype
+        if s == d:
+            return code
+        if d == D.bool_:
+            return f"({code} != 0)"
+        if d in HALF:
+            return self.round_half(code, d)
+        if s in HALF and d == D.f32:
+            return code
+        return f"{ctor(d)}({code})"
+
+    def truth(self, e: ir.Expr) -> str:
+        code = self.expr(e)
+        return code if concrete(e.type).dtype == D.bool_ else f"({code} != 0)"
+
+    def index(self, indices: list[ir.Expr], array: ir.Name, loc) -> str:
+        """An index tuple's code (unparenthesised)."""
+        # Unsigned indices: Tessera has no negative-index wraparound (a negative index is
+        # out of bounds, as on a GPU), and without Numba's wraparound select LLVM
+        # vectorises guarded loads and stores.
+        if not self.kir.boundscheck:
+            return ", ".join(f"np.uint64({self.expr(i)})" for i in indices)
+        out = []
+        for axis, i in enumerate(indices):
+            site = len(self.check_sites)
+            self.check_sites.append((array.name, axis, len(indices), loc))
+            extent = f"{self.name(array.name)}.shape[{axis}]"
+            out.append(f"np.uint64(_check_index({self.expr(i)}, {extent}, {site}))")
+        return ", ".join(out)
+
+    def load_storage(self, code: str, dtype: D.DType) -> str:
+        return self.half_to_f32(code, dtype) if dtype in HALF else code
+
+    def store_value(self, e: ir.Expr, dtype: D.DType) -> str:
+        if dtype in HALF:
+            return self.f32_to_half(self.conv(self.expr(e), e.type, ScalarType(D.f32)), dtype)
+        return self.conv(self.expr(e), e.type, ScalarType(dtype))
+
+    def const(self, value: object, t: ScalarType) -> str:
+        dtype = concrete(t).dtype
+        if dtype == D.bool_:
+            return "True" if value else "False"
+        if dtype.is_float:
+            v = float(value)
+            if dtype == D.f16:
+                v = float(D.f16.np_dtype.type(v))
+            elif dtype == D.bf16:
+                v = float(D.bf16.np_dtype.type(v))
+            text = (
+                repr(v)
+                if math.isfinite(v)
+                else ("math.nan" if v != v else ("math.inf" if v > 0 else "-math.inf"))
+            )
+            return f"{ctor(dtype)}({text})"
+        return f"{ctor(dtype)}({int(value)})"
+
+    def expr(self, e: ir.Expr) -> str:
+        t = e.type
+        if isinstance(e, ir.Const):
+            return self.const(e.value, t)
+        if isinstance(e, ir.Name):
+            if e.name == "grid_groups":
+                return "s_grid_groups"
+            return self.name(e.name)
+        if isinstance(e, ir.BinOp):
+            return self.binop(e)
+        if isinstance(e, ir.UnaryOp):
+            if e.op == "not":
+                return f"(not {self.truth(e.operand)})"
+            if e.op == "~" and concrete(t).dtype == D.bool_:
+                return f"(not {self.expr(e.operand)})"
+            code = f"({e.op}{self.conv(self.expr(e.operand), e.operand.type, t)})"
+            return self.wrap(code, t)
+        if isinstance(e, ir.Compare):
+            c = promote(e.left.type, e.right.type)
+            a = self.conv(self.expr(e.left), e.left.type, c)
+            b = self.conv(self.expr(e.right), e.right.type, c)
+            return f"({a} {e.op} {b})"
+        if isinstance(e, ir.BoolOp):
+            return "(" + f" {e.op} ".join(self.truth(v) for v in e.values) + ")"
+        if isinstance(e, ir.IfExp):
+            a = self.conv(self.expr(e.then), e.then.type, t)
+            b = self.conv(self.expr(e.orelse), e.orelse.type, t)
+            return f"({a} if {self.truth(e.cond)} else {b})"
+        if isinstance(e, ir.Cast):
+            if e.dtype in HALF:  # an explicit cast rounds, even from a 16-bit value
+                return self.round_half(self.expr(e.value), e.dtype)
+            return self.conv(self.expr(e.value), e.value.type, t)
+        if isinstance(e, ir.MathCall):
+            return self.math(e)
+        if isinstance(e, ir.Load):
+            return self.load(e)
+        if isinstance(e, ir.Shape):
+            return f"np.int64({self.name(e.array.name)}.shape[{e.axis}])"
+        if isinstance(e, ir.PrimCall):
+            return self.lower(e)
+        raise KernelError(self.kir.name, f"internal: cannot lower {type(e).__name__}", e.loc)
+
+    def wrap(self, code: str, t: ir.Type) -> str:
+        dtype = concrete(t).dtype
+        return f"{ctor(dtype)}({code})" if dtype in NARROW_INT else code
+
+    def binop(self, e: ir.BinOp) -> str:
+        t = e.type
+        a = self.conv(self.expr(e.left), e.left.type, t)
+        b = self.conv(self.expr(e.right), e.right.type, t)
+        if e.op in ("&", "|", "^") and concrete(t).dtype == D.bool_:
+            return f"({a} {e.op} {b})"
+        code = f"({a} {e.op} {b})"
+        if concrete(t).dtype.is_float and e.op in ("//", "%", "**"):
+            code = f"{ctor(concrete(t).dtype)}{code}"
+        return self.wrap(code, t)
+
+    def math(self, e: ir.MathCall) -> str:
+        t = concrete(e.type)
+        if e.func in ("min", "max"):
+            fn = "_fmin" if e.func == "min" else "_fmax"
+            args = [self.conv(self.expr(a), a.type, t) for a in e.args]
+            code = args[0]
+            for a in args[1:]:
+                code = f"{fn}({code}, {a})"
+            return code
+        if e.func == "abs":
+            return self.wrap(f"abs({self.conv(self.expr(e.args[0]), e.args[0].type, t)})", t)
+        arg_t = concrete(e.args[0].type)
+        if len(e.args) == 2:
+            arg_t = concrete(promote(e.args[0].type, e.args[1].type))
+        if e.func in ("floor", "ceil", "trunc"):
+            if not arg_t.dtype.is_float:
+                return self.expr(e.args[0])
+            return f"np.int64(math.{e.func}({self.expr(e.args[0])}))"
+        if e.func in ("isnan", "isinf", "isfinite"):
+            if not arg_t.dtype.is_float:
+                return "True" if e.func == "isfinite" else "False"
+            return f"math.{e.func}({self.expr(e.args[0])})"
+        args = ", ".join(self.conv(self.expr(a), a.type, t) for a in e.args)
+        return f"{ctor(t.dtype)}(math.{e.func}({args}))"
+
+    def load(self, e: ir.Load) -> str:
+        at = self.types[e.array.name]
+        array = self.name(e.array.name)
+        code = self.load_storage(f"{array}[{self.index(e.indices, e.array, e.loc)}]", at.dtype)
+        if e.mask is None:
+            return code
+        other = self.conv(self.expr(e.other), e.other.type, ScalarType(at.dtype))
+        return f"({code} if {self.truth(e.mask)} else {other})"
