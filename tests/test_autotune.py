@@ -16,6 +16,7 @@ import tessera as ts
 from tessera import KiB, f32, group_linear_id, mut, tile, tshared
 from tessera.autotune import Config, store
 from tessera.config import refresh
+from tessera.kernel import cache_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -124,7 +125,11 @@ def test_concurrent_processes_share_one_cache_file(tmp_path):
         assert p.returncode == 0, err
     files = list((tmp_path / "autotune").glob("*.json"))
     assert len(files) == 1
-    assert json.loads(files[0].read_text())["format"] == store.FORMAT
+    assert store.read(files[0], _mac_key(tmp_path))["kernel"] == "add_into"  # whole, sealed
+
+
+def _mac_key(cache):
+    return cache_files.cache_key(cache, None, create=False)
 
 
 def test_corrupt_cache_file_is_ignored_with_a_warning_and_rewritten(fresh_cache):
@@ -135,7 +140,7 @@ def test_corrupt_cache_file_is_ignored_with_a_warning_and_rewritten(fresh_cache)
     add_into._winners.clear()
     with pytest.warns(ts.CacheWarning, match="autotune cache"):
         add_into[add_into_grid](x, np.ones(N, np.float32))
-    assert json.loads(path.read_text())["format"] == store.FORMAT
+    assert store.read(path, _mac_key(fresh_cache))["kernel"] == "add_into"
 
 
 def test_random_strategy_measures_its_budget_and_user_strategies_drive_the_search(fresh_cache):
@@ -182,3 +187,4 @@ def test_autotune_works_on_every_target(target, fresh_cache):
     tuned[lambda c: -(-200 // c.BM)](x, y)
     np.testing.assert_array_equal(y, x + 1)
     assert tuned.best_config(x, y)["BM"] in (32, 64)
+
