@@ -188,3 +188,47 @@ def test_autotune_works_on_every_target(target, fresh_cache):
     np.testing.assert_array_equal(y, x + 1)
     assert tuned.best_config(x, y)["BM"] in (32, 64)
 
+
+STALE_WINNERS = {
+    "float where the space has an int": {"BM": 64.0},
+    "value not in the space": {"BM": 48},
+    "string value": {"BM": "64"},
+    "another parameter": {"BK": 64},
+    "no parameter": {},
+}
+
+
+@pytest.mark.parametrize("stored", STALE_WINNERS.values(), ids=STALE_WINNERS.keys())
+def test_a_stored_winner_outside_the_space_is_a_warning_and_a_retune(fresh_cache, stored):
+    tuned = ts.kernel.autotune(space=dict(BM=[32, 64]), tile=lambda c: (c.BM,))(_plain_add)
+    x = np.arange(200, dtype=np.float32)
+    y = np.ones(200, np.float32)
+    key = tuned.key((x, y))
+    store.save(tuned.name, key, stored, [])
+    before = ts.stats()["autotune_trials"]
+    with pytest.warns(ts.CacheWarning, match="autotune cache.*tuning again"):
+        tuned[lambda c: -(-200 // c.BM)](x, y)
+    np.testing.assert_array_equal(y, x + 1)
+    assert ts.stats()["autotune_trials"] > before
+    assert store.load(tuned.name, key)["config"] in ({"BM": 32}, {"BM": 64})  # rewritten
+
+
+def _sized(x: f32[n], y: mut[f32[n]]):
+    s = tshared.alloc[f32](S)
+    lane = tile.linear_id()
+    i = group_linear_id() * 64 + lane
+    s[lane] = x[i] if i < n else 0.0
+    if i < n:
+        y[i] += s[lane]
+
+
+def test_a_stored_winner_that_no_longer_compiles_is_a_warning_and_a_retune(fresh_cache):
+    tuned = ts.kernel.autotune(space=dict(S=[64, 8192]), tile=(64,), shared=1 * KiB)(_sized)
+    x = np.arange(200, dtype=np.float32)
+    y = np.ones(200, np.float32)
+    key = tuned.key((x, y))
+    store.save(tuned.name, key, {"S": 8192}, [])  # over the 1 KiB budget: does not compile
+    with pytest.warns(ts.CacheWarning, match="autotune cache.*tuning again"):
+        tuned[-(-200 // 64)](x, y)
+    np.testing.assert_array_equal(y, x + 1)
+    assert store.load(tuned.name, key)["config"] == {"S": 64}
