@@ -16,7 +16,7 @@ import tessera as ts
 from tessera import KiB, f32, group_linear_id, mut, tile, tshared
 from tessera.autotune import Config, store
 from tessera.config import refresh
-from tessera.kernel import cache_files
+from tessera.kernel import disk_cache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -125,11 +125,8 @@ def test_concurrent_processes_share_one_cache_file(tmp_path):
         assert p.returncode == 0, err
     files = list((tmp_path / "autotune").glob("*.json"))
     assert len(files) == 1
-    assert store.read(files[0], _mac_key(tmp_path))["kernel"] == "add_into"  # whole, sealed
-
-
-def _mac_key(cache):
-    return cache_files.cache_key(cache, None, create=False)
+    entry = store.read(files[0], disk_cache.mac_key(tmp_path))  # whole, sealed, checked
+    assert entry["kernel"] == "add_into"
 
 
 def test_corrupt_cache_file_is_ignored_with_a_warning_and_rewritten(fresh_cache):
@@ -140,7 +137,7 @@ def test_corrupt_cache_file_is_ignored_with_a_warning_and_rewritten(fresh_cache)
     add_into._winners.clear()
     with pytest.warns(ts.CacheWarning, match="autotune cache"):
         add_into[add_into_grid](x, np.ones(N, np.float32))
-    assert store.read(path, _mac_key(fresh_cache))["kernel"] == "add_into"
+    assert store.read(path, disk_cache.mac_key(fresh_cache))["kernel"] == "add_into"
 
 
 def test_random_strategy_measures_its_budget_and_user_strategies_drive_the_search(fresh_cache):
@@ -172,6 +169,26 @@ def test_prune_keeps_only_the_configs_it_accepts():
         space=dict(BM=[32, 64, 128]), tile=lambda c: (c.BM,), prune=lambda c: c.BM >= 64
     )(_plain_add)
     assert [c.BM for c in tuned.configs] == [64, 128]
+
+
+def test_a_planted_autotune_entry_is_refused(fresh_cache):
+    store.save("other", {"k": 1}, {"BM": 64}, [])  # the user has a cache (and a key)
+    x = np.arange(N, dtype=np.int32)
+    y = np.zeros(N, np.int32)
+    key = count_into.key((x, y))
+    planted = {  # a winner the sweep would exclude: it computes something else
+        "format": store.FORMAT,
+        "kernel": "count_into",
+        "key": key,
+        "config": {"BM": 64, "WRONG": 1},
+        "table": [],
+        "created": "2024-01-01 00:00:00",
+    }
+    path = store.path_for("count_into", store.key_digest(key))
+    path.write_text(json.dumps(planted))
+    with pytest.warns(ts.CacheWarning, match="autotune cache"):
+        count_into[lambda c: -(-N // c.BM)](x, y)
+    np.testing.assert_array_equal(y, x)
 
 
 def _plain_add(x: f32[n], y: mut[f32[n]]):

@@ -28,9 +28,10 @@ from test_disk_cache import _SMALL_CHECK, SMALL, _counts, _launch_small, _load, 
 import tessera as ts
 from tessera import cli
 from tessera.errors import CacheWarning
-from tessera.kernel import cache_files, disk_cache
+from tessera.kernel import disk_cache
 from tessera.kernel.backend import native
 
+KEY_FILE = "secret.key"  # the name docs/targets.md gives it
 NESTED = b"[" * 10_000 + b"]" * 10_000  # ten times the recursion limit
 
 
@@ -184,7 +185,7 @@ def test_an_entry_that_is_not_a_regular_file_is_not_read(tmp_path, plant):
 # --- the cache directory itself
 
 
-@pytest.mark.parametrize("mode", [0o770, 0o703, 0o777])
+@pytest.mark.parametrize("mode", [0o770, 0o703, 0o777], ids=["0770", "0703", "0777"])
 def test_a_group_or_world_writable_cache_directory_is_refused(tmp_path, mode):
     cache = tmp_path / "cache"
     cache.mkdir()
@@ -217,13 +218,13 @@ def test_a_new_cache_directory_and_its_key_are_private(cache_dir, tmp_path):
     _small_entry(cache_dir, tmp_path)
     assert cache_dir.stat().st_mode & 0o777 == 0o700
     assert (cache_dir / "cpu").stat().st_mode & 0o777 == 0o700
-    assert (cache_dir / cache_files.KEY_FILE).stat().st_mode & 0o777 == 0o600
+    assert (cache_dir / KEY_FILE).stat().st_mode & 0o777 == 0o600
     assert _only_entry(cache_dir).stat().st_mode & 0o777 == 0o600
 
 
 def test_a_key_file_others_can_read_refuses_the_cache(cache_dir, tmp_path):
     _small_entry(cache_dir, tmp_path)
-    (cache_dir / cache_files.KEY_FILE).chmod(0o640)
+    (cache_dir / KEY_FILE).chmod(0o640)
     before = ts.stats()
     with pytest.warns(CacheWarning, match="readable by others"):
         _launch_small(_load(tmp_path / "small_mod.py"))
