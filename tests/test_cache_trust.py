@@ -222,6 +222,17 @@ def test_a_new_cache_directory_and_its_key_are_private(cache_dir, tmp_path):
     assert _only_entry(cache_dir).stat().st_mode & 0o777 == 0o600
 
 
+def test_deleting_the_key_file_rebuilds_every_entry_with_a_new_key(cache_dir, tmp_path):
+    _small_entry(cache_dir, tmp_path)
+    old_key = (cache_dir / KEY_FILE).read_bytes()
+    (cache_dir / KEY_FILE).unlink()
+    before = ts.stats()
+    _launch_small(_load(tmp_path / "small_mod.py"))  # its entry cannot be checked: compiled
+    assert (cache_dir / KEY_FILE).read_bytes() != old_key
+    _launch_small(_load(tmp_path / "small_mod.py"))  # and sealed with the new key
+    assert _counts(before) == (1, 1)
+
+
 def test_a_key_file_others_can_read_refuses_the_cache(cache_dir, tmp_path):
     _small_entry(cache_dir, tmp_path)
     (cache_dir / KEY_FILE).chmod(0o640)

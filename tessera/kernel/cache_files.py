@@ -59,7 +59,7 @@ _CREATE_FLAGS = (
 )
 _JSON_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
-_keys: dict[Path, tuple[tuple, bytes]] = {}  # key files read: (inode, mode, owner), key
+_keys: dict[Path, tuple[tuple, bytes]] = {}  # key files read: (inode, mode, owner, times), key
 _refused: dict[Path, str] = {}  # the cache roots it refused (warned once), and why
 
 
@@ -146,15 +146,17 @@ def _permission_problem(st: os.stat_result, forbidden: int) -> str | None:
 def _key(path: Path, create: bool) -> bytes | None:
     """The key in ``path``: read once per process, its file checked again at every use (an
     ``lstat``) so that a key file that others can now read stops the cache at once."""
+    try:
+        st = os.lstat(path)
+        identity = (st.st_ino, st.st_mode, st.st_uid, st.st_mtime_ns, st.st_ctime_ns)
+    except FileNotFoundError:
+        identity = None  # made below, if ``create``
     known = _keys.get(path)
-    if known is not None:
-        st = os.lstat(path)
-        if (st.st_ino, st.st_mode, st.st_uid) == known[0]:
-            return known[1]
+    if known is not None and identity == known[0]:
+        return known[1]
     key = _read_key(path, create)
-    if key is not None:
-        st = os.lstat(path)
-        _keys[path] = ((st.st_ino, st.st_mode, st.st_uid), key)
+    if key is not None and identity is not None:  # stat before read: a newer file is reread
+        _keys[path] = (identity, key)
     return key
 
 
