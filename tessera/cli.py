@@ -65,7 +65,7 @@ def cache(action: str, out=print) -> int:
     if found:
         rows = [("kernel", "target", "variant", "size", "created", "defined at")]
         for e in sorted(found, key=lambda e: (e.kernel, e.created)):
-            defined = e.defined if e.ok else f"unreadable: {e.path.name}"
+            defined = e.defined if e.ok else f"unusable ({e.problem}): {e.path.name}"
             rows.append((e.kernel, e.backend, e.variant, _size(e.size), e.created, defined))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
         for r in rows:
@@ -73,7 +73,9 @@ def cache(action: str, out=print) -> int:
     tuned = store.entries()
     out(f"autotune: {_count(len(tuned), 'entry')}")
     for e in tuned:
-        config = ", ".join(f"{k}={v}" for k, v in (e["config"] or {}).items()) or "unreadable"
+        config = ", ".join(f"{k}={v}" for k, v in e["config"].items()) if e["config"] else ""
+        if e["problem"]:
+            config = f"unusable ({e['problem']})"
         out(f"  {e['kernel']}  {config}  {e['created']}  {e['path'].name}")
     return 0
 

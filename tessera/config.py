@@ -74,7 +74,8 @@ SETTINGS: dict[str, Setting] = {
             None,
             "Directory of the disk cache; empty: the user's cache directory "
             "($XDG_CACHE_HOME/tessera, ~/.cache/tessera, ~/Library/Caches/tessera, "
-            "%LOCALAPPDATA%\\tessera\\Cache).",
+            "%LOCALAPPDATA%\\tessera\\Cache). Created 0700; refused unless owned by the "
+            "user and writable by nobody else (docs/targets.md, trust model).",
         ),
         Setting(
             "explain_recompile",

@@ -151,7 +151,9 @@ class TesseraWarning(UserWarning):
 
 
 class CacheWarning(TesseraWarning):
-    """The disk cache could not be used for one entry (corrupt, unreadable or unwritable);
+    """The disk cache could not be used for one entry (corrupt, unreadable, unwritable, or
+    failing a check of the trust model: another kernel's, not sealed with the user's key,
+    not a regular file), or at all (a directory or key file that others can write or read);
     the kernel is compiled instead, so the warning costs time, never correctness."""
 
 

@@ -43,3 +43,10 @@ _CACHE_DIR = tempfile.mkdtemp(prefix="tessera-test-cache-")
 os.environ["TESSERA_CACHE_DIR"] = _CACHE_DIR
 refresh_settings()  # settings are read once; this one may have been read already
 atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    """A disk cache of the test's own (``tmp_path / "cache"``), switched on."""
+    with tessera.config(cache_dir=str(tmp_path / "cache"), cache="on"):
+        yield tmp_path / "cache"

@@ -16,6 +16,7 @@ import tessera as ts
 from tessera import KiB, f32, group_linear_id, mut, tile, tshared
 from tessera.autotune import Config, store
 from tessera.config import refresh
+from tessera.kernel import disk_cache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -124,7 +125,8 @@ def test_concurrent_processes_share_one_cache_file(tmp_path):
         assert p.returncode == 0, err
     files = list((tmp_path / "autotune").glob("*.json"))
     assert len(files) == 1
-    assert json.loads(files[0].read_text())["format"] == store.FORMAT
+    entry = store.read(files[0], disk_cache.mac_key(tmp_path))  # whole, sealed, checked
+    assert entry["kernel"] == "add_into"
 
 
 def test_corrupt_cache_file_is_ignored_with_a_warning_and_rewritten(fresh_cache):
@@ -135,7 +137,7 @@ def test_corrupt_cache_file_is_ignored_with_a_warning_and_rewritten(fresh_cache)
     add_into._winners.clear()
     with pytest.warns(ts.CacheWarning, match="autotune cache"):
         add_into[add_into_grid](x, np.ones(N, np.float32))
-    assert json.loads(path.read_text())["format"] == store.FORMAT
+    assert store.read(path, disk_cache.mac_key(fresh_cache))["kernel"] == "add_into"
 
 
 def test_random_strategy_measures_its_budget_and_user_strategies_drive_the_search(fresh_cache):
@@ -169,6 +171,26 @@ def test_prune_keeps_only_the_configs_it_accepts():
     assert [c.BM for c in tuned.configs] == [64, 128]
 
 
+def test_a_planted_autotune_entry_is_refused(fresh_cache):
+    store.save("other", {"k": 1}, {"BM": 64}, [])  # the user has a cache (and a key)
+    x = np.arange(N, dtype=np.int32)
+    y = np.zeros(N, np.int32)
+    key = count_into.key((x, y))
+    planted = {  # a winner the sweep would exclude: it computes something else
+        "format": store.FORMAT,
+        "kernel": "count_into",
+        "key": key,
+        "config": {"BM": 64, "WRONG": 1},
+        "table": [],
+        "created": "2024-01-01 00:00:00",
+    }
+    path = store.path_for("count_into", store.key_digest(key))
+    path.write_text(json.dumps(planted))
+    with pytest.warns(ts.CacheWarning, match="autotune cache"):
+        count_into[lambda c: -(-N // c.BM)](x, y)
+    np.testing.assert_array_equal(y, x)
+
+
 def _plain_add(x: f32[n], y: mut[f32[n]]):
     i = group_linear_id() * BM + tile.linear_id()
     if i < n:
@@ -182,3 +204,48 @@ def test_autotune_works_on_every_target(target, fresh_cache):
     tuned[lambda c: -(-200 // c.BM)](x, y)
     np.testing.assert_array_equal(y, x + 1)
     assert tuned.best_config(x, y)["BM"] in (32, 64)
+
+
+STALE_WINNERS = {
+    "float where the space has an int": {"BM": 64.0},
+    "value not in the space": {"BM": 48},
+    "string value": {"BM": "64"},
+    "another parameter": {"BK": 64},
+    "no parameter": {},
+}
+
+
+@pytest.mark.parametrize("stored", STALE_WINNERS.values(), ids=STALE_WINNERS.keys())
+def test_a_stored_winner_outside_the_space_is_a_warning_and_a_retune(fresh_cache, stored):
+    tuned = ts.kernel.autotune(space=dict(BM=[32, 64]), tile=lambda c: (c.BM,))(_plain_add)
+    x = np.arange(200, dtype=np.float32)
+    y = np.ones(200, np.float32)
+    key = tuned.key((x, y))
+    store.save(tuned.name, key, stored, [])
+    before = ts.stats()["autotune_trials"]
+    with pytest.warns(ts.CacheWarning, match="autotune cache.*tuning again"):
+        tuned[lambda c: -(-200 // c.BM)](x, y)
+    np.testing.assert_array_equal(y, x + 1)
+    assert ts.stats()["autotune_trials"] > before
+    assert store.load(tuned.name, key)["config"] in ({"BM": 32}, {"BM": 64})  # rewritten
+
+
+def _sized(x: f32[n], y: mut[f32[n]]):
+    s = tshared.alloc[f32](S)
+    lane = tile.linear_id()
+    i = group_linear_id() * 64 + lane
+    s[lane] = x[i] if i < n else 0.0
+    if i < n:
+        y[i] += s[lane]
+
+
+def test_a_stored_winner_that_no_longer_compiles_is_a_warning_and_a_retune(fresh_cache):
+    tuned = ts.kernel.autotune(space=dict(S=[64, 8192]), tile=(64,), shared=1 * KiB)(_sized)
+    x = np.arange(200, dtype=np.float32)
+    y = np.ones(200, np.float32)
+    key = tuned.key((x, y))
+    store.save(tuned.name, key, {"S": 8192}, [])  # over the 1 KiB budget: does not compile
+    with pytest.warns(ts.CacheWarning, match="autotune cache.*tuning again"):
+        tuned[-(-200 // 64)](x, y)
+    np.testing.assert_array_equal(y, x + 1)
+    assert store.load(tuned.name, key)["config"] == {"S": 64}

@@ -283,7 +283,8 @@ def test_processes_fill_one_cache_at_once(tmp_path):
     assert all(r["compiles"] + r["disk_cache_hits"] == 1 for r in results)
     files = _cached_files(tmp_path)
     assert len(files) == 1 and files[0].suffix == ".nbk"  # one entry, no temporary files left
-    disk_cache.parse(files[0].read_bytes())  # complete: header, length and checksum agree
+    key = disk_cache.mac_key(tmp_path / "cache")
+    disk_cache.parse(files[0].read_bytes(), key)  # complete: MAC, header and length agree
     after = _run(tmp_path, "small_mod")
     assert after["compiles"] == 0 and after["numba_compiles"] == 0
     assert after["disk_cache_hits"] == 1
@@ -318,12 +319,6 @@ def _launch_small(namespace, expected_shift=1.0, scale=2.0):
 def _counts(before):
     now = ts.stats()
     return now["compiles"] - before["compiles"], now["disk_cache_hits"] - before["disk_cache_hits"]
-
-
-@pytest.fixture
-def cache_dir(tmp_path):
-    with ts.config(cache_dir=str(tmp_path / "cache"), cache="on"):
-        yield tmp_path / "cache"
 
 
 def test_a_fresh_kernel_object_loads_from_disk(cache_dir, tmp_path):
@@ -395,24 +390,25 @@ CORRUPTIONS = {
     "garbled payload": lambda data: data[:-200] + bytes(b ^ 0x5A for b in data[-200:]),
     "garbled header": lambda data: data[:30] + b"{not json" + data[40:],
     "other format": lambda data: b"something else entirely\n" + data,
-    "valid checksum, broken image": lambda data: _with_payload(data, b"\x80\x04garbage"),
+    "valid MAC, broken image": lambda data: _with_payload(data, b"\x80\x04garbage"),
     "image calling a missing symbol": lambda data: _with_payload(data, _needing_missing(data)),
 }
 
 
 def _needing_missing(data):
     """The entry's image, now also naming a symbol no process has among its externals."""
-    image = native.Image.from_bytes(disk_cache.parse(data)[1])
+    image = native.Image.from_bytes(disk_cache.parse(data, disk_cache.mac_key())[1])
     externals = (*image.externals, "tessera_test_no_such_symbol")
     return dataclasses.replace(image, externals=externals).to_bytes()
 
 
 def _with_payload(data, payload):
-    header, _ = disk_cache.parse(data)
-    header.update(
-        payload_bytes=len(payload), payload_sha256=__import__("hashlib").sha256(payload).hexdigest()
-    )
-    return disk_cache.MAGIC + json.dumps(header).encode() + b"\n" + payload
+    """The entry with another payload, sealed with the user's own key (as only a bug in the
+    backend, not an edit, could make it)."""
+    key = disk_cache.mac_key()
+    header, _ = disk_cache.parse(data, key)
+    header["payload_bytes"] = len(payload)
+    return disk_cache.pack(json.dumps(header).encode(), payload, key)
 
 
 @pytest.mark.parametrize("corrupt", CORRUPTIONS.values(), ids=CORRUPTIONS.keys())
@@ -425,7 +421,7 @@ def test_a_corrupt_entry_warns_and_is_rebuilt(cache_dir, tmp_path, corrupt):
     with pytest.warns(CacheWarning, match="ignoring the entry"):
         _launch_small(_load(path))
     assert _counts(before) == (1, 0)
-    disk_cache.parse(entry.read_bytes())  # rewritten whole
+    disk_cache.parse(entry.read_bytes(), disk_cache.mac_key())  # rewritten whole
     _launch_small(_load(path))
     assert _counts(before) == (1, 1)
 

@@ -1,8 +1,12 @@
 """The autotune cache: the winning config per key, in memory and as JSON on disk.
 
 One file per (kernel, key) under ``<TESSERA_CACHE_DIR>/autotune/``, written atomically
-(temporary file + rename) so many processes can write at once; a corrupt or foreign file
-is ignored with a warning and rewritten by the next sweep.
+(temporary file + rename) so many processes can write at once. A winner decides which code
+runs, so these files follow the disk cache's rules (``kernel/cache_files.py``): a private
+directory, regular files of bounded size, sealed with the user's key, JSON of bounded
+depth. A file that fails a check, or that is not an entry for the key asked for, is
+ignored with a warning and rewritten by the next sweep; the tuner then checks the stored
+config against the current space (``tuner.py``).
 """
 
 from __future__ import annotations
@@ -14,45 +18,56 @@ import warnings
 from pathlib import Path
 
 from ..errors import CacheWarning
-from ..kernel import disk_cache
+from ..kernel import cache_files, disk_cache
+from ..kernel.cache_files import CorruptEntry
 
-FORMAT = "tessera-autotune-1"
+FORMAT = "tessera-autotune-2"
+MAGIC = f"{FORMAT}\n".encode()
+FOLDER = "autotune"
+MAX_BYTES = 16 << 20  # a winner and its sweep's table: a few KiB
 
 
 def key_digest(key: dict) -> str:
-    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:40]
+    text = FORMAT + json.dumps(key, sort_keys=True, default=str)  # a new format: new names
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
 def path_for(kernel: str, digest: str) -> Path:
-    return disk_cache.directory() / "autotune" / f"{kernel}.{digest}.json"
+    return disk_cache.directory() / FOLDER / f"{kernel}.{digest}.json"
 
 
 def load(kernel: str, key: dict) -> dict | None:
     """The cached winner (``{"config": {...}, ...}``) for ``key``, or None."""
     if not disk_cache.enabled():
         return None
+    mac = cache_files.cache_key(disk_cache.directory(), FOLDER, create=False)
+    if mac is None:
+        return None
     path = path_for(kernel, key_digest(key))
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
+        data = read(path, mac)
+        if data["kernel"] != kernel or data["key"] != json.loads(json.dumps(key, default=str)):
+            raise CorruptEntry("not an entry for this key")
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    except (OSError, ValueError) as exc:
-        warnings.warn(
-            f"ignoring unreadable autotune cache file {path}: {exc}", CacheWarning, stacklevel=3
-        )
+    except (OSError, CorruptEntry) as exc:
+        warnings.warn(f"ignoring the autotune cache file {path}: {exc}", CacheWarning, stacklevel=3)
         return None
+    return data
+
+
+def read(path: Path, mac: bytes) -> dict:
+    """The entry in ``path``, checked (file, MAC, JSON, fields); else :class:`CorruptEntry`."""
+    body = cache_files.unseal(mac, MAGIC, cache_files.read_regular(path, MAX_BYTES))
+    data = cache_files.loads_json(body)
+    config = data.get("config") if isinstance(data, dict) else None
     if not (
-        isinstance(data, dict)
-        and data.get("format") == FORMAT
-        and data.get("key") == json.loads(json.dumps(key, default=str))
-        and isinstance(data.get("config"), dict)
+        isinstance(config, dict)
+        and all(isinstance(data.get(name), str) for name in ("kernel", "created"))
+        and isinstance(data.get("key"), dict)
+        and isinstance(data.get("table"), list)
     ):
-        warnings.warn(
-            f"ignoring autotune cache file {path}: not an entry for this key",
-            CacheWarning,
-            stacklevel=3,
-        )
-        return None
+        raise CorruptEntry("not an autotune entry")
     return data
 
 
@@ -60,17 +75,20 @@ def save(kernel: str, key: dict, config: dict, table: list[dict]) -> Path | None
     """Write the winner and the sweep's table; None when the cache is off or unwritable."""
     if not disk_cache.enabled():
         return None
+    mac = cache_files.cache_key(disk_cache.directory(), FOLDER, create=True)
+    if mac is None:
+        return None  # refused or unwritable: warned once
     path = path_for(kernel, key_digest(key))
     entry = {
-        "format": FORMAT,
         "kernel": kernel,
         "key": key,
         "config": config,
         "table": table,
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
+    body = json.dumps(entry, indent=1, default=str).encode()
     try:
-        disk_cache.write_atomic(path, json.dumps(entry, indent=1, default=str).encode())
+        cache_files.write_atomic(path, cache_files.seal(mac, MAGIC, body))
     except OSError as exc:
         warnings.warn(f"cannot write the autotune cache {path}: {exc}", CacheWarning, stacklevel=3)
         return None
@@ -78,28 +96,34 @@ def save(kernel: str, key: dict, config: dict, table: list[dict]) -> Path | None
 
 
 def entries() -> list[dict]:
-    """Every autotune entry on disk (for ``tessera cache list``)."""
+    """Every autotune entry on disk (for ``tessera cache list``); ``problem`` says why an
+    entry is unusable ("" if it is not)."""
+    root = disk_cache.directory()
+    mac = cache_files.cache_key(root, None, create=False)
     out = []
-    for path in sorted((disk_cache.directory() / "autotune").glob("*.json")):
+    for path in cache_files.files(root / FOLDER, "*.json"):
         try:
-            data = json.loads(path.read_text())
-            out.append(
-                {
-                    "path": path,
-                    "kernel": data.get("kernel", "?"),
-                    "config": data.get("config"),
-                    "created": data.get("created", "?"),
-                }
-            )
-        except (OSError, ValueError):
-            out.append({"path": path, "kernel": "?", "config": None, "created": "?"})
+            if mac is None:
+                raise CorruptEntry(cache_files.refusal(root) or "no key to check it with")
+            data, problem = read(path, mac), ""
+        except (OSError, CorruptEntry) as exc:
+            data, problem = {}, str(exc) or type(exc).__name__
+        out.append(
+            {
+                "path": path,
+                "kernel": data.get("kernel", "?"),
+                "config": data.get("config"),
+                "created": data.get("created", "?"),
+                "problem": problem,
+            }
+        )
     return out
 
 
 def clear() -> int:
     """Remove every autotune entry; how many files went."""
     removed = 0
-    for path in (disk_cache.directory() / "autotune").glob("*.json"):
+    for path in cache_files.files(disk_cache.directory() / FOLDER, "*.json"):
         try:
             path.unlink()
             removed += 1

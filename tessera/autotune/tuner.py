@@ -14,11 +14,12 @@ until ``min_reps`` and a time budget are both met, or ``max_reps``; the median d
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 from ..config import get as setting
 from ..dtypes import ShardedDim, Symbol
-from ..errors import AutotuneError, TesseraError
+from ..errors import AutotuneError, CacheWarning, TesseraError
 from ..kernel.kernel import Kernel
 from . import store
 from .space import Config, expand, make_strategy, prune
@@ -149,8 +150,31 @@ class Autotuned:
         digest = store.key_digest(key)
         if digest in self._winners:
             return dict(self._winners[digest].items())
-        entry = store.load(self.name, key)
-        return None if entry is None else entry["config"]
+        config = self.stored_winner(store.load(self.name, key), "ignoring it")
+        return None if config is None else dict(config.items())
+
+    def stored_winner(self, entry: dict | None, instead: str) -> Config | None:
+        """The config a cached entry names, if it is exactly one of this space's configs
+        (same names, same values of the same types: ``128.0`` is not ``128``) and it
+        compiles; else None, with a warning that says why and what is done ``instead``.
+        A stale or edited entry is never launched."""
+        if entry is None:
+            return None
+        stored = entry["config"]
+        config = next((c for c in self.configs if _same_config(c, stored)), None)
+        if config is None:
+            why = "not a config of the current space"
+        elif isinstance(self.kernel_for(config), str):
+            why = self.kernel_for(config)
+        else:
+            return config
+        warnings.warn(
+            f"ignoring the autotune cache's winner {stored!r} for kernel '{self.name}': {why}; "
+            f"{instead}",
+            CacheWarning,
+            stacklevel=4,
+        )
+        return None
 
     # ------------------------------------------------------------------ launch
     def launch(self, grid, args: tuple) -> None:
@@ -170,10 +194,10 @@ class Autotuned:
         tuning is off, else a sweep. Leaves every argument as it found it."""
         mode = setting("autotune")
         entry = store.load(self.name, key) if mode != "retune" else None
-        if entry is not None:
-            config = Config(entry["config"])
-            if config in self.configs:
-                return config
+        instead = "using the first config that compiles" if mode == "off" else "tuning again"
+        config = self.stored_winner(entry, instead)
+        if config is not None:
+            return config
         if mode == "off":
             return next(c for c in self.configs if isinstance(self.kernel_for(c), Kernel))
         sweep = Sweep(self, grid, args)
@@ -185,6 +209,14 @@ class Autotuned:
     @staticmethod
     def _reasons(failures: dict) -> str:
         return "\n".join(f"  {c}: {why}" for c, why in failures.items())
+
+
+def _same_config(config: Config, stored: dict) -> bool:
+    """Whether ``stored`` (from a file) names exactly ``config``, types included."""
+    return stored.keys() == config.keys() and all(
+        type(stored[name]) is type(value) and stored[name] == value
+        for name, value in config.items()
+    )
 
 
 def _first_line(exc: Exception) -> str:

@@ -13,22 +13,27 @@ self-checking file whose name is the hash of everything that affects the code:
   name and CPU features). Any change is another file; no file is ever updated in place, so
   there is nothing to invalidate. The key is computed without importing Numba, so that a
   warm process need not import it at all (``backend/native.py``).
-* **file**: ``<dir>/<backend>/<kernel>.<key>.nbk`` holds a magic line, a JSON header line
-  (kernel, variant, where it is defined, payload size and sha256) and the payload (for the
-  CPU target, a ``native.Image``: object code and what linking it needs).
+* **file**: ``<dir>/<backend>/<kernel>.<key>.nbk`` holds a magic line, a MAC line, a JSON
+  header line (kernel, backend, the whole key and a fingerprint of the environment, variant,
+  where it is defined, payload size) and the payload (for the CPU target, a
+  ``native.Image``: object code and what linking it needs).
+* **trust**: the directory, the key file that the MAC is made with and every file read are
+  checked as ``cache_files.py`` says (owned by this user, writable by nobody else, regular
+  files of bounded size); a file is used only if its MAC is this user's and its header
+  names exactly the kernel, key and environment asked for. The file name is never trusted:
+  an entry copied or renamed to another kernel's name is refused.
 * **writes** go to a uniquely named temporary file in the same directory, then
   ``os.replace``: a reader sees the whole old file, the whole new one, or none, on one machine
   or on a shared filesystem. When several processes compile one entry at once, the last
   rename wins and every copy is complete and identical.
-* **reads** check the magic line, the header, the length and the checksum before
-  handing the payload over, so a torn or garbled file is never given to LLVM. A file that
-  fails a check (or that the backend cannot use) is ignored with a
-  :class:`~tessera.errors.CacheWarning`; the kernel is compiled and the entry written again.
+* **reads** check all of the above before handing the payload over, so a torn, garbled,
+  planted or misplaced file is never given to LLVM. A file that fails a check (or that the
+  backend cannot use) is ignored with a :class:`~tessera.errors.CacheWarning`; the kernel is
+  compiled and the entry written again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -42,10 +47,26 @@ from pathlib import Path
 from ..config import get as setting
 from ..errors import CacheWarning
 from ..version import __version__
+from . import cache_files
+from .cache_files import CorruptEntry
 
-FORMAT = 2  # of the files; a new format is a new magic line, and old files are misses
+FORMAT = 3  # of the files; a new format is a new magic line, and old files are misses
 MAGIC = f"tessera-kernel-cache {FORMAT}\n".encode()
 SUFFIX = ".nbk"
+MAX_ENTRY_BYTES = 64 << 20  # a few hundred KiB is usual; a larger file is not read
+MAX_HEADER_BYTES = 64 << 10
+# the header's fields and their types: anything else is a malformed header
+HEADER_FIELDS = {
+    "kernel": str,
+    "backend": str,
+    "key": str,
+    "environment": str,
+    "variant": str,
+    "defined": str,
+    "signature": str,
+    "created": str,
+    "payload_bytes": int,
+}
 _warned_dirs: set[Path] = set()
 # Numba settings read at run time only: the same code runs under any of their values
 _NOT_CODE_SETTINGS = frozenset({"NUMBA_NUM_THREADS", "NUMBA_CACHE_DIR"})
@@ -142,40 +163,74 @@ def entry_key(parts: tuple) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
-class Entry:
-    """One cache file: the compiled code of one kernel specialisation and variant."""
+def fingerprint() -> str:
+    """The environment (:func:`environment`: versions, settings, CPU) as an entry records it."""
+    return hashlib.sha256(repr(environment()).encode()).hexdigest()
 
-    def __init__(self, backend: str, kernel: str, key: str, meta: dict):
-        self.path = directory() / backend / f"{kernel}.{key}{SUFFIX}"
+
+def mac_key(root: Path | None = None) -> bytes | None:
+    """The key this user's entries under ``root`` (default: :func:`directory`) are sealed
+    with; None: no usable cache there."""
+    return cache_files.cache_key(directory() if root is None else root, None, create=False)
+
+
+class Entry:
+    """One cache file: the compiled code of one kernel specialisation and variant.
+
+    ``parts`` are everything the backend's code depends on; the file's header must repeat
+    them (and this process's environment) exactly, whatever the file is called. ``meta``
+    holds what ``tessera cache list`` shows: the ``variant`` and where it is ``defined``.
+    """
+
+    def __init__(self, backend: str, kernel: str, parts: tuple, meta: dict):
+        self.root = directory()
+        self.backend = backend
+        self.path = self.root / backend / f"{kernel}.{entry_key(parts)}{SUFFIX}"
+        self.identity = {
+            "kernel": kernel,
+            "backend": backend,
+            "key": repr(parts),
+            "environment": fingerprint(),
+        }
         self.meta = {"kernel": kernel, **meta}
 
     def read(self) -> bytes | None:
         """The entry's payload, or None: missing, or failing a check (warned)."""
+        key = cache_files.cache_key(self.root, self.backend, create=False)
+        if key is None:
+            return None  # nothing cached yet, or a refused directory (warned once)
         try:
-            data = self.path.read_bytes()
+            header, payload = parse(cache_files.read_regular(self.path, MAX_ENTRY_BYTES), key)
+            for field, wanted in self.identity.items():
+                if header[field] != wanted:
+                    raise CorruptEntry(_mismatch(field, header))
         except (FileNotFoundError, NotADirectoryError):
-            return None  # a miss; an unusable directory is reported when writing
+            return None  # a miss
         except OSError as exc:
             self.ignore(f"cannot be read: {exc}")
             return None
-        try:
-            return parse(data)[1]
         except CorruptEntry as exc:
             self.ignore(str(exc))
             return None
+        return payload
 
     def write(self, payload: bytes, signature: str) -> None:
         """Store ``payload``; a failure to write is a warning, not an error."""
+        key = cache_files.cache_key(self.root, self.backend, create=True)
+        if key is None:
+            return  # refused or unwritable: warned once
         header = {
             **self.meta,
+            **self.identity,
             "signature": signature,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "payload_bytes": len(payload),
-            "payload_sha256": hashlib.sha256(payload).hexdigest(),
         }
-        data = MAGIC + json.dumps(header).encode() + b"\n" + payload
+        data = pack(json.dumps(header).encode(), payload, key)
         try:
-            write_atomic(self.path, data)
+            if len(data) > MAX_ENTRY_BYTES:
+                raise OSError(f"{len(data)} bytes, more than the limit of {MAX_ENTRY_BYTES}")
+            cache_files.write_atomic(self.path, data)
         except OSError as exc:
             if self.path.parent not in _warned_dirs:  # once per directory, not per kernel
                 _warned_dirs.add(self.path.parent)
@@ -196,50 +251,44 @@ class Entry:
         )
 
 
-class CorruptEntry(ValueError):
-    """A cache file failed one of the checks of :func:`parse`."""
+def _mismatch(field: str, header: dict) -> str:
+    if field == "environment":
+        return "compiled under other versions, settings or another CPU"
+    return (
+        f"it holds the {header['backend']} code of kernel '{header['kernel']}' for another "
+        "specialisation or kernel"
+    )
 
 
-def parse(data: bytes) -> tuple[dict, bytes]:
-    """Split a cache file into its header and payload, checking both."""
-    if not data.startswith(MAGIC):
-        raise CorruptEntry("not a Tessera cache file, or another format version")
-    end = data.find(b"\n", len(MAGIC))
+def pack(header: bytes, payload: bytes, key: bytes) -> bytes:
+    """A cache file: its header line and payload, sealed under ``key``."""
+    return cache_files.seal(key, MAGIC, header + b"\n" + payload)
+
+
+def parse(data: bytes, key: bytes) -> tuple[dict, bytes]:
+    """Split a cache file into its header and payload, checking its MAC, then the header."""
+    body = cache_files.unseal(key, MAGIC, data)
+    end = body.find(b"\n", 0, MAX_HEADER_BYTES)
     if end < 0:
         raise CorruptEntry("truncated header")
     try:
-        header = json.loads(data[len(MAGIC) : end])
-        size, digest = header["payload_bytes"], header["payload_sha256"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptEntry(f"unreadable header ({exc})") from None
-    payload = data[end + 1 :]
-    if len(payload) != size:
-        raise CorruptEntry(f"truncated: {len(payload)} of {size} payload bytes")
-    if hashlib.sha256(payload).hexdigest() != digest:
-        raise CorruptEntry("checksum mismatch")
+        header = cache_files.loads_json(body[:end])
+    except CorruptEntry as exc:
+        raise CorruptEntry(f"malformed header: {exc}") from None
+    if not (
+        isinstance(header, dict)
+        and all(type(header.get(name)) is kind for name, kind in HEADER_FIELDS.items())
+    ):
+        raise CorruptEntry("malformed header: not the fields of an entry")
+    payload = body[end + 1 :]
+    if len(payload) != header["payload_bytes"]:
+        raise CorruptEntry(f"truncated: {len(payload)} of {header['payload_bytes']} payload bytes")
     return header, payload
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that no reader ever sees part of it (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # unique across processes and hosts sharing the directory (pid alone is not, over NFS)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())  # the data is on disk before the name points at it
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 @dataclass(frozen=True)
 class EntryInfo:
-    """One cache file as ``tessera cache list`` shows it (``kernel`` is "?" if unreadable)."""
+    """One cache file as ``tessera cache list`` shows it (``problem``: why it is unusable)."""
 
     path: Path
     backend: str
@@ -248,34 +297,45 @@ class EntryInfo:
     defined: str
     size: int
     created: str
-    ok: bool
+    problem: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
 
 
 def entries(root: Path | None = None) -> list[EntryInfo]:
-    """The entries under ``root`` (default: :func:`directory`), reading only their headers."""
+    """The entries under ``root`` (default: :func:`directory`), each checked as a launch
+    would check it (but for the key it is asked for)."""
     root = directory() if root is None else root
+    key = cache_files.cache_key(root, None, create=False)
     out = []
-    for path in sorted(root.glob(f"*/*{SUFFIX}")):
-        try:
-            size = path.stat().st_size
-            with path.open("rb") as f:
-                ok = f.read(len(MAGIC)) == MAGIC
-                header = json.loads(f.readline()) if ok else {}
-        except (OSError, ValueError):
-            ok, header, size = False, {}, 0
-        out.append(
-            EntryInfo(
-                path=path,
-                backend=path.parent.name,
-                kernel=header.get("kernel", "?"),
-                variant=header.get("variant", "?"),
-                defined=header.get("defined", "?"),
-                size=size,
-                created=header.get("created", "?"),
-                ok=ok and isinstance(header, dict),
-            )
-        )
+    for folder in cache_files.files(root, "*"):
+        for path in cache_files.files(folder, f"*{SUFFIX}"):
+            out.append(_info(path, key, cache_files.refusal(root)))
     return out
+
+
+def _info(path: Path, key: bytes | None, refusal: str | None) -> EntryInfo:
+    header, problem, size = {}, "", 0
+    try:
+        size = path.lstat().st_size
+        data = cache_files.read_regular(path, MAX_ENTRY_BYTES)
+        if key is None:
+            raise CorruptEntry(refusal or "no key to check it with")
+        header, _ = parse(data, key)
+    except (OSError, CorruptEntry) as exc:
+        problem = str(exc) or type(exc).__name__
+    return EntryInfo(
+        path=path,
+        backend=path.parent.name,
+        kernel=header.get("kernel", "?"),
+        variant=header.get("variant", "?"),
+        defined=header.get("defined", "?"),
+        size=size,
+        created=header.get("created", "?"),
+        problem=problem,
+    )
 
 
 def clear(root: Path | None = None) -> tuple[int, int]:
@@ -286,11 +346,13 @@ def clear(root: Path | None = None) -> tuple[int, int]:
     """
     root = directory() if root is None else root
     files = nbytes = 0
-    for path in [*root.glob(f"*/*{SUFFIX}"), *root.glob("*/.*.tmp")]:
-        try:
-            size = path.stat().st_size
-            path.unlink()
-        except OSError:
-            continue  # removed by someone else meanwhile
-        files, nbytes = files + 1, nbytes + size
+    for folder in cache_files.files(root, "*"):
+        leftovers = cache_files.files(folder, ".*.tmp")
+        for path in [*cache_files.files(folder, f"*{SUFFIX}"), *leftovers]:
+            try:
+                size = path.lstat().st_size
+                path.unlink()
+            except OSError:
+                continue  # removed by someone else meanwhile
+            files, nbytes = files + 1, nbytes + size
     return files, nbytes

@@ -123,7 +123,7 @@ class CpuProgram:
             _runtime_digest(),
         )
         meta = {"variant": "parallel" if parallel else "serial", "defined": str(kir.loc)}
-        return disk_cache.Entry("cpu", kir.name, disk_cache.entry_key(parts), meta)
+        return disk_cache.Entry("cpu", kir.name, parts, meta)
 
     def _call_args(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> tuple:
         if not self.grouped:
