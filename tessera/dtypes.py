@@ -77,6 +77,8 @@ u16 = _dt("u16", np.uint16, "u")
 u32 = _dt("u32", np.uint32, "u")
 u64 = _dt("u64", np.uint64, "u")
 bool_ = _dt("bool_", np.bool_, "b")
+# 16-bit floats: held and computed in f32, rounded to 16 bits when stored (docs/language.md)
+COMPUTED_IN_F32 = (f16, bf16)
 
 ALL_DTYPES: tuple[DType, ...] = (f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, bool_)
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
@@ -112,7 +114,7 @@ class Symbol:
 
 @dataclass(frozen=True)
 class ShardedDim:
-    """``K/tp``: the local extent of symbol K split over mesh axis ``tp`` (MESH.md)."""
+    """``K/tp``: the local extent of symbol K split over mesh axis ``tp`` (docs/distributed.md)."""
 
     symbol: Symbol
     axis: str
@@ -144,7 +146,7 @@ class MutAnnotation:
 @dataclass(frozen=True)
 class ReductionAnnotation:
     """``reduce_sum[f32[M, N]]``: an output an index launch reduces over its axis; the
-    kernel writes this rank's partial result (MESH.md)."""
+    kernel writes this rank's partial result (docs/distributed.md)."""
 
     array: ArrayAnnotation
     op: str = "sum"

@@ -13,6 +13,7 @@ import pytest
 
 import tessera
 from tessera.config import refresh as refresh_settings
+from tessera.kernel.targets import TARGETS as REGISTERED
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # so every test module can ``import classic_kernels``
@@ -22,7 +23,7 @@ if HERE not in sys.path:  # so every test module can ``import classic_kernels``
 # Numba is imported, so the cuda target runs in a pytest process of its own
 # (tests/test_cuda_simulator.py starts it), where it is the only target.
 SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-TARGETS = ["cuda"] if SIMULATOR else ["cpu", "debug"]
+TARGETS = [name for name, t in REGISTERED.items() if t.semantic_tests(SIMULATOR)]
 
 
 @pytest.fixture(params=TARGETS)

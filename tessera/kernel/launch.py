@@ -17,12 +17,11 @@ from typing import NamedTuple
 import numpy as np
 
 from ..arrays import is_device_array
-from ..dtypes import ShardedDim, Symbol
+from ..dtypes import COMPUTED_IN_F32, ShardedDim, Symbol
 from ..errors import LaunchError
 from .signature import GRID_GROUPS, ParamSpec
 from .targets.target import Target
 
-HALF_NAMES = ("f16", "bf16")
 _NO_CONSTEXPRS: dict[str, object] = {}
 # NumPy's flag bits that Numba specialises on: contiguity (C, F), alignment, writability
 _C, _F, _ALIGNED, _WRITEABLE = 0x1, 0x2, 0x100, 0x400
@@ -82,7 +81,7 @@ class Binder:
                     break
                 view = target.storage(p.dtype)
                 self.plan.append(("array", p.dtype.np_dtype, p.ndim, p.mutable, tuple(dims), view))
-            elif p.kind == "scalar" and p.dtype.is_float and p.dtype.name not in HALF_NAMES:
+            elif p.kind == "scalar" and p.dtype.is_float and p.dtype not in COMPUTED_IN_F32:
                 self.plan.append(("float", p.dtype.np_dtype.type, None, None, None, None))
             else:
                 self.plan = None
@@ -292,7 +291,7 @@ def _convert_scalar(kernel, p: ParamSpec, value) -> np.generic:
                 kernel, f"parameter '{p.name}' is {dtype.name}; {value!r} is out of range"
             )
         return dtype.np_dtype.type(int(value))
-    if dtype.name in HALF_NAMES:
+    if dtype in COMPUTED_IN_F32:
         return np.float32(dtype.np_dtype.type(value))  # rounded to 16 bits, computed in f32
     return dtype.np_dtype.type(value)
 

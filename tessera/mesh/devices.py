@@ -1,5 +1,5 @@
 """Which device a rank computes on: one GPU per process, ``local_rank % gpus_on_node``
-(MESH.md), or the CPU on a node without GPUs.
+(docs/distributed.md), or the CPU on a node without GPUs.
 
 The local rank comes from the launcher's environment (MPICH/Hydra, Open MPI, Slurm) or,
 failing that, from MPI's shared-memory split of the world. The GPU is made current for

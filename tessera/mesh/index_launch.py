@@ -264,8 +264,8 @@ class IndexLaunch:
 
 def index_launch(axis: str, grid=None, *, mesh: Mesh | None = None):
     """``index_launch(axis="tp", grid=...)(kernel)(*args)``: launch ``kernel`` on every
-    rank of ``axis`` with its own shards (MESH.md); the grid of a flat kernel defaults to
-    the local shape of its first ``mut`` argument."""
+    rank of ``axis`` with its own shards (docs/distributed.md); the grid of a flat kernel
+    defaults to the local shape of its first ``mut`` argument."""
 
     def wrap(kernel) -> IndexLaunch:
         return IndexLaunch(kernel, axis, grid, mesh)

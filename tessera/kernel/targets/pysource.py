@@ -23,12 +23,13 @@ from ...errors import KernelError
 from .. import ir
 from ..ir import ArrayType, ScalarType
 from ..typer import concrete, promote
+from . import semantics
 from .target import Target
 
-HALF = (D.f16, D.bf16)
+HALF = D.COMPUTED_IN_F32
 NARROW_INT = {D.i8, D.i16, D.i32, D.u8, D.u16, D.u32, D.u64}
 # the generated code's name of each group reduction's combine function (semantics.py)
-COMBINE = {"sum": "_add", "max": "_fmax", "min": "_fmin"}
+COMBINE = {op: f"_{fn.__name__}" for op, fn in semantics.COMBINE.items()}
 
 
 def ctor(dtype: D.DType) -> str:

@@ -15,9 +15,12 @@ on ``m``, never on threads or timing.
 from __future__ import annotations
 
 import functools
+import math
 import types
 
 import numpy as np
+
+from ...tile.mathfns import MATH
 
 _JIT = dict(nogil=True, cache=False, error_model="numpy", inline="always")
 
@@ -62,6 +65,28 @@ def bf16_bits(bits):
         return np.uint16(high)
     rounding = np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
     return np.uint16((bits + rounding) >> np.uint32(16))
+
+
+COMBINE = {"sum": add, "max": fmax, "min": fmin}  # each group reduction's combine
+
+# NumPy's names for the float functions of the math module where they differ
+_NUMPY_NAMES = {
+    "asin": "arcsin",
+    "acos": "arccos",
+    "atan": "arctan",
+    "atan2": "arctan2",
+    "asinh": "arcsinh",
+    "acosh": "arccosh",
+    "atanh": "arctanh",
+    "pow": "power",
+}
+# The language's float math functions computed by NumPy, which gives NaN or inf where the
+# math module raises (``math.sqrt(-1.0)``), as a GPU and LLVM do; erf/erfc from math.
+NUMPY_MATH = {
+    name: getattr(np, _NUMPY_NAMES.get(name, name), None) or getattr(math, name)
+    for name, (_, kind) in MATH.items()
+    if kind == "float"
+}
 
 
 @functools.cache

@@ -24,7 +24,7 @@ class CpuTarget(Target):
         return not any(is_device_array(a) for a in args)
 
     def storage(self, dtype: D.DType) -> np.dtype | None:
-        return _BITS if dtype in (D.f16, D.bf16) else None
+        return _BITS if dtype in D.COMPUTED_IN_F32 else None
 
     def build(self, spec, grid_ndim: int, key: tuple, options: BuildOptions, call_args: tuple):
         if options.checked:

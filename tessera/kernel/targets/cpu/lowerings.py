@@ -60,7 +60,7 @@ def _copy_wait(cg, call, site):
 def _atomic_add(cg, call, site):
     array, index, value = call.args
     at = cg.types[array.name]
-    target_t = ScalarType(D.f32 if at.dtype in (D.f16, D.bf16) else at.dtype)
+    target_t = ScalarType(D.f32 if at.dtype in D.COMPUTED_IN_F32 else at.dtype)
     v = cg.conv(cg.expr(value), value.type, target_t)
     idx = cg.index(index.items, array, call.loc)
     idx = idx if len(index.items) == 1 else f"({idx})"

@@ -8,6 +8,7 @@ Python on the CPU, thread by thread; the names below then take the simulator's f
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 
@@ -35,50 +36,8 @@ def simulating() -> bool:
 def _simulator_math():
     """The simulator runs kernels as Python, where ``math.sqrt(-1.0)`` raises; on a GPU it
     is NaN. This stand-in gives the GPU's answers (NaN or inf), computed by NumPy."""
-    import types
-
-    shim = types.SimpleNamespace()
-    for name in dir(math):
-        if not name.startswith("_"):
-            setattr(shim, name, getattr(math, name))
-    numpy_names = {
-        "asin": "arcsin",
-        "acos": "arccos",
-        "atan": "arctan",
-        "atan2": "arctan2",
-        "asinh": "arcsinh",
-        "acosh": "arccosh",
-        "atanh": "arctanh",
-        "pow": "power",
-    }
-    for name in (
-        "exp",
-        "expm1",
-        "log",
-        "log2",
-        "log10",
-        "log1p",
-        "sqrt",
-        "sin",
-        "cos",
-        "tan",
-        "asin",
-        "acos",
-        "atan",
-        "atan2",
-        "sinh",
-        "cosh",
-        "tanh",
-        "asinh",
-        "acosh",
-        "atanh",
-        "fabs",
-        "pow",
-        "hypot",
-        "copysign",
-        "fmod",
-    ):
-        fn = getattr(np, numpy_names.get(name, name))
+    shim = types.SimpleNamespace(**{n: getattr(math, n) for n in dir(math) if n[0] != "_"})
+    for name, fn in semantics.NUMPY_MATH.items():
 
         def quiet(*args, _fn=fn):
             with np.errstate(all="ignore"):

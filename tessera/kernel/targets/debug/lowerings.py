@@ -20,7 +20,6 @@ from ..target import lowerings_table
 from .values import HALF, compute_type, convert
 
 LOWERINGS, lowering = lowerings_table()
-COMBINE = {"sum": semantics.add, "max": semantics.fmax, "min": semantics.fmin}
 
 
 @lowering(P.linear_id)
@@ -99,7 +98,7 @@ def tree_reduce(values: np.ndarray, op: str):
     """The language's reduction tree on ``values`` (a copy is reduced)."""
     scratch = values.copy()
     with np.errstate(all="ignore"):
-        return semantics.tree_reduce(scratch, scratch.size, COMBINE[op])
+        return semantics.tree_reduce(scratch, scratch.size, semantics.COMBINE[op])
 
 
 @lowering(P.reduce_sum, P.reduce_max, P.reduce_min)
