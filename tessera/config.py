@@ -15,6 +15,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .errors import SettingError
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -84,6 +86,14 @@ SETTINGS: dict[str, Setting] = {
             ("0", "1"),
             "1: each new specialisation of a kernel after its first logs (logger "
             "'tessera', WARNING) which part of the key changed.",
+        ),
+        Setting(
+            "kernel_cache_size",
+            "TESSERA_KERNEL_CACHE_SIZE",
+            "256",
+            None,
+            "Compiled specialisations a kernel keeps in memory; past this the least "
+            "recently launched one is dropped (the disk cache still has it).",
         ),
         Setting(
             "dump",
@@ -178,7 +188,13 @@ def get(name: str) -> str:
     value = _from_env.get(name)
     if value is None:
         setting = SETTINGS[name]
-        value = _from_env[name] = os.environ.get(setting.env, setting.default)
+        value = os.environ.get(setting.env, setting.default)
+        if setting.choices is not None and value not in setting.choices:
+            raise SettingError(
+                f"{setting.env}={value!r} is not a valid value; choose one of "
+                f"{', '.join(setting.choices)}"
+            )
+        _from_env[name] = value
     return value
 
 
@@ -214,7 +230,7 @@ def get_int(name: str) -> int:
         _ints[value] = int(value)
         return _ints[value]
     except ValueError:
-        raise ValueError(f"{SETTINGS[name].env}={value!r} is not an integer") from None
+        raise SettingError(f"{SETTINGS[name].env}={value!r} is not an integer") from None
 
 
 @contextlib.contextmanager
@@ -223,10 +239,10 @@ def config(**settings: object) -> Iterator[None]:
     frame: dict[str, str] = {}
     for name, value in settings.items():
         if name not in SETTINGS:
-            raise ValueError(f"unknown Tessera setting {name!r}; known: {sorted(SETTINGS)}")
+            raise SettingError(f"unknown Tessera setting {name!r}; known: {sorted(SETTINGS)}")
         choices = SETTINGS[name].choices
         if choices is not None and str(value) not in choices:
-            raise ValueError(f"setting {name}={value!r} must be one of {choices}")
+            raise SettingError(f"setting {name}={value!r} must be one of {choices}")
         frame[name] = str(value)
     _stack().append(frame)
     _active[0] += 1

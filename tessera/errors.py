@@ -159,3 +159,8 @@ class CacheWarning(TesseraWarning):
 
 class AutotuneError(TesseraError):
     """No config of a sweep could run (the message lists every reason)."""
+
+
+class SettingError(TesseraError, ValueError):
+    """A ``TESSERA_*`` setting (environment or ``tessera.config``) has a value it cannot
+    take."""

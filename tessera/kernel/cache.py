@@ -12,25 +12,34 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 
+from ..config import get_int
 from .launch import describe_flags, key_parts
 
 log = logging.getLogger("tessera")
 
 
 class SpecialisationCache:
-    """Thread-safe map from specialisation key to a compiled program."""
+    """Thread-safe map from specialisation key to a compiled program, bounded: past
+    ``TESSERA_KERNEL_CACHE_SIZE`` entries the least recently used one is dropped (a kernel
+    launched with ever new constexpr values must not keep every program alive).
+    Launches read ``programs`` directly and call ``used`` on a hit."""
 
     def __init__(self) -> None:
-        self.programs: dict[tuple, object] = {}
+        self.programs: OrderedDict[tuple, object] = OrderedDict()
+        self.used = self.programs.move_to_end  # a hit: now the most recently used
         self._lock = threading.Lock()
 
     def get(self, key: tuple) -> object | None:
         return self.programs.get(key)
 
     def put(self, key: tuple, program: object) -> None:
+        limit = max(get_int("kernel_cache_size"), 1)
         with self._lock:
             self.programs.setdefault(key, program)
+            while len(self.programs) > limit:
+                self.programs.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self.programs)

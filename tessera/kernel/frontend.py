@@ -59,6 +59,7 @@ class Frontend(CallLowering):
         self._inlining: list[object] = []
         self.helpers_used: list[object] = []  # every @tessera.func inlined, for cache keys
         self.global_constants: dict[str, object] = {}  # module constants baked into the IR
+        self.user_vars: dict[str, str] = {}  # IR name → the name in the source
 
     # ------------------------------------------------------------------ helpers
     def error(self, scope: Scope, node: ast.AST, message: str) -> KernelError:
@@ -449,7 +450,9 @@ class Frontend(CallLowering):
     def local_name(self, scope: Scope, node: ast.Name) -> str:
         if node.id in scope.array_aliases:
             raise self.error(scope, node, f"cannot assign to parameter '{node.id}'")
-        return scope.rename.get(node.id, node.id)
+        name = scope.rename.get(node.id, node.id)
+        self.user_vars[name] = node.id  # a variable the user wrote (IR name → source name)
+        return name
 
     def resolve_global(self, scope: Scope, node: ast.expr) -> object:
         """The Python object a dotted name refers to in the function's globals."""

@@ -361,6 +361,7 @@ class KernelIR:
     # key: the kernel's source, its helpers' sources and the decorator's options
     source_hash: str = ""
     boundscheck: bool = False  # the CPU target checks every index (TESSERA_BOUNDSCHECK)
+    user_vars: dict[str, str] = field(default_factory=dict)  # IR name → name in the source
 
 
 def walk_stmts(body: list[Stmt]) -> Iterator[Stmt]:

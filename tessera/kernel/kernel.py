@@ -28,6 +28,7 @@ from .targets import HOST_CHOICE, TARGETS, resolve, stage_owner
 from .targets.target import BuildOptions, Target
 
 _UNCHECKED, _CHECKED = BuildOptions(False), BuildOptions(True)
+_CHECK_GRID_FROM = 2**31  # grids with fewer lanes in all are within every target's limits
 
 
 class Kernel:
@@ -73,6 +74,7 @@ class Kernel:
         self.lanes = math.prod(tile) if tile else 1
         self._cache = SpecialisationCache()
         self._programs = self._cache.programs  # read directly on the launch path
+        self._used = self._cache.used
         self._binders = {
             t: launch.Binder(self.name, self.params, self.ir.symbols, self.grouped, t)
             for t in TARGETS.values()
@@ -106,15 +108,19 @@ class Kernel:
             args = unwrap_dlpack(self.name, self.params, args)
             target = resolve(name, args, self.name)
             bound = self.bind(target, args, grid)
+        lanes = self.lanes
+        for extent in grid:
+            lanes *= extent
+        if lanes >= _CHECK_GRID_FROM:  # rare: ask the target whether it can run it at all
+            target.check_grid(self.name, grid, self.lanes, self.grouped)
         key = (target, checked, bound.key)
         program = self._programs.get(key)
         if program is None:
             options = _CHECKED if checked else _UNCHECKED
             program = self._build(target, key, grid, bound, options)
+        else:
+            self._used(key)
         stats.bump("launches")
-        lanes = self.lanes
-        for extent in grid:
-            lanes *= extent
         if lanes:
             program.run(bound.call_args, grid, lanes >= threshold)
 

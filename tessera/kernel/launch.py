@@ -23,6 +23,8 @@ from .signature import GRID_GROUPS, ParamSpec
 from .targets.target import Target
 
 _NO_CONSTEXPRS: dict[str, object] = {}
+_I64 = -(2**63)
+NAN = float("nan")  # the one NaN constexpr keys hold (keys compare NaN by identity)
 # NumPy's flag bits that Numba specialises on: contiguity (C, F), alignment, writability
 _C, _F, _ALIGNED, _WRITEABLE = 0x1, 0x2, 0x100, 0x400
 _KEY_FLAGS = _C | _F | _ALIGNED | _WRITEABLE
@@ -35,7 +37,7 @@ class Bound(NamedTuple):
 
 
 def normalise_grid(kernel: str, grid: object) -> tuple[int, ...]:
-    if type(grid) is int and grid >= 0:
+    if type(grid) is int and 0 <= grid < 2**63:
         return (grid,)
     dims = grid if isinstance(grid, tuple) else (grid,)
     if not 1 <= len(dims) <= 3:
@@ -44,6 +46,8 @@ def normalise_grid(kernel: str, grid: object) -> tuple[int, ...]:
     for d in dims:
         if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 0:
             raise LaunchError(kernel, f"grid {grid!r} must hold non-negative ints")
+        if d >= 2**63:
+            raise LaunchError(kernel, f"grid {grid!r}: an extent must be below 2**63 (i64)")
         out.append(int(d))
     return tuple(out)
 
@@ -133,8 +137,8 @@ class Binder:
                 key.append(flags & _KEY_FLAGS)
                 arrays.append(a if view is None else a.view(view))
             else:
-                if type(a) is not float and type(a) is not int:
-                    return None
+                if type(a) is not float and (type(a) is not int or not _I64 <= a < -_I64):
+                    return None  # (an int beyond i64 takes the checked path)
                 scalars.append(dtype(a))
         for s in self.symbols:
             value = syms.get(s)
@@ -202,6 +206,8 @@ def bind(
                     f"constexpr parameter '{p.name}' must be an int, "
                     f"float or bool, got {type(a).__name__}",
                 )
+            if isinstance(a, float) and a != a:
+                a = NAN  # every NaN is one value: one specialisation, not one per launch
             constexprs[p.name] = a
             key.append((p.name, type(a).__name__, a))
     sym_values = tuple(bound[s] for s in symbols)
@@ -291,9 +297,14 @@ def _convert_scalar(kernel, p: ParamSpec, value) -> np.generic:
                 kernel, f"parameter '{p.name}' is {dtype.name}; {value!r} is out of range"
             )
         return dtype.np_dtype.type(int(value))
-    if dtype in COMPUTED_IN_F32:
-        return np.float32(dtype.np_dtype.type(value))  # rounded to 16 bits, computed in f32
-    return dtype.np_dtype.type(value)
+    try:
+        if dtype in COMPUTED_IN_F32:  # rounded to 16 bits, computed in f32
+            return np.float32(dtype.np_dtype.type(value))
+        return dtype.np_dtype.type(value)
+    except OverflowError:
+        raise LaunchError(
+            kernel, f"parameter '{p.name}' is {dtype.name}; {value!r} is out of its range"
+        ) from None
 
 
 def key_parts(key: tuple, params: list[ParamSpec]) -> dict[str, tuple]:

@@ -67,9 +67,11 @@ def front(
         loc=loc,
         allocs=fe.allocs,
         symbols=symbols,
+        user_vars=fe.user_vars,
     )
     kir.source_hash = _source_hash(info, fe.helpers_used, fe.global_constants, options)
     checks.check_mut_writes(kir)
+    checks.check_assigned_before_use(kir)
     if grouped:
         checks.check_subgroups(kir)
         uniformity.check_collectives(kir, uniformity.analyse(kir))

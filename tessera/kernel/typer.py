@@ -139,6 +139,8 @@ class Typer:
             for e in (s.start, s.stop, s.step):
                 if not self.scalar(e, final).dtype.is_int:
                     raise self.error(e, "range bounds must be integers")
+            if isinstance(s.step, ir.Const) and s.step.value == 0:
+                raise self.error(s.step, "range() step must not be zero")
             self.bind(s, s.var, I64, final)
             self.block(s.body, final)
         elif isinstance(s, ir.CopyAsync):
@@ -206,7 +208,11 @@ class Typer:
         if isinstance(e, ir.Const):
             if isinstance(e.value, bool):
                 return BOOL
-            return WEAK_INT if isinstance(e.value, int) else WEAK_FLOAT
+            if isinstance(e.value, int):
+                if not -(2**63) <= e.value < 2**64:
+                    raise self.error(e, f"the integer {e.value} does not fit in 64 bits")
+                return WEAK_INT if e.value < 2**63 else ScalarType(D.u64)
+            return WEAK_FLOAT
         if isinstance(e, ir.Name):
             t = self.env.get(e.name) or self.locals.get(e.name)
             if t is None:

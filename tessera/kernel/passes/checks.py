@@ -1,5 +1,6 @@
-"""Checks that need no argument values: writes to read-only parameters, the
-shared-memory budget of a group, and group shapes the sub-group primitives can use.
+"""Checks that need no argument values: writes to read-only parameters, variables read
+where they may be unassigned, the shared-memory budget of a group, and group shapes the
+sub-group primitives can use.
 """
 
 from __future__ import annotations
@@ -94,3 +95,37 @@ def check_subgroups(kir: ir.KernelIR) -> None:
                 f"{lanes} lanes is neither a multiple of {SUBGROUP} nor a power of two below it",
                 call.loc,
             )
+
+
+def check_assigned_before_use(kir: ir.KernelIR) -> None:
+    """A variable must be assigned on every path that reaches a read of it (a loop's
+    body may run zero times; a branch may not be taken). Each lane has its own variables,
+    so a value assigned on some lanes only would be garbage on the others."""
+    _assigned_walk(kir, kir.body, set())
+
+
+def _assigned_walk(kir: ir.KernelIR, body: list[ir.Stmt], defined: set[str]) -> None:
+    """Check ``body``; ``defined`` (the surely assigned names) is updated in place."""
+    for s in body:
+        for e in ir.stmt_exprs(s):
+            if isinstance(e, ir.Name) and e.name in kir.user_vars and e.name not in defined:
+                source = kir.user_vars[e.name]
+                raise KernelError(
+                    kir.name,
+                    f"'{source}' may be read before it is assigned: it is not assigned on "
+                    "every path to this line (assign it before the if or loop)",
+                    e.loc,
+                )
+        if isinstance(s, ir.Assign):
+            defined.add(s.target)
+        elif isinstance(s, ir.If):
+            then, orelse = set(defined), set(defined)
+            _assigned_walk(kir, s.body, then)
+            _assigned_walk(kir, s.orelse, orelse)
+            defined |= then & orelse
+        elif isinstance(s, ir.For):
+            _assigned_walk(kir, s.body, set(defined) | {s.var})
+        elif isinstance(s, ir.While):
+            _assigned_walk(kir, s.body, set(defined))
+        elif isinstance(s, ir.SharedAlloc):
+            defined.add(s.target)

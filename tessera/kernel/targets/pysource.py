@@ -42,6 +42,9 @@ def ctor(dtype: D.DType) -> str:
 class SourceEmitter:
     """Emits a lane's statements and expressions; subclasses add the kernel's frame."""
 
+    # math functions the target's Numba has under another name (default: math.<name>)
+    math_functions: dict[str, str] = {}
+
     def __init__(self, kir: ir.KernelIR, grid_ndim: int, target: Target):
         self.kir = kir
         self.target = target
@@ -236,6 +239,8 @@ class SourceEmitter:
             return self.round_half(code, d)
         if s in HALF and d == D.f32:
             return code
+        if s.is_float and d.is_int:  # saturating, NaN to 0 (integers.py)
+            return f"_f2i_{d.np_dtype.name}({code})"
         return f"{ctor(d)}({code})"
 
     def truth(self, e: ir.Expr) -> str:
@@ -335,9 +340,13 @@ class SourceEmitter:
         b = self.conv(self.expr(e.right), e.right.type, t)
         if e.op in ("&", "|", "^") and concrete(t).dtype == D.bool_:
             return f"({a} {e.op} {b})"
+        dtype = concrete(t).dtype
+        rule = {"<<": "_shl", ">>": "_shr", "**": "_pow"}.get(e.op)
+        if rule is not None and dtype.is_int:  # the language's rules (integers.py)
+            return f"{rule}_{dtype.np_dtype.name}({a}, {b})"
         code = f"({a} {e.op} {b})"
-        if concrete(t).dtype.is_float and e.op in ("//", "%", "**"):
-            code = f"{ctor(concrete(t).dtype)}{code}"
+        if dtype.is_float and e.op in ("//", "%", "**"):
+            code = f"{ctor(dtype)}{code}"
         return self.wrap(code, t)
 
     def math(self, e: ir.MathCall) -> str:
@@ -363,7 +372,8 @@ class SourceEmitter:
                 return "True" if e.func == "isfinite" else "False"
             return f"math.{e.func}({self.expr(e.args[0])})"
         args = ", ".join(self.conv(self.expr(a), a.type, t) for a in e.args)
-        return f"{ctor(t.dtype)}(math.{e.func}({args}))"
+        fn = self.math_functions.get(e.func, f"math.{e.func}")
+        return f"{ctor(t.dtype)}({fn}({args}))"
 
     def load(self, e: ir.Load) -> str:
         at = self.types[e.array.name]

@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from ... import dtypes as D
-from ...errors import KernelError, TesseraError
+from ...errors import KernelError, LaunchError, TesseraError
 from ...tile.primitives import Primitive
 from ..passes import Pass
 
@@ -26,6 +26,9 @@ class Program(Protocol):
     """One compiled specialisation on one target."""
 
     def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None: ...
+
+
+I64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,19 @@ class Target:
 
     def check_arrays(self, kernel: str, params: list, args: tuple) -> None:
         """Refuse argument combinations the target cannot run (before anything runs)."""
+
+    def check_grid(self, kernel: str, grid: tuple, lanes_per_group: int, grouped: bool) -> None:
+        """Refuse a grid the target cannot index (before anything runs). The CPU and debug
+        targets number lanes with i64: the grid's lanes in all must stay below 2**63."""
+        total = lanes_per_group
+        for extent in grid:
+            total *= extent
+        if total > I64_MAX:
+            raise LaunchError(
+                kernel,
+                f"grid {grid} has {total} lanes in all; the {self.name} target numbers lanes "
+                f"with i64, so a launch may have at most {I64_MAX}",
+            )
 
     def build(self, spec, grid_ndim: int, key: tuple, options: BuildOptions, call_args: tuple):
         """A program for ``spec`` (``key``: the specialisation key, for disk caches)."""

@@ -24,6 +24,8 @@ STACK_BYTES = 64 * 1024  # per-chunk arrays up to this size live on the worker's
 class CpuCodegen(SourceEmitter):
     """Generates the source of ``_kernel`` for one specialisation."""
 
+    math_functions = {"fmod": "np.fmod"}  # Numba's CPU target has no math.fmod
+
     def __init__(self, kir: ir.KernelIR, schedule: Schedule | None, grid_ndim: int, target: Target):
         super().__init__(kir, grid_ndim, target)
         self.schedule = schedule

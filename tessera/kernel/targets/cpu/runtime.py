@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from .. import integers
 from ..semantics import jitted
 
 
@@ -222,4 +223,5 @@ def namespace() -> dict:
         "_add": semantics.add,
         "_check_index": d["check_index"],
         "_tree_reduce": semantics.tree_reduce,
+        **integers.functions(d["numba"].njit(**d["_JIT"])),
     }

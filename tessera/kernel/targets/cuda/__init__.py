@@ -13,12 +13,14 @@ from .... import dtypes as D
 from ....arrays import is_device_array
 from ....errors import LaunchError
 from ..target import BuildOptions, Target
+from .codegen import FLAT_BLOCK
 from .lowerings import LOWERINGS
 from .program import CudaProgram, async_copies_for, cuda_signature
 from .runtime import cuda_module, simulating
 from .streams import gpu_work_queued, synchronize_device
 
 _BITS = np.dtype(np.uint16)
+MAX_BLOCKS = 2**31 - 1
 
 
 class CudaTarget(Target):
@@ -37,6 +39,22 @@ class CudaTarget(Target):
                 kernel,
                 f"mixes GPU arrays ({', '.join(sorted(on_device))}) with host arrays "
                 f"({', '.join(on_host)}); move them all to the GPU or all to the host",
+            )
+
+    def check_grid(self, kernel: str, grid: tuple, lanes_per_group: int, grouped: bool) -> None:
+        """CUDA launches one block per group (``gridDim.x`` at most 2**31 - 1); a flat
+        kernel's tiles go FLAT_BLOCK to a block."""
+        super().check_grid(kernel, grid, lanes_per_group, grouped)
+        total = 1
+        for extent in grid:
+            total *= extent
+        blocks = total if grouped else -(-total // FLAT_BLOCK)
+        if blocks > MAX_BLOCKS:
+            what = "groups" if grouped else f"blocks of {FLAT_BLOCK} tiles"
+            raise LaunchError(
+                kernel,
+                f"grid {grid} needs {blocks} {what}; a CUDA launch has at most {MAX_BLOCKS} "
+                "blocks (gridDim.x)",
             )
 
     def build(self, spec, grid_ndim: int, key: tuple, options: BuildOptions, call_args: tuple):

@@ -13,7 +13,7 @@ import types
 import numpy as np
 
 from ....errors import TesseraError
-from .. import semantics
+from .. import integers, semantics
 from . import async_copy, atomics
 
 
@@ -96,6 +96,7 @@ def namespace(async_copies: bool) -> dict:
         "_fmin": semantics.jitted().fmin,
         "_tree_reduce": semantics.jitted().tree_reduce,
     }
+    names.update(integers.functions(lambda fn: fn if simulated else cuda.jit(device=True)(fn)))
     names.update(_bf16_conversions(cuda, simulated))
     names.update(atomics.namespace(cuda, simulated, names["_b2f"], names["_f2b"]))
     # dynamic shared arrays take dtype instances (the simulator needs .itemsize)

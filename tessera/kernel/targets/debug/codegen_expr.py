@@ -16,7 +16,7 @@ from ... import ir
 from ...ir import ScalarType
 from ...typer import concrete, promote
 from .. import semantics
-from .values import BINARY, COMPARE, HALF, NUMPY_MATH, cast_function, convert
+from .values import BINARY, COMPARE, HALF, INTEGER_RULES, NUMPY_MATH, cast_function, convert
 
 
 def compile_expr(c, e: ir.Expr):
@@ -83,6 +83,9 @@ def _binop(c, e: ir.BinOp):
     op, loc, is_int = BINARY[e.op], e.loc, not concrete(t).dtype.is_float
     divides = e.op in ("/", "//", "%")
     result_type = concrete(t).dtype
+    rule = {"<<": "_shl", ">>": "_shr", "**": "_pow"}.get(e.op)
+    if rule is not None and result_type.is_int:  # the language's rules (integers.py)
+        op = INTEGER_RULES[f"{rule}_{result_type.np_dtype.name}"]
     is_float = result_type.is_float
     to_result = (lambda v: np.float32(v)) if result_type in HALF else None
 

@@ -11,7 +11,7 @@ import numpy as np
 from .... import dtypes as D
 from ... import ir
 from ...typer import concrete
-from .. import semantics
+from .. import integers, semantics
 
 HALF = D.COMPUTED_IN_F32
 NUMPY_MATH = semantics.NUMPY_MATH
@@ -44,11 +44,16 @@ def compute_type(dtype: D.DType) -> type:
     return np.float32 if dtype in HALF else dtype.np_dtype.type
 
 
+INTEGER_RULES = integers.functions()  # shifts, powers, float → int (integers.py)
+
+
 def converter(src: ir.Type, dst: ir.Type):
     """A function converting a computed value from type ``src`` to ``dst``."""
     s, d = concrete(src).dtype, concrete(dst).dtype
     if s == d:
         return None
+    if s.is_float and d.is_int:
+        return INTEGER_RULES[f"_f2i_{d.np_dtype.name}"]
     return cast_function(d, from_half=s in HALF)
 
 
