@@ -18,6 +18,7 @@ from .analysis import checks, uniformity
 from .analysis.prefetch import mark_prefetch_waits
 from .analysis.regions import Schedule, form_regions
 from .analysis.strip_mine import strip_mine
+from .analysis.webs import split_webs
 from .frontend import Frontend, SourceInfo
 from .returns import eliminate_returns
 from .signature import ParamSpec, symbols_of
@@ -90,6 +91,9 @@ def specialise(
         strip_mine(kir, uniformity.analyse(kir))
     Typer(kir).run()
     if kir.grouped:
+        # after typing (a web keeps its variable's type), before the analyses that are
+        # per name: an unrelated uniform loop counter must not look varying
+        split_webs(kir)
         u = uniformity.analyse(kir)
         uniformity.check_collectives(kir, u)
         mark_prefetch_waits(kir)
