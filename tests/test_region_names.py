@@ -71,6 +71,17 @@ def radix_pass(keys: i32[n], out: mut[i32[n]], shift: i32):
             counts[d * 128 + lane] += 1
 
 
+@kernel(tile=(4,))
+def counter_read_after_loop(out: mut[i64[grid_groups, 4]]):
+    s = tshared.alloc[i64](4)
+    lane = tile.linear_id()
+    i = lane * 10  # the same web as the counter: the read after the loop sees both
+    for i in range(3):
+        s[lane] = i
+        tbarrier()
+    out[group_linear_id(), lane] = i * 100 + s[lane]
+
+
 def test_histogram_whose_loops_share_a_name_matches_numpy(target, rng):
     x = rng.integers(0, 256, 5000).astype(np.int32)
     bins = np.full((1, 256), -1, np.int32)
@@ -83,6 +94,12 @@ def test_radix_pass_whose_loops_share_a_name_matches_numpy(target, rng):
     out = np.full_like(keys, -1)
     radix_pass[1](keys, out, np.int32(4))
     np.testing.assert_array_equal(out, keys[np.argsort((keys >> 4) & 15, kind="stable")])
+
+
+def test_counter_of_uniform_loop_read_after_it_is_its_last_value(target):
+    out = np.zeros((2, 4), np.int64)
+    counter_read_after_loop[2](out)
+    np.testing.assert_array_equal(out, np.full((2, 4), 202))
 
 
 def test_uniform_counter_sharing_a_name_with_a_lane_variable_is_not_stored_per_lane():
