@@ -85,7 +85,9 @@ def form_regions(kir: ir.KernelIR, u: Uniformity) -> Schedule:
         # earlier trip of an enclosing group loop): only those need a slot per lane
         lane_arrays |= r.exposed & u.varying
     lane_arrays -= set(remat)
-    lane_arrays |= builder.reduce_sources
+    # a uniform value is one scalar for the group, never stored per lane: a reduction
+    # over lanes reads that scalar for every lane
+    lane_arrays |= builder.reduce_sources & u.varying
     return Schedule(items, builder.regions, lane_arrays, builder.reduce_sources, remat)
 
 

@@ -191,11 +191,11 @@ class CpuCodegen(SourceEmitter):
         combine = {"sum": "_add", "max": "_fmax", "min": "_fmin"}[r.op]
         if r.over == "lanes":
             size = self.lanes
-            src = f"_la_{self.name(r.source.name)}"
+            src = self.name(r.source.name)
+            if r.source.name in self.lane_arrays:  # else a uniform value, the same for all
+                src = f"_la_{src}[_i]"
             self.emit(f"for _i in range({size}):", s.loc)
-            self.emit(
-                f"    {scratch}[_i] = {self.conv(src + '[_i]', self.types[r.source.name], t)}"
-            )
+            self.emit(f"    {scratch}[_i] = {self.conv(src, self.types[r.source.name], t)}")
         else:
             at = self.types[r.source.name]
             shape = self.shared_shape(r.source.name, s)
