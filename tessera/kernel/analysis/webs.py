@@ -3,8 +3,8 @@
 A kernel may reuse a name for unrelated values: ``i`` of a lane-dependent loop in one
 phase, the counter of ``for i in range(2)`` in another. The uniformity analysis is
 flow-insensitive *per name*, so the second ``i`` would count as varying because of the
-first, and region formation would keep one ``i`` per lane and reload it at the top of
-every lane loop, under a group-level ``for i`` that is what the loop counts with.
+first; region formation would then keep one ``i`` per lane and reload it at the top of
+every lane loop, overwriting the counter of the group-level ``for i`` around it.
 
 A *web* is a set of definitions (assignments and ``for`` headers) tied together by the
 uses they reach: a use that two definitions may reach joins them. Webs of one variable
@@ -18,8 +18,8 @@ the definitions at its bottom (the back edge), ``continue`` goes to the loop's h
 The pass runs after typing: every web keeps its variable's type (the language types a
 variable, not a web) and type errors name what the user wrote. Left as they are:
 
-* a variable read where it may be unassigned, so that such a read (unspecified, but
-  kernels that do it compile today) sees the same storage as before;
+* a variable read where it may be unassigned: such a read's value is unspecified, but
+  kernels that do it compile, and it keeps seeing the one variable it always saw;
 * arrays: shared arrays are named in the debug target's reports and are rebound by
   swaps (``s0, s1 = s1, s0``); parameters and symbols cannot be assigned.
 """
