@@ -109,6 +109,41 @@ def test_uniform_counter_sharing_a_name_with_a_lane_variable_is_not_stored_per_l
 
 
 @kernel(tile=(4,))
+def carried_to_the_next_trip(out: mut[i64[grid_groups, 4]]):
+    lane = tile.linear_id()
+    t = 0
+    for r in range(3):
+        out[group_linear_id(), lane] = t  # the previous trip's t: one web with t = 0
+        tbarrier()
+        t = lane * 10 + r
+        tbarrier()
+
+
+@kernel(tile=(4,))
+def read_where_maybe_unassigned(out: mut[i64[grid_groups, 4]]):
+    lane = tile.linear_id()
+    for k in range(lane):
+        v = k
+    if lane > 0:
+        out[group_linear_id(), lane] = v
+    tbarrier()
+    v = 7
+    out[group_linear_id(), 0] = v
+
+
+def test_value_carried_around_a_loop_reaches_the_next_trip(target):
+    out = np.zeros((2, 4), np.int64)
+    carried_to_the_next_trip[2](out)
+    np.testing.assert_array_equal(out, np.broadcast_to(np.arange(4) * 10 + 1, (2, 4)))
+
+
+def test_variable_read_where_it_may_be_unassigned_keeps_one_name():
+    out = np.zeros((1, 4), np.int64)
+    text = read_where_maybe_unassigned.inspect("ir", out, grid=1)
+    assert "v = 7" in text and "v." not in text
+
+
+@kernel(tile=(4,))
 def reuses_a_name_for_an_array(out: mut[i64[n]], C: constexpr):
     s = tshared.alloc[i64](4)
     v = s
