@@ -169,6 +169,23 @@ def test_tile_sum_of_an_expression(target, rng):
     np.testing.assert_array_equal(bits(out), bits(tree_reduce(x.reshape(2, 8) * np.float32(2))))
 
 
+@kernel(tile=(4,))
+def lane_sum_of_uniform_values(out: mut[i64[grid_groups, 4]]):
+    """tile.sum of values every lane holds alike: uniform, kept once per group."""
+    total = tile.sum(group_linear_id() + 5)
+    acc = 0
+    for k in range(3):
+        acc += tile.sum(k)
+    out[group_linear_id(), tile.linear_id()] = total * 100 + acc
+
+
+def test_lane_sum_of_a_uniform_value_sums_it_once_per_lane(target):
+    out = np.zeros((2, 4), np.int64)
+    lane_sum_of_uniform_values[2](out)
+    expected = (np.arange(2) + 5) * 4 * 100 + (0 + 1 + 2) * 4
+    np.testing.assert_array_equal(out, np.broadcast_to(expected[:, None], (2, 4)))
+
+
 def test_tile_sum_max_min_and_masked_load_store(target, rng):
     n = 150
     x = rng.standard_normal(n).astype(np.float32)

@@ -364,6 +364,22 @@ class KernelIR:
     user_vars: dict[str, str] = field(default_factory=dict)  # IR name → name in the source
 
 
+# ----------------------------------------------------------------------------- names
+
+
+def derived_name(name: str, tag: str) -> str:
+    """A name the compiler makes for one part of the user's variable ``name``: ``i.1`` is
+    the second independent web of ``i`` (analysis/webs.py). No Python identifier holds a
+    dot, so it cannot meet a user's name; the code generators spell it as an identifier
+    (``SourceEmitter.name``)."""
+    return f"{user_name(name)}.{tag}"
+
+
+def user_name(name: str) -> str:
+    """The variable the user wrote, for a name :func:`derived_name` made (or any name)."""
+    return name.partition(".")[0]
+
+
 def walk_stmts(body: list[Stmt]) -> Iterator[Stmt]:
     """Every statement in ``body``, nested ones included, in source order."""
     for stmt in body:

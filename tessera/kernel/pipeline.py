@@ -7,7 +7,7 @@ target that needs it: the shared passes (:data:`SHARED_PASSES`), then the target
 has a name; ``k.inspect(name, ...)`` and ``TESSERA_DUMP=name`` show the IR after it.
 
     front:      lower → returns → checks → uniformity (errors) [→ types, without constexprs]
-    specialise: constexprs → shared_memory → uniformity → types → prefetch → target passes
+    specialise: constexprs → shared_memory → types → webs → uniformity → prefetch → target's
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from .passes.prefetch import mark_prefetch_waits
 from .passes.regions import Schedule, form_regions
 from .passes.returns import eliminate_returns
 from .passes.strip_mine import strip_mine
+from .passes.webs import split_webs
 from .signature import ParamSpec, symbols_of
 from .source import SourceInfo
 from .typer import Typer, fold_int
@@ -109,6 +110,13 @@ def _types(spec: Specialised, constexprs: dict) -> None:
     Typer(spec.kir).run()
 
 
+def _webs(spec: Specialised, constexprs: dict) -> None:
+    # after typing (a web keeps its variable's type), before the analyses that are per
+    # name: an unrelated uniform loop counter must not look varying
+    if spec.kir.grouped:
+        split_webs(spec.kir)
+
+
 def _prefetch(spec: Specialised, constexprs: dict) -> None:
     if spec.kir.grouped:
         mark_prefetch_waits(spec.kir)
@@ -127,8 +135,9 @@ def _regions(spec: Specialised, constexprs: dict) -> None:
 SHARED_PASSES = (
     Pass("constexprs", _bind_constexprs, "constexpr parameters become constants"),
     Pass("shared_memory", _shared_memory, "shared-array shapes folded, budget checked"),
-    Pass("uniformity", _uniformity, "which values vary by lane; collectives checked"),
     Pass("types", _types, "every expression and variable typed"),
+    Pass("webs", _webs, "unrelated uses of one variable name become variables of their own"),
+    Pass("uniformity", _uniformity, "which values vary by lane; collectives checked"),
     Pass("prefetch", _prefetch, "waits that may leave copies in flight (tile.range)"),
 )
 # passes a target may list as its own (docs/targets.md)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ... import dtypes as D
 from .. import ir
 from .uniformity import Uniformity
 
@@ -71,7 +72,9 @@ class Schedule:
 
 
 def form_regions(kir: ir.KernelIR, u: Uniformity) -> Schedule:
-    builder = _Builder(u)
+    """The schedule of a grouped kernel; group-level loops over a variable that lanes
+    also hold per lane are rewritten to count in a variable of their own."""
+    builder = _Builder(kir, u)
     items = builder.block(kir.body)
     remat = _rematerialisable(kir, u)
     lane_arrays: set[str] = set()
@@ -122,7 +125,8 @@ def _rematerialisable(kir: ir.KernelIR, u: Uniformity) -> dict[str, ir.Assign]:
 
 
 class _Builder:
-    def __init__(self, u: Uniformity):
+    def __init__(self, kir: ir.KernelIR, u: Uniformity):
+        self.kir = kir
         self.u = u
         self.regions: list[LaneRegion] = []
         self.exchanged: set[str] = set()  # lane variables a collective reads or writes
@@ -167,6 +171,8 @@ class _Builder:
             if isinstance(s, ir.If):
                 items.append(GroupIf(s, self.block(s.body), self.block(s.orelse)))
             elif isinstance(s, (ir.For, ir.While)):
+                if isinstance(s, ir.For) and s.var in self.u.varying:
+                    self.count_per_group(s)
                 items.append(GroupLoop(s, self.block(s.body)))
             else:
                 call = ir.prim_call(s)
@@ -175,6 +181,22 @@ class _Builder:
                 items.append(s)
         flush()
         return items
+
+    def count_per_group(self, loop: ir.For) -> None:
+        """A group-level loop binds its counter once for the whole group. If lanes also
+        hold the counter's variable per lane (one web: ``i = lane`` before ``for i in
+        range(2): tbarrier()`` and ``i`` read after it), a lane region would read its own
+        slot and miss the binding. So the loop counts in a uniform variable of its own and
+        its body starts by copying it, ``i = counter``: a lane-level assignment, written
+        to each lane's slot like any other."""
+        k = 0
+        while (counter := ir.derived_name(loop.var, f"c{k}")) in self.kir.var_types:
+            k += 1
+        i64 = ir.ScalarType(D.i64)
+        self.kir.var_types[counter] = i64
+        copy = ir.Assign(loop.loc, loop.var, ir.Name(loop.loc, counter, i64))
+        loop.body.insert(0, copy)
+        loop.var = counter
 
 
 def _names(stmts: list[ir.Stmt]) -> tuple[set[str], set[str]]:

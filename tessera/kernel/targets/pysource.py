@@ -162,7 +162,10 @@ class SourceEmitter:
             return "p_" + n
         if n in self.kir.symbols or n == "grid_groups":
             return "s_" + n
-        return "v_" + n
+        user, _, tag = n.partition(".")
+        # a derived name (``i.1``: ir.derived_name) becomes ``v1_i``: tags hold no "_",
+        # so it meets neither a user's ``v_<name>`` nor another derived name
+        return f"v{tag}_{user}" if tag else "v_" + n
 
     def emit(self, line: str, loc=None) -> None:
         suffix = f"  # line {loc.line}" if loc is not None else ""
