@@ -120,8 +120,10 @@ SETTINGS: dict[str, Setting] = {
             "TESSERA_COLLECTIVE_TIMEOUT",
             "300",
             None,
-            "Seconds a collective waits for the other ranks before raising "
-            "CollectiveTimeout (naming the ranks that did not arrive).",
+            "Seconds a collective (or autotune's agreement between ranks) waits for the "
+            "other ranks before raising CollectiveTimeout (naming the ranks that did not "
+            "arrive): a finite number > 0; 0 or 'off' waits for ever. Anything else, nan "
+            "and inf included, is an error.",
         ),
         Setting(
             "dist_debug",

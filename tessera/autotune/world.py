@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..mesh.world import world as mesh_world
+from ..world import world as mesh_world
 from .space import Config
 
 

@@ -4,8 +4,9 @@ with what makes collectives on it safe for batch jobs.
 * Every collective gets a sequence number on its axis (1, 2, ...). Collectives are started
   in program order under one process-wide lock, so a process issues them in one global
   order across all its axes (which NCCL requires and MPI assumes).
-* Waiting never blocks inside MPI: collectives are started non-blocking and polled, so a
-  wait can end at ``TESSERA_COLLECTIVE_TIMEOUT`` with :class:`CollectiveTimeout`.
+* Waiting never blocks inside MPI: collectives are started non-blocking and polled
+  (``tessera.timed``), so a wait can end at ``TESSERA_COLLECTIVE_TIMEOUT`` with
+  :class:`CollectiveTimeout`.
 * To name the ranks that did not arrive, a timed-out rank asks every member over a
   second communicator (the *control* channel, a duplicate of the axis's) what it is
   doing. Ranks answer such questions whenever they are waiting on a collective
@@ -18,33 +19,27 @@ with what makes collectives on it safe for batch jobs.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 import time
 
 import numpy as np
 
+from .. import timed
 from ..config import get as setting
-from ..errors import CollectiveMismatch, CollectiveTimeout, TesseraError
+from ..errors import CollectiveMismatch, CollectiveTimeout
 
 QUERY, REPLY = 7301, 7302  # tags on the control channel
 ANSWER_WINDOW_S = 1.0  # at most this long a timed-out rank waits for the members' answers
-# MPI moves a non-blocking collective's data only while it is polled, so a wait polls
-# for SPIN_S, yielding the core between polls (ranks may share cores); a wait that is
-# longer is most likely waiting for a late rank, and then polls every POLL_SLEEP_S.
-SPIN_S = 0.05
-POLL_SLEEP_S = 0.0005
-QUICK_POLLS = 32
 
 ISSUE_LOCK = threading.RLock()  # one global order of collectives per process
 _channels: list[Channel] = []  # every channel of this process, to answer queries on
-_waiting_in: list[str] = []  # what this process is waiting on, for answers
 
 
 class Channel:
     """The collectives' view of one mesh axis (made collectively, with the mesh)."""
 
     def __init__(self, axis: str, comm, world_rank: int):
+        timed.timeout_seconds()  # a bad TESSERA_COLLECTIVE_TIMEOUT fails here, on every rank
         self.axis = axis
         self.comm = comm
         self.size = comm.Get_size()
@@ -86,30 +81,12 @@ class Channel:
     def wait(self, requests: list, kind: str, seq: int, extra_test=None) -> None:
         """Poll ``requests`` (and ``extra_test()``, for GPU work) until all are complete,
         answering other ranks' queries meanwhile; raise CollectiveTimeout at the deadline."""
-        pending = requests
-        for _ in range(QUICK_POLLS):  # most small collectives finish here, with no set-up
-            pending = [r for r in pending if not r.Test()]
-            if not pending and (extra_test is None or extra_test()):
-                return
-            os.sched_yield()  # a rank sharing a core with its peer lets the peer run
-        timeout = timeout_seconds()
-        start = time.monotonic()
-        _waiting_in.append(f"{kind} #{seq} on axis '{self.axis}'")
-        try:
-            while True:
-                pending = [r for r in pending if not r.Test()]
-                if not pending and (extra_test is None or extra_test()):
-                    return
-                waited = time.monotonic() - start
-                if waited > SPIN_S:
-                    answer_queries()
-                    time.sleep(POLL_SLEEP_S)
-                else:
-                    os.sched_yield()
-                if waited > timeout:
-                    raise self._timeout(kind, seq, timeout)
-        finally:
-            _waiting_in.pop()
+        timed.wait(
+            requests,
+            lambda: f"{kind} #{seq} on axis '{self.axis}'",
+            lambda timeout: self._timeout(kind, seq, timeout),
+            extra_test,
+        )
 
     def _timeout(self, kind: str, seq: int, timeout: float) -> CollectiveTimeout:
         answers = self._ask_members(seq, min(ANSWER_WINDOW_S, max(0.2, timeout / 10)))
@@ -172,6 +149,7 @@ def _one_node(comm, index: int):
     return None
 
 
+@timed.while_waiting
 def answer_queries() -> None:
     """Tell every rank that asked (on any of this process's channels) how far we are."""
     if all(channel.size == 1 for channel in _channels):
@@ -179,7 +157,7 @@ def answer_queries() -> None:
     from mpi4py import MPI
 
     status = MPI.Status()
-    doing = _waiting_in[-1] if _waiting_in else None
+    doing = timed.waiting_on[-1] if timed.waiting_on else None
     for channel in _channels:
         if channel.size == 1:
             continue
@@ -201,24 +179,6 @@ def fingerprint(kind: str, x, op: str | None = None, **extra) -> str:
     parts += [f"op={op}"] if op else []
     parts += [f"{k}={v}" for k, v in extra.items()]
     return f"{kind}({', '.join(parts)})"
-
-
-def timeout_seconds() -> float:
-    value = setting("collective_timeout")
-    seconds = _parsed.get(value)
-    if seconds is not None:
-        return seconds
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise TesseraError(f"TESSERA_COLLECTIVE_TIMEOUT={value!r} is not a number") from None
-    if seconds <= 0:
-        raise TesseraError(f"TESSERA_COLLECTIVE_TIMEOUT={value!r} must be positive")
-    _parsed[value] = seconds
-    return seconds
-
-
-_parsed: dict[str, float] = {}
 
 
 class Transfer:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from ..world import LocalComm
 from .channel import Channel, Transfer
 from .layout import block
-from .world import LocalComm
 
 OPS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply"}
 HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
