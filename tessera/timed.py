@@ -20,6 +20,8 @@ import os
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from .config import get as setting
 from .errors import TesseraError
 
@@ -75,6 +77,31 @@ def wait(
                 raise on_timeout(timeout)
     finally:
         waiting_on.pop()
+
+
+def exchange(comm, size: int, fingerprint: int, payload: int, what, on_timeout) -> list:
+    """Every rank's ``[fingerprint, payload]`` (two int64s: 16 bytes a rank, in one
+    all-gather), waited on as :func:`wait` does. What the ranks compare before a call that
+    must be the same on all of them, and what travels with it (a gather's block lengths)."""
+    mine = np.array((fingerprint, payload), np.int64)
+    everyone = np.empty((size, 2), np.int64)
+    wait([comm.Iallgather(mine, everyone)], what, on_timeout)
+    return everyone.tolist()
+
+
+def texts(comm, size: int, text: str, what, on_timeout) -> list[str]:
+    """Every rank's ``text``, waited on as :func:`wait` does: what each rank called, for
+    the error after :func:`exchange` found fingerprints that differ (every rank found it,
+    so every rank takes part)."""
+    data = np.frombuffer(text.encode(), np.uint8)
+    lengths = np.empty(size, np.int64)
+    wait([comm.Iallgather(np.array([data.size], np.int64), lengths)], what, on_timeout)
+    ends = np.cumsum(lengths).tolist()
+    starts = [0] + ends[:-1]
+    everyone = np.empty(ends[-1], np.uint8)
+    request = comm.Iallgatherv(data, [everyone, (lengths.tolist(), starts)])
+    wait([request], what, on_timeout)
+    return [everyone[a:b].tobytes().decode() for a, b in zip(starts, ends)]
 
 
 def timeout_seconds() -> float:

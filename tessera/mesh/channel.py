@@ -11,22 +11,21 @@ with what makes collectives on it safe for batch jobs.
   second communicator (the *control* channel, a duplicate of the axis's) what it is
   doing. Ranks answer such questions whenever they are waiting on a collective
   themselves; a rank that is computing, hung or dead does not answer and is reported so.
-* Under ``TESSERA_DIST_DEBUG=1`` the members first exchange a fingerprint of the call
-  (kind, shape, dtype, op); a mismatch raises :class:`CollectiveMismatch` on every rank,
-  naming what each one called.
+* With ``TESSERA_DIST_DEBUG=1`` the members first exchange a fingerprint of the call
+  (kind, op, dtype, shape, dim, root, ...: fingerprint.py); a mismatch raises
+  :class:`CollectiveMismatch` on every rank, naming what each one called. An all_gather
+  always does: it exchanges its block lengths anyway, and the fingerprint rides along.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
-
-import numpy as np
 
 from .. import timed
 from ..config import get as setting
 from ..errors import CollectiveMismatch, CollectiveTimeout
+from . import fingerprint
 
 QUERY, REPLY = 7301, 7302  # tags on the control channel
 ANSWER_WINDOW_S = 1.0  # at most this long a timed-out rank waits for the members' answers
@@ -53,29 +52,60 @@ class Channel:
         _channels.append(self)
 
     def begin(self, kind: str, x, op: str | None = None, **extra) -> int:
-        """Number the next collective; under TESSERA_DIST_DEBUG, check that every member
-        calls the same one (on ``x``'s shape and dtype, ``op`` and ``extra``). Call with
-        ISSUE_LOCK held."""
+        """Number the next collective; with the fingerprint check on (TESSERA_DIST_DEBUG),
+        check that every member calls the same one: on ``x``'s shape and dtype, ``op`` and
+        ``extra`` (see fingerprint.py). Call with ISSUE_LOCK held."""
         self.started += 1
         seq = self.started
-        if self.size > 1 and setting("dist_debug") == "1":
-            self._check_fingerprints(kind, seq, fingerprint(kind, x, op, **extra))
+        if self.size > 1 and checking():
+            self._agree(kind, seq, x, op, extra, 0)
         return seq
 
-    def _check_fingerprints(self, kind: str, seq: int, fingerprint: str) -> None:
-        digest = np.frombuffer(hashlib.sha256(fingerprint.encode()).digest()[:8], np.int64)
-        everyone = np.empty(self.size, np.int64)
-        self.wait([self.comm.Iallgather(digest, everyone)], kind, seq)
-        if len(set(everyone.tolist())) == 1:
-            return
-        calls = self.comm.allgather(fingerprint)  # every member got here: no timeout needed
+    def begin_gather(self, x, dim: int, **extra) -> tuple[int, list[int]]:
+        """:meth:`begin` for an all_gather along ``dim``, also returning every member's
+        length along it. The lengths travel with the fingerprint, in one exchange, whatever
+        TESSERA_DIST_DEBUG says: the gather cannot start without them, so checking its
+        dtype and the other dims costs nothing, and a difference there is an error
+        instead of a gather of the wrong number of bytes."""
+        self.started += 1
+        seq = self.started
+        if self.size == 1:
+            return seq, [x.shape[dim]]
+        return seq, self._agree("all_gather", seq, x, None, dict(dim=dim, **extra), x.shape[dim])
+
+    def _agree(self, kind: str, seq: int, x, op, extra: dict, payload: int) -> list[int]:
+        """Every member's ``payload``, once every member is known to call what this one
+        does; else CollectiveMismatch, on every member, naming what each called."""
+        records = timed.exchange(
+            self.comm,
+            self.size,
+            fingerprint.code(kind, x, op, extra),
+            payload,
+            lambda: f"{kind} #{seq} on axis '{self.axis}'",
+            lambda timeout: self._timeout(kind, seq, timeout),
+        )
+        first = records[0][0]
+        if any(r[0] != first for r in records):
+            raise self._mismatch(kind, seq, fingerprint.describe(kind, x, op, **extra))
+        return [r[1] for r in records]
+
+    def _mismatch(self, kind: str, seq: int, call: str) -> CollectiveMismatch:
+        calls = timed.texts(
+            self.comm,
+            self.size,
+            call,
+            lambda: f"{kind} #{seq} on axis '{self.axis}' (naming a mismatch)",
+            lambda timeout: self._timeout(kind, seq, timeout),
+        )
         lines = "\n".join(
             f"  rank {self.world_ranks[i]} (index {i} on axis '{self.axis}'): {call}"
             for i, call in enumerate(calls)
         )
-        raise CollectiveMismatch(
+        return CollectiveMismatch(
             f"collective #{seq} on axis '{self.axis}': the ranks called different "
-            f"collectives (TESSERA_DIST_DEBUG):\n{lines}"
+            f"collectives:\n{lines}\nEvery rank of an axis must call the axis's collectives "
+            "in the same order, with the same kind, op, dtype, shape, dim, root and "
+            "deterministic setting (an all_gather's blocks may differ in length)."
         )
 
     def wait(self, requests: list, kind: str, seq: int, extra_test=None) -> None:
@@ -167,18 +197,9 @@ def answer_queries() -> None:
             channel.control.isend((channel.started, doing), dest=source, tag=REPLY)
 
 
-def fingerprint(kind: str, x, op: str | None = None, **extra) -> str:
-    """What TESSERA_DIST_DEBUG compares: the collective, the array's shape and dtype (for
-    all_gather, without dim 0, which may differ between ranks) and the op."""
-    if x is None:
-        return f"{kind}()"
-    shape = tuple(x.shape)
-    if kind == "all_gather":
-        shape = ("*",) + shape[1:]
-    parts = [f"shape={shape}", f"dtype={x.dtype}"]
-    parts += [f"op={op}"] if op else []
-    parts += [f"{k}={v}" for k, v in extra.items()]
-    return f"{kind}({', '.join(parts)})"
+def checking() -> bool:
+    """Whether collectives compare fingerprints first (TESSERA_DIST_DEBUG=1)."""
+    return setting("dist_debug") == "1"
 
 
 class Transfer:
