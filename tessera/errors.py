@@ -133,7 +133,9 @@ class CollectiveTimeout(DistError):
     """Some ranks never reached a collective within TESSERA_COLLECTIVE_TIMEOUT seconds.
 
     ``collective``, ``seq`` (its number on the axis, from 1), ``axis`` and ``missing``
-    (world ranks that did not arrive) say which; the message says what each was doing.
+    (world ranks that did not arrive; empty where that is not known, as in autotune's
+    agreement, ``collective="autotune agreement"`` on axis ``"world"``) say which; the
+    message says what each was doing.
     """
 
     def __init__(self, message: str, collective: str, seq: int, axis: str, missing: list[int]):
