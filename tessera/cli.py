@@ -17,8 +17,8 @@ from .autotune import store
 from .config import refresh
 from .kernel import disk_cache
 from .kernel.targets import TARGETS
-from .mesh.world import find_mpiexec
 from .version import __version__
+from .world import find_mpiexec
 
 
 def info(out=print) -> None:

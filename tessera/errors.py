@@ -133,7 +133,9 @@ class CollectiveTimeout(DistError):
     """Some ranks never reached a collective within TESSERA_COLLECTIVE_TIMEOUT seconds.
 
     ``collective``, ``seq`` (its number on the axis, from 1), ``axis`` and ``missing``
-    (world ranks that did not arrive) say which; the message says what each was doing.
+    (world ranks that did not arrive; empty where that is not known, as in autotune's
+    agreement, ``collective="autotune agreement"`` on axis ``"world"``) say which; the
+    message says what each was doing.
     """
 
     def __init__(self, message: str, collective: str, seq: int, axis: str, missing: list[int]):
@@ -142,8 +144,12 @@ class CollectiveTimeout(DistError):
 
 
 class CollectiveMismatch(DistError):
-    """Under TESSERA_DIST_DEBUG=1, the ranks of an axis called different collectives
-    (or the same one with different shapes, dtypes or ops); raised on every rank."""
+    """The ranks called different collectives, or the same one with arguments that
+    change what goes over the wire (op, dtype, shape, dim, root, ...); raised on every
+    rank, naming what each passed. Checked before every collective under
+    TESSERA_DIST_DEBUG=1, and always where the ranks exchange metadata anyway: an
+    all_gather's block lengths, all_reduce_coalesced's buckets on one node, autotune's
+    agreement on a winner."""
 
 
 class TesseraWarning(UserWarning):

@@ -4,7 +4,6 @@ turn into an error (not a hang). Writes what each rank saw to ``<folder>/rank<r>
 * ``skip``: the last rank skips an all_reduce and sleeps; the others must raise
   CollectiveTimeout naming it within FAULT_TIMEOUT seconds (an environment variable).
 * ``skip_coalesced``: the same with all_reduce_coalesced (its shared-memory path).
-* ``mismatch``: rank 0 calls all_reduce, the others all_gather (TESSERA_DIST_DEBUG=1).
 * ``mismatch_coalesced``: the ranks pass all_reduce_coalesced arrays of different sizes.
 * ``raise``: rank 1 raises before a collective; the job must end.
 * ``die``: the last rank's process exits abruptly before a collective; the job must end.
@@ -53,15 +52,6 @@ def main(mode: str, folder: str) -> None:
                 f"{exc.missing} {took:.1f}\n{exc}"
             )
             raise
-    elif mode == "mismatch":
-        try:
-            if mesh.rank == 0:
-                dist.all_reduce(np.ones(3, np.float32), axis="x")
-            else:
-                dist.all_gather(np.ones((2, 2)), axis="x")
-            report("no error")
-        except dist.CollectiveMismatch as exc:
-            report(f"{type(exc).__name__}\n{exc}")
     elif mode == "mismatch_coalesced":
         try:
             dist.all_reduce_coalesced([np.ones(3 + mesh.rank, np.float32)], axis="x")

@@ -13,14 +13,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def mpi_missing() -> bool:
-    from tessera.mesh.world import find_mpiexec
+    from tessera.world import find_mpiexec
 
     return importlib.util.find_spec("mpi4py") is None or find_mpiexec() is None
 
 
 def run_mpi(script: str, ranks: int, *args, env: dict | None = None, timeout: int = 240):
     """``mpiexec -n ranks python tests/<script> args...``, from the tests folder."""
-    from tessera.mesh.world import find_mpiexec
+    from tessera.world import find_mpiexec
 
     command = [find_mpiexec(), "-n", str(ranks), sys.executable, os.path.join(HERE, script)]
     return subprocess.run(

@@ -173,6 +173,15 @@ def test_kernel_package_never_imports_mesh_or_autotune():
         assert not bad, (path, bad)
 
 
+def test_autotune_and_mesh_never_import_each_other():
+    """Both wait on other ranks through tessera.timed and find the process world in
+    tessera.world, below them both."""
+    for package, other in (("autotune", "tessera.mesh"), ("mesh", "tessera.autotune")):
+        for path in (PACKAGE / package).rglob("*.py"):
+            bad = [n for n in _imports(path) if n.startswith(other)]
+            assert not bad, (path, bad)
+
+
 def test_tile_declarations_never_import_the_compiler():
     for path in (PACKAGE / "tile").glob("*.py"):
         assert not any(n.startswith("tessera.kernel") for n in _imports(path)), path

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 import tessera
 from tessera import dist
+from tessera.timed import timeout_seconds
 
 
 @pytest.fixture
@@ -102,13 +105,34 @@ def test_nccl_backend_refuses_host_arrays(mesh):
 
 
 def test_a_bad_collective_timeout_setting_is_named():
-    from tessera.mesh.channel import timeout_seconds
-
     with (
         tessera.config(collective_timeout="soon"),
         pytest.raises(tessera.TesseraError, match="TESSERA_COLLECTIVE_TIMEOUT='soon'"),
     ):
         timeout_seconds()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999", "-5"])
+def test_a_collective_timeout_that_is_not_finite_and_positive_is_refused(value):
+    with (
+        tessera.config(collective_timeout=value),
+        pytest.raises(tessera.TesseraError, match="finite number of seconds > 0"),
+    ):
+        timeout_seconds()
+
+
+def test_a_non_finite_collective_timeout_fails_when_a_mesh_is_made():
+    with (
+        tessera.config(collective_timeout="nan"),
+        pytest.raises(tessera.TesseraError, match="TESSERA_COLLECTIVE_TIMEOUT='nan'"),
+    ):
+        dist.Mesh(axes=("x",), shape=(1,))
+
+
+@pytest.mark.parametrize("value", ["0", "off", "OFF"])
+def test_a_collective_timeout_of_0_or_off_waits_for_ever(value):
+    with tessera.config(collective_timeout=value):
+        assert timeout_seconds() == math.inf
 
 
 def test_a_sharded_collective_needs_a_sharded_out(mesh):

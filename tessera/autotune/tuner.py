@@ -5,7 +5,8 @@ each trial, every candidate's output is checked against the first valid candidat
 autotuner must never pick a config that computes something else), and after the sweep
 the winner runs once on the original data — the caller sees exactly one launch's effect.
 Winners are cached in memory and on disk (store.py); under MPI one rank decides and
-broadcasts, so every rank launches the same config.
+broadcasts, so every rank launches the same config (world.py, with the collectives'
+timeout and a check that every rank launches the same key).
 
 Timing (docs/autotune.md): each trial restores the inputs, launches, and waits for the
 launch to finish (``tessera.synchronize()``, which waits for CUDA work); repetitions run
@@ -182,7 +183,7 @@ class Autotuned:
         digest = store.key_digest(key)
         winner = self._winners.get(digest)
         if winner is None:
-            winner = agree(self.scope, lambda: self._decide(grid, args, key))
+            winner = agree(self.scope, lambda: self._decide(grid, args, key), key)
             self._winners[digest] = winner
         else:  # cached: a plain launch
             pass

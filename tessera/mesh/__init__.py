@@ -2,13 +2,13 @@
 (see docs/distributed.md)."""
 
 from ..errors import CollectiveMismatch, CollectiveTimeout, DistError
+from ..world import rank, size, world
 from .coalesced import all_reduce_coalesced
 from .collectives import Work, all_gather, all_reduce, barrier, broadcast, reduce_scatter
 from .index_launch import IndexLaunch, Plan, index_launch
 from .layout import ShardSpec
 from .mesh import Mesh, current_mesh
 from .tensor import Parts, ShardedTensor, empty, from_global, tensor, zeros
-from .world import rank, size, world
 
 __all__ = [
     "CollectiveMismatch",

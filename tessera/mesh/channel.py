@@ -4,47 +4,41 @@ with what makes collectives on it safe for batch jobs.
 * Every collective gets a sequence number on its axis (1, 2, ...). Collectives are started
   in program order under one process-wide lock, so a process issues them in one global
   order across all its axes (which NCCL requires and MPI assumes).
-* Waiting never blocks inside MPI: collectives are started non-blocking and polled, so a
-  wait can end at ``TESSERA_COLLECTIVE_TIMEOUT`` with :class:`CollectiveTimeout`.
+* Waiting never blocks inside MPI: collectives are started non-blocking and polled
+  (``tessera.timed``), so a wait can end at ``TESSERA_COLLECTIVE_TIMEOUT`` with
+  :class:`CollectiveTimeout`.
 * To name the ranks that did not arrive, a timed-out rank asks every member over a
   second communicator (the *control* channel, a duplicate of the axis's) what it is
   doing. Ranks answer such questions whenever they are waiting on a collective
   themselves; a rank that is computing, hung or dead does not answer and is reported so.
-* Under ``TESSERA_DIST_DEBUG=1`` the members first exchange a fingerprint of the call
-  (kind, shape, dtype, op); a mismatch raises :class:`CollectiveMismatch` on every rank,
-  naming what each one called.
+* With ``TESSERA_DIST_DEBUG=1`` the members first exchange a fingerprint of the call
+  (kind, op, dtype, shape, dim, root, ...: fingerprint.py); a mismatch raises
+  :class:`CollectiveMismatch` on every rank, naming what each one called. An all_gather
+  always does: it exchanges its block lengths anyway, and the fingerprint rides along.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
 import time
 
-import numpy as np
-
+from .. import timed
 from ..config import get as setting
-from ..errors import CollectiveMismatch, CollectiveTimeout, TesseraError
+from ..errors import CollectiveMismatch, CollectiveTimeout
+from . import fingerprint
 
 QUERY, REPLY = 7301, 7302  # tags on the control channel
 ANSWER_WINDOW_S = 1.0  # at most this long a timed-out rank waits for the members' answers
-# MPI moves a non-blocking collective's data only while it is polled, so a wait polls
-# for SPIN_S, yielding the core between polls (ranks may share cores); a wait that is
-# longer is most likely waiting for a late rank, and then polls every POLL_SLEEP_S.
-SPIN_S = 0.05
-POLL_SLEEP_S = 0.0005
-QUICK_POLLS = 32
 
 ISSUE_LOCK = threading.RLock()  # one global order of collectives per process
 _channels: list[Channel] = []  # every channel of this process, to answer queries on
-_waiting_in: list[str] = []  # what this process is waiting on, for answers
 
 
 class Channel:
     """The collectives' view of one mesh axis (made collectively, with the mesh)."""
 
     def __init__(self, axis: str, comm, world_rank: int):
+        timed.timeout_seconds()  # a bad TESSERA_COLLECTIVE_TIMEOUT fails here, on every rank
         self.axis = axis
         self.comm = comm
         self.size = comm.Get_size()
@@ -58,58 +52,71 @@ class Channel:
         _channels.append(self)
 
     def begin(self, kind: str, x, op: str | None = None, **extra) -> int:
-        """Number the next collective; under TESSERA_DIST_DEBUG, check that every member
-        calls the same one (on ``x``'s shape and dtype, ``op`` and ``extra``). Call with
-        ISSUE_LOCK held."""
+        """Number the next collective; with the fingerprint check on (TESSERA_DIST_DEBUG),
+        check that every member calls the same one: on ``x``'s shape and dtype, ``op`` and
+        ``extra`` (see fingerprint.py). Call with ISSUE_LOCK held."""
         self.started += 1
         seq = self.started
-        if self.size > 1 and setting("dist_debug") == "1":
-            self._check_fingerprints(kind, seq, fingerprint(kind, x, op, **extra))
+        if self.size > 1 and checking():
+            self._agree(kind, seq, x, op, extra, 0)
         return seq
 
-    def _check_fingerprints(self, kind: str, seq: int, fingerprint: str) -> None:
-        digest = np.frombuffer(hashlib.sha256(fingerprint.encode()).digest()[:8], np.int64)
-        everyone = np.empty(self.size, np.int64)
-        self.wait([self.comm.Iallgather(digest, everyone)], kind, seq)
-        if len(set(everyone.tolist())) == 1:
-            return
-        calls = self.comm.allgather(fingerprint)  # every member got here: no timeout needed
+    def begin_gather(self, x, dim: int, **extra) -> tuple[int, list[int]]:
+        """:meth:`begin` for an all_gather along ``dim``, also returning every member's
+        length along it. The lengths travel with the fingerprint, in one exchange, whatever
+        TESSERA_DIST_DEBUG says: the gather cannot start without them, so checking its
+        dtype and the other dims costs nothing, and a difference there is an error
+        instead of a gather of the wrong number of bytes."""
+        self.started += 1
+        seq = self.started
+        if self.size == 1:
+            return seq, [x.shape[dim]]
+        return seq, self._agree("all_gather", seq, x, None, dict(dim=dim, **extra), x.shape[dim])
+
+    def _agree(self, kind: str, seq: int, x, op, extra: dict, payload: int) -> list[int]:
+        """Every member's ``payload``, once every member is known to call what this one
+        does; else CollectiveMismatch, on every member, naming what each called."""
+        records = timed.exchange(
+            self.comm,
+            self.size,
+            fingerprint.code(kind, x, op, extra),
+            payload,
+            lambda: f"{kind} #{seq} on axis '{self.axis}'",
+            lambda timeout: self._timeout(kind, seq, timeout),
+        )
+        first = records[0][0]
+        if any(r[0] != first for r in records):
+            raise self._mismatch(kind, seq, fingerprint.describe(kind, x, op, **extra))
+        return [r[1] for r in records]
+
+    def _mismatch(self, kind: str, seq: int, call: str) -> CollectiveMismatch:
+        calls = timed.texts(
+            self.comm,
+            self.size,
+            call,
+            lambda: f"{kind} #{seq} on axis '{self.axis}' (naming a mismatch)",
+            lambda timeout: self._timeout(kind, seq, timeout),
+        )
         lines = "\n".join(
             f"  rank {self.world_ranks[i]} (index {i} on axis '{self.axis}'): {call}"
             for i, call in enumerate(calls)
         )
-        raise CollectiveMismatch(
+        return CollectiveMismatch(
             f"collective #{seq} on axis '{self.axis}': the ranks called different "
-            f"collectives (TESSERA_DIST_DEBUG):\n{lines}"
+            f"collectives:\n{lines}\nEvery rank of an axis must call the axis's collectives "
+            "in the same order, with the same kind, op, dtype, shape, dim, root and "
+            "deterministic setting (an all_gather's blocks may differ in length)."
         )
 
     def wait(self, requests: list, kind: str, seq: int, extra_test=None) -> None:
         """Poll ``requests`` (and ``extra_test()``, for GPU work) until all are complete,
         answering other ranks' queries meanwhile; raise CollectiveTimeout at the deadline."""
-        pending = requests
-        for _ in range(QUICK_POLLS):  # most small collectives finish here, with no set-up
-            pending = [r for r in pending if not r.Test()]
-            if not pending and (extra_test is None or extra_test()):
-                return
-            os.sched_yield()  # a rank sharing a core with its peer lets the peer run
-        timeout = timeout_seconds()
-        start = time.monotonic()
-        _waiting_in.append(f"{kind} #{seq} on axis '{self.axis}'")
-        try:
-            while True:
-                pending = [r for r in pending if not r.Test()]
-                if not pending and (extra_test is None or extra_test()):
-                    return
-                waited = time.monotonic() - start
-                if waited > SPIN_S:
-                    answer_queries()
-                    time.sleep(POLL_SLEEP_S)
-                else:
-                    os.sched_yield()
-                if waited > timeout:
-                    raise self._timeout(kind, seq, timeout)
-        finally:
-            _waiting_in.pop()
+        timed.wait(
+            requests,
+            lambda: f"{kind} #{seq} on axis '{self.axis}'",
+            lambda timeout: self._timeout(kind, seq, timeout),
+            extra_test,
+        )
 
     def _timeout(self, kind: str, seq: int, timeout: float) -> CollectiveTimeout:
         answers = self._ask_members(seq, min(ANSWER_WINDOW_S, max(0.2, timeout / 10)))
@@ -172,6 +179,7 @@ def _one_node(comm, index: int):
     return None
 
 
+@timed.while_waiting
 def answer_queries() -> None:
     """Tell every rank that asked (on any of this process's channels) how far we are."""
     if all(channel.size == 1 for channel in _channels):
@@ -179,7 +187,7 @@ def answer_queries() -> None:
     from mpi4py import MPI
 
     status = MPI.Status()
-    doing = _waiting_in[-1] if _waiting_in else None
+    doing = timed.waiting_on[-1] if timed.waiting_on else None
     for channel in _channels:
         if channel.size == 1:
             continue
@@ -189,36 +197,9 @@ def answer_queries() -> None:
             channel.control.isend((channel.started, doing), dest=source, tag=REPLY)
 
 
-def fingerprint(kind: str, x, op: str | None = None, **extra) -> str:
-    """What TESSERA_DIST_DEBUG compares: the collective, the array's shape and dtype (for
-    all_gather, without dim 0, which may differ between ranks) and the op."""
-    if x is None:
-        return f"{kind}()"
-    shape = tuple(x.shape)
-    if kind == "all_gather":
-        shape = ("*",) + shape[1:]
-    parts = [f"shape={shape}", f"dtype={x.dtype}"]
-    parts += [f"op={op}"] if op else []
-    parts += [f"{k}={v}" for k, v in extra.items()]
-    return f"{kind}({', '.join(parts)})"
-
-
-def timeout_seconds() -> float:
-    value = setting("collective_timeout")
-    seconds = _parsed.get(value)
-    if seconds is not None:
-        return seconds
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise TesseraError(f"TESSERA_COLLECTIVE_TIMEOUT={value!r} is not a number") from None
-    if seconds <= 0:
-        raise TesseraError(f"TESSERA_COLLECTIVE_TIMEOUT={value!r} must be positive")
-    _parsed[value] = seconds
-    return seconds
-
-
-_parsed: dict[str, float] = {}
+def checking() -> bool:
+    """Whether collectives compare fingerprints first (TESSERA_DIST_DEBUG=1)."""
+    return setting("dist_debug") == "1"
 
 
 class Transfer:

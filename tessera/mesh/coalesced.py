@@ -148,7 +148,8 @@ def _through_shared_memory(channel, pieces: list, count: int, first, op: str):
     ):
         return None
     with ISSUE_LOCK:  # the bucket's three synchronisations, in the one global order
-        seq = channel.begin("all_reduce", shared_buckets.BucketShape((count,), first.dtype), op)
+        bucket = shared_buckets.BucketShape((count,), first.dtype)
+        seq = channel.begin("all_reduce", bucket, op, via="shared memory")
         return shared_buckets.reduce_bucket(channel, pieces, count, first.dtype, op, seq)
 
 

@@ -168,10 +168,12 @@ def all_reduce(
         )
     x = _local(x, op)
     channel = current_mesh(mesh).channel(axis)
+    transport = _transport(x)
+    deterministic = _deterministic(deterministic)
     with ISSUE_LOCK:
-        seq = channel.begin("all_reduce", x, op)
-        transport = _transport(x)
-        deterministic = _deterministic(deterministic)
+        seq = channel.begin(
+            "all_reduce", x, op, deterministic=deterministic, backend=transport.NAME
+        )
         if transport is mpi_transport and not deterministic:
             transfer = transport.all_reduce(channel, x, op, False, out)
         else:
@@ -199,10 +201,10 @@ def all_gather(
     x = _local(x)
     front = _front(x, dim)
     channel = current_mesh(mesh).channel(axis)
+    transport = _transport(x)
     with ISSUE_LOCK:
-        seq = channel.begin("all_gather", front, dim=dim)
-        rows = mpi_transport.exchange_rows(channel, front.shape[0], "all_gather", seq)
-        transfer = _transport(x).all_gather(channel, front, rows)
+        seq, rows = channel.begin_gather(x, dim % x.ndim, backend=transport.NAME)
+        transfer = transport.all_gather(channel, front, rows)
     return _run(channel, "all_gather", seq, transfer, _deliver_to(out, dim % x.ndim), async_op)
 
 
@@ -247,10 +249,18 @@ def reduce_scatter(
     extent = front.shape[0]
     rows = [b - a for a, b in (block(extent, channel.size, i) for i in range(channel.size))]
     deliver = _deliver_to(out, dim % x.ndim)
+    transport = _transport(x)
+    deterministic = _deterministic(deterministic)
     with ISSUE_LOCK:
-        seq = channel.begin("reduce_scatter", front, op)
-        transport = _transport(x)
-        if _deterministic(deterministic):  # the rank-order sum, then this rank's block
+        seq = channel.begin(
+            "reduce_scatter",
+            x,
+            op,
+            dim=dim % x.ndim,
+            deterministic=deterministic,
+            backend=transport.NAME,
+        )
+        if deterministic:  # the rank-order sum, then this rank's block
             whole = transport.all_reduce(channel, front, op, True)
             start = sum(rows[: channel.index])
             stop = start + rows[channel.index]
@@ -275,9 +285,10 @@ def broadcast(
     channel = current_mesh(mesh).channel(axis)
     if not 0 <= root < channel.size:
         raise TesseraError(f"root={root} is not an index on axis {axis!r} (size {channel.size})")
+    transport = _transport(x)
     with ISSUE_LOCK:
-        seq = channel.begin("broadcast", x, root=root)
-        transfer = _transport(x).broadcast(channel, x, root)
+        seq = channel.begin("broadcast", x, root=root, backend=transport.NAME)
+        transfer = transport.broadcast(channel, x, root)
     return _run(channel, "broadcast", seq, transfer, _deliver_to(out), async_op)
 
 

@@ -15,9 +15,9 @@ import math
 import threading
 
 from ..errors import TesseraError
+from ..world import world
 from .channel import Channel
 from .devices import select_device
-from .world import world
 
 _state = threading.local()
 _latest: list = []

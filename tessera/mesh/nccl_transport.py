@@ -17,6 +17,8 @@ import functools
 from .channel import Channel, Transfer, then
 from .mpi_transport import reduce_in_order
 
+NAME = "nccl"  # what fingerprints (and TESSERA_DIST_BACKEND) call this backend
+
 
 def _nccl():
     from cupy.cuda import nccl

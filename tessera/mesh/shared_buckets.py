@@ -53,7 +53,7 @@ _OP_CODES = {op: k for k, op in enumerate(OPS)}
 
 
 class BucketShape(NamedTuple):
-    """What TESSERA_DIST_DEBUG's fingerprint reads of a bucket (it is packed later)."""
+    """What the fingerprint check reads of a bucket (it is packed later)."""
 
     shape: tuple
     dtype: np.dtype

@@ -4,6 +4,10 @@
 mpi4py is imported only then, so ``import tessera`` works — and scripts run alone — without
 MPI installed. A world of one uses :class:`LocalComm`, which implements the few
 communicator calls Tessera makes for a single rank.
+
+It sits at the top of the package, below both ``tessera.mesh`` (meshes, collectives) and
+``tessera.autotune`` (which agrees on winners between ranks), so that neither imports
+the other.
 """
 
 from __future__ import annotations

@@ -1,0 +1,93 @@
+"""What the collectives' fingerprint check (``TESSERA_DIST_DEBUG=1``) costs, side by side.
+
+    python -m bench.dist_check [--ranks 2] [--rounds 40]
+
+Starts ``mpiexec -n RANKS`` running this file as the worker. On a 1-D mesh over every
+rank the worker times ``dist.all_reduce`` of float32 messages (1 KB to 1 MB) and
+``dist.all_gather`` of a 1 KB block with the check off (``0``) and on (``1``). An
+all_gather carries its fingerprint with the block lengths it exchanges anyway, so for it
+the two should be the same. The cases are interleaved: each round runs every case once,
+in a new random order (the same on every rank). A case's sample is a batch of ``BATCH``
+back-to-back calls after a barrier, divided by ``BATCH``; the sample's time is the
+slowest rank's. The setting is switched between batches through the environment
+(``tessera.config.refresh``), outside the clock, so the timed calls pay for nothing but
+the collective. Prints the medians and, for each collective, check on / check off.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+
+KB = 2**10
+SIZES = (1 * KB, 16 * KB, 256 * KB, 1024 * KB)
+BATCH = 50  # calls per sample: a 1 KB all_reduce takes microseconds, a timer read ~0.1
+
+
+def worker(rounds: int) -> None:
+    import numpy as np  # the parent imports none of these: it only starts mpiexec
+    from mpi4py import MPI
+
+    from tessera import dist
+    from tessera.config import refresh
+
+    world = MPI.COMM_WORLD
+    dist.Mesh(axes=("x",), shape=(dist.size(),))
+    cases = {}
+    for nbytes in SIZES:
+        x = np.ones(nbytes // 4, np.float32)
+        for check in ("0", "1"):
+            cases[(f"all_reduce {nbytes // KB} KB", check)] = lambda x=x: dist.all_reduce(
+                x, axis="x"
+            )
+    block = np.ones(KB // 4, np.float32)
+    for check in ("0", "1"):
+        cases[("all_gather 1 KB", check)] = lambda: dist.all_gather(block, axis="x")
+    times = {name: [] for name in cases}
+    for r in range(rounds + 2):  # two warm-up rounds
+        order = list(cases)
+        random.Random(r).shuffle(order)
+        for name in order:
+            os.environ["TESSERA_DIST_DEBUG"] = name[1]
+            refresh()
+            cases[name]()
+            world.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(BATCH):
+                cases[name]()
+            seconds = world.allreduce((time.perf_counter() - t0) / BATCH, op=MPI.MAX)
+            if r >= 2:
+                times[name].append(seconds)
+    if world.Get_rank() == 0:
+        report(times, world.Get_size(), rounds)
+
+
+def report(times: dict, ranks: int, rounds: int) -> None:
+    medians = {name: statistics.median(ts) for name, ts in times.items()}
+    print(f"{ranks} ranks, {rounds} rounds of {BATCH} calls per case; medians (slowest rank)")
+    print(f"{'collective':<22} {'check off':>10} {'check on':>10} {'on / off':>9}")
+    for what in dict.fromkeys(name[0] for name in medians):
+        off, on = medians.get((what, "0")), medians.get((what, "1"))
+        cells = [f"{off * 1e6:8.2f}us" if off else "", f"{on * 1e6:8.2f}us" if on else ""]
+        ratio = f"{on / off:8.3f}x" if on and off else ""
+        print(f"{what:<22} {cells[0]:>10} {cells[1]:>10} {ratio:>9}")
+
+
+def main() -> None:
+    if "--worker" in sys.argv:
+        worker(int(sys.argv[sys.argv.index("--worker") + 1]))
+        return
+    from tessera.world import find_mpiexec
+
+    ranks = int(sys.argv[sys.argv.index("--ranks") + 1]) if "--ranks" in sys.argv else 2
+    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 40
+    command = [find_mpiexec(), "-n", str(ranks), sys.executable, __file__, "--worker"]
+    subprocess.run(command + [str(rounds)], check=True, timeout=600)
+
+
+if __name__ == "__main__":
+    main()
