@@ -20,6 +20,7 @@ BENCHES = (
     "axpy",
     "reduction",
     "matmul",
+    "tiles",
     "softmax",
     "stencil",
     "axpy_tiled",

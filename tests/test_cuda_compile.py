@@ -213,3 +213,12 @@ def test_prefix_sum_compiles_for_the_gpu():
     x = np.zeros(256, np.float32)
     ptx = scans.inspect("ptx", x, x, x, grid=4, arch="sm_90")
     assert "bar.sync" in ptx
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tile_gemm_compiles_for_the_gpu(arch):
+    from test_tiles import gemm
+
+    a = np.zeros((32, 32), np.float32)
+    ptx = gemm.inspect("ptx", a, a, a, 16, 8, grid=(2, 2), arch=arch)
+    assert "fma.rn.f32" in ptx and "bar.sync" in ptx

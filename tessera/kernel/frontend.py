@@ -18,6 +18,7 @@ import itertools
 
 from .. import dtypes
 from ..errors import KernelError, SourceLoc
+from ..tile import blocks as B
 from ..tile import primitives as P
 from . import ir
 from .frontend_calls import CallLowering
@@ -307,7 +308,7 @@ class Frontend(CallLowering):
         if not isinstance(node, ast.Call):
             raise self.error(scope, node, "an expression statement must be a call")
         fn = self.resolve_global(scope, node.func)
-        if isinstance(fn, P.Primitive) and fn.result is None:
+        if isinstance(fn, P.Primitive) and fn.is_statement:
             pre, call = self.primitive_call(scope, fn, node, loc)
             return pre + [ir.ExprStmt(loc, call)]
         if fn is P.copy_async:
@@ -364,6 +365,9 @@ class Frontend(CallLowering):
         if isinstance(node, ast.Subscript):
             return self.subscript(scope, node, loc)
         if isinstance(node, ast.Attribute):
+            if node.attr == "T" and self.tile_method(scope, node) is not None:
+                pre, base = self.expr(scope, node.value)
+                return pre, ir.PrimCall(loc, B.transpose, [base])
             value = self.resolve_global(scope, node)
             if isinstance(value, (bool, int, float)):
                 self.global_constants[ast.unparse(node)] = value
@@ -411,6 +415,12 @@ class Frontend(CallLowering):
                     scope, node.slice, f"shape index must be a constant in [0, {ndim})"
                 )
             return [], ir.Shape(loc, array, axis % ndim)
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if any(
+            isinstance(i, ast.Slice) or (isinstance(i, ast.Constant) and i.value is None)
+            for i in items
+        ):
+            return self.tile_view(scope, node, items, loc)
         array = self.array_ref(scope, base)
         pre, idx = self.indices(scope, node.slice)
         return pre, ir.Load(loc, array, idx)

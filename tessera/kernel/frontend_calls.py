@@ -11,6 +11,7 @@ import math
 
 from .. import dtypes
 from ..errors import SourceLoc
+from ..tile import blocks as B
 from ..tile import primitives as P
 from ..tile.mathfns import MATH
 from . import ir
@@ -20,6 +21,7 @@ from .scope import Scope, assigned_names, first_assignment, strip_docstring
 
 MATH_FUNCS = {getattr(math, name): name for name in MATH}
 BUILTIN_FUNCS = {builtins.min: "min", builtins.max: "max", builtins.abs: "abs"}
+TILE_METHODS = {p.name[2:]: p for p in P.REGISTRY.values() if p.method}
 BUILTIN_CASTS = {builtins.int: dtypes.i64, builtins.float: dtypes.f64, builtins.bool: dtypes.bool_}
 
 
@@ -71,9 +73,15 @@ class CallLowering:
         return pre + [ir.CopyAsync(loc, dst, src, starts, stops, sliced)]
 
     def call(self, scope: Scope, node: ast.Call, loc: SourceLoc):
+        method = self.tile_method(scope, node.func)
+        if method is not None:  # ``t.sum(axis=0)``: the tile is the first argument
+            call = ast.copy_location(
+                ast.Call(node.func, [node.func.value, *node.args], node.keywords), node
+            )
+            return self.primitive_call(scope, method, call, loc)
         fn = self.resolve_global(scope, node.func)
         if isinstance(fn, P.Primitive):
-            if fn.result is None:
+            if fn.is_statement:
                 raise self.error(scope, node, f"{fn.name}() is a statement, not a value")
             return self.primitive_call(scope, fn, node, loc)
         if fn is P.load:
@@ -111,24 +119,45 @@ class CallLowering:
         if fn.grouped_only and not self.grouped:
             raise self.flat_error(scope, node, fn.name)
         names = tuple(a.name for a in fn.args)
-        required = sum(1 for a in fn.args if a.default is None)
+        required = sum(1 for a in fn.args if a.required)
         given = self.call_args(scope, node, names, required)
         pre: list[ir.Stmt] = []
-        args: list[ir.Expr] = []
+        args: list[ir.Expr | None] = []
         for arg in fn.args:
-            if arg.name not in given:
-                args.append(ir.Const(loc, arg.default))
+            if arg.name not in given:  # an optional argument: its constant, or None
+                args.append(None if arg.default is None else ir.Const(loc, arg.default))
                 continue
             p, e = self.primitive_arg(scope, fn, arg, given[arg.name])
             pre += p
             args.append(e)
         call = ir.PrimCall(loc, fn, args)
-        if not fn.collective or fn.result is None:
+        if not fn.collective or fn.is_statement:
             return pre, call
         result = self.fresh("coll")
         return pre + [ir.Assign(loc, result, call)], ir.Name(loc, result)
 
     def primitive_arg(self, scope: Scope, fn: P.Primitive, arg: P.Arg, node: ast.expr):
+        loc = self.loc(scope, node)
+        if arg.kind == "dtype":
+            dtype = self.resolve_global(scope, node)
+            if not isinstance(dtype, dtypes.DType):
+                raise self.error(scope, node, f"{fn.name}({arg.name}) needs a dtype such as f32")
+            return [], ir.Const(loc, dtype)
+        if arg.kind == "shape":
+            items = node.elts if isinstance(node, ast.Tuple) else [node]
+            pre, dims = [], []
+            for item in items:
+                p, e = self.expr(scope, item)
+                pre += p
+                dims.append(e)
+            return pre, ir.Tuple(loc, dims)
+        if arg.kind == "axisopt":
+            if isinstance(node, ast.Constant) and node.value is None:
+                return [], None
+            value = self.constant_value(scope, node)
+            if type(value) is not int:
+                raise self.error(scope, node, f"{fn.name}({arg.name}) needs a constant axis")
+            return [], ir.Const(loc, value)
         if arg.kind in ("axis", "flag"):
             value = self.constant_value(scope, node)
             if arg.kind == "flag" and isinstance(value, bool):
@@ -146,10 +175,41 @@ class CallLowering:
                 raise self.error(scope, node, f"{fn.name} takes a shared array")
             return [], array
         pre, value = self.expr(scope, node)
+        if value is None:
+            raise self.error(scope, node, f"{fn.name}({arg.name}) needs a value")
         if fn.collective and not isinstance(value, (ir.Name, ir.Const)):
             lane_value = self.fresh("lane")
             pre.append(ir.Assign(value.loc, lane_value, value))
             value = ir.Name(value.loc, lane_value)
+        return pre, value
+
+    def tile_method(self, scope: Scope, func: ast.expr) -> P.Primitive | None:
+        """The tile primitive ``t.<name>`` spells, when ``t`` is a local variable or an
+        expression (not a module or another global)."""
+        if not isinstance(func, ast.Attribute):
+            return None
+        if isinstance(func.value, ast.Name):
+            if func.value.id not in scope.locals and func.value.id not in scope.rename:
+                return None
+        elif not isinstance(func.value, (ast.Call, ast.Subscript, ast.BinOp, ast.UnaryOp)):
+            return None
+        method = TILE_METHODS.get(func.attr)
+        if method is None:
+            raise self.error(scope, func, f"a tile has no method '{func.attr}'")
+        return method
+
+    def tile_view(self, scope: Scope, node: ast.Subscript, items: list, loc: SourceLoc):
+        """``t[None, :]``, ``t[:, None]``: a tile with an axis of size 1 added."""
+        pre, value = self.expr(scope, node.value)
+        axis = 0
+        for item in items:
+            if isinstance(item, ast.Constant) and item.value is None:
+                value = ir.PrimCall(loc, B.expand_dims, [value, ir.Const(loc, axis)])
+            elif not (
+                isinstance(item, ast.Slice) and item.lower is item.upper is item.step is None
+            ):
+                raise self.error(scope, item, "a tile view takes only None and ':'")
+            axis += 1
         return pre, value
 
     def masked_load(self, scope: Scope, node: ast.Call, loc: SourceLoc):

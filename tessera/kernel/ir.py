@@ -44,7 +44,27 @@ class ArrayType:
         return f"{prefix}{self.space} {self.dtype.name}[{','.join(':' * self.ndim)}]"
 
 
-Type = ScalarType | ArrayType
+@dataclass(frozen=True)
+class TileType:
+    """A tile value: a block of numbers of static ``shape`` owned by the whole group,
+    held in its dtype's compute representation (f16/bf16 in f32)."""
+
+    dtype: DType
+    shape: tuple[int, ...]
+    weak: bool = False  # never: kept so that code reading ``t.weak`` works on every type
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __repr__(self) -> str:
+        return f"tile {self.dtype.name}[{', '.join(map(str, self.shape))}]"
+
+
+Type = ScalarType | ArrayType | TileType
 
 # ----------------------------------------------------------------------------- expressions
 
@@ -200,12 +220,12 @@ class PrimCall(Expr):
     passes/prefetch.py)."""
 
     prim: Primitive
-    args: list[Expr]
+    args: list[Expr | None]  # None: an optional argument left out
     type: Type | None = None
     attrs: dict = field(default_factory=dict)
 
     def children(self) -> Iterator[Expr]:
-        yield from self.args
+        yield from (a for a in self.args if a is not None)
 
 
 # ----------------------------------------------------------------------------- statements
@@ -411,9 +431,19 @@ def is_call_of(stmt: Stmt, prim: Primitive) -> bool:
     return call is not None and call.prim is prim
 
 
+def is_tile_statement(stmt: Stmt) -> bool:
+    """An assignment of a tile value, or a tile primitive used as a statement (typed IR)."""
+    value = getattr(stmt, "value", None) if isinstance(stmt, (Assign, ExprStmt)) else None
+    if value is None:
+        return False
+    return isinstance(getattr(value, "type", None), TileType) or (
+        isinstance(value, PrimCall) and value.prim.tile
+    )
+
+
 def is_collective(stmt: Stmt) -> bool:
     """Whether every lane of a group must reach ``stmt`` together."""
-    if isinstance(stmt, CopyAsync):
+    if isinstance(stmt, CopyAsync) or is_tile_statement(stmt):
         return True
     if isinstance(stmt, For) and stmt.tile_range:
         return True

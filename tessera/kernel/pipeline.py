@@ -73,12 +73,12 @@ def front(
     kir.source_hash = _source_hash(info, fe.helpers_used, fe.global_constants, options)
     checks.check_mut_writes(kir)
     checks.check_assigned_before_use(kir)
+    if not any(p.kind == "constexpr" for p in params):
+        Typer(kir).run()  # type errors surface at decoration (specialise types a copy again)
     if grouped:
         checks.check_subgroups(kir)
         uniformity.check_collectives(kir, uniformity.analyse(kir))
         checks.check_shared_budget(kir, require_constant=False)
-    if not any(p.kind == "constexpr" for p in params):
-        Typer(copy.deepcopy(kir)).run()  # type errors surface at decoration
     return kir
 
 

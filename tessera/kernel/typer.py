@@ -15,9 +15,14 @@ from __future__ import annotations
 
 from .. import dtypes as D
 from ..errors import KernelError
+from ..tile.blocks import Block, broadcast
 from ..tile.mathfns import MATH
+from ..tile.primitives import RuleError
 from . import ir
-from .ir import ArrayType, ScalarType
+from .ir import ArrayType, ScalarType, TileType
+
+# expressions that apply elementwise to tile operands (NumPy broadcasting)
+ELEMENTWISE = (ir.BinOp, ir.UnaryOp, ir.Compare, ir.IfExp, ir.Cast, ir.MathCall)
 
 I64 = ScalarType(D.i64)
 BOOL = ScalarType(D.bool_)
@@ -81,6 +86,7 @@ class Typer:
         if kir.grouped:
             self.env["grid_groups"] = I64
         self.fixed = set(self.env)
+        self.tile_operands: list[list[tuple[int, ...]]] = []  # per open expression
         self.locals: dict[str, ir.Type] = {
             a.target: ArrayType(a.dtype, len(a.shape), "shared", True) for a in kir.allocs
         }
@@ -108,7 +114,7 @@ class Typer:
         if name in self.fixed:
             raise self.error(stmt, f"cannot assign to '{name}'")
         old = self.locals.get(name)
-        if isinstance(t, ArrayType) or isinstance(old, ArrayType):
+        if isinstance(t, (ArrayType, TileType)) or isinstance(old, (ArrayType, TileType)):
             if old is not None and old != t:
                 raise self.error(stmt, f"'{name}' holds {old} here but {t} elsewhere")
             self.locals[name] = t
@@ -165,11 +171,11 @@ class Typer:
             raise self.error(s, f"internal: untyped statement {type(s).__name__}")
 
     # ------------------------------------------------------------------ expressions
-    def array(self, e: ir.Expr) -> ArrayType:
+    def array(self, e: ir.Expr, tiles: bool = False) -> ArrayType | TileType:
         t = None
         if isinstance(e, ir.Name):
             t = self.env.get(e.name) or self.locals.get(e.name)
-        if not isinstance(t, ArrayType):
+        if not isinstance(t, ArrayType) and not (tiles and isinstance(t, TileType)):
             raise self.error(e, f"'{getattr(e, 'name', '?')}' is not an array")
         e.type = t
         return t
@@ -178,7 +184,21 @@ class Typer:
         t = self.expr(e, final)
         if isinstance(t, ArrayType):
             raise self.error(e, f"array '{getattr(e, 'name', '?')}' used as a value; index it")
+        if isinstance(t, TileType):
+            what = f"'{e.name}'" if isinstance(e, ir.Name) else "this"
+            raise self.error(
+                e, f"{what} is a {t}; a single value is needed here (read one: t[i, j])"
+            )
         return t
+
+    def element(self, e: ir.Expr, final: bool) -> ScalarType:
+        """An operand of an elementwise expression: a scalar, or a tile's element type (the
+        tile's shape is noted for the enclosing expression's broadcast)."""
+        t = self.expr(e, final)
+        if isinstance(t, TileType):
+            self.tile_operands[-1].append(t.shape)
+            return ScalarType(t.dtype)
+        return self.scalar(e, final) if isinstance(t, ArrayType) else t
 
     def check_indices(
         self, node, name: ir.Name, at: ArrayType, indices: list[ir.Expr], final: bool
@@ -196,7 +216,17 @@ class Typer:
                 )
 
     def expr(self, e: ir.Expr, final: bool) -> ir.Type:
-        t = self._expr(e, final)
+        self.tile_operands.append([])
+        try:
+            t = self._expr(e, final)
+        except RuleError as exc:
+            raise self.error(e, str(exc)) from None
+        shapes = self.tile_operands.pop()
+        if shapes and isinstance(e, ELEMENTWISE) and isinstance(t, ScalarType):
+            try:
+                t = TileType(t.dtype, broadcast(*shapes))
+            except RuleError as exc:
+                raise self.error(e, str(exc)) from None
         e.type = (
             concrete(t)
             if (final and isinstance(t, ScalarType) and not isinstance(e, ir.Const))
@@ -221,7 +251,7 @@ class Typer:
                 return WEAK_INT  # not yet known during the fixed-point iteration
             return t
         if isinstance(e, ir.BinOp):
-            a, b = self.scalar(e.left, final), self.scalar(e.right, final)
+            a, b = self.element(e.left, final), self.element(e.right, final)
             t = promote(a, b)
             if e.op in ("&", "|", "^", "<<", ">>"):
                 if t.dtype.is_float:
@@ -233,7 +263,7 @@ class Typer:
                 return ScalarType(D.i64, weak=t.weak)
             return t
         if isinstance(e, ir.UnaryOp):
-            t = self.scalar(e.operand, final)
+            t = self.element(e.operand, final)
             if e.op == "not":
                 return BOOL
             if e.op == "~" and t.dtype.is_float:
@@ -242,23 +272,34 @@ class Typer:
                 return I64
             return t
         if isinstance(e, ir.Compare):
-            self.scalar(e.left, final)
-            self.scalar(e.right, final)
+            self.element(e.left, final)
+            self.element(e.right, final)
             return BOOL
         if isinstance(e, ir.BoolOp):
             for v in e.values:
                 self.scalar(v, final)
             return BOOL
         if isinstance(e, ir.IfExp):
-            self.scalar(e.cond, final)
-            return promote(self.scalar(e.then, final), self.scalar(e.orelse, final))
+            self.element(e.cond, final)
+            return promote(self.element(e.then, final), self.element(e.orelse, final))
         if isinstance(e, ir.Cast):
-            self.scalar(e.value, final)
+            self.element(e.value, final)
             return ScalarType(e.dtype)
         if isinstance(e, ir.MathCall):
             return self.math(e, final)
         if isinstance(e, ir.Load):
-            at = self.array(e.array)
+            at = self.array(e.array, tiles=True)
+            if isinstance(at, TileType):  # a lane reads one element of a tile
+                if len(e.indices) != len(at.shape):
+                    raise self.error(
+                        e, f"'{e.array.name}' is a {at} but is indexed with {len(e.indices)}"
+                    )
+                for i in e.indices:
+                    if not self.scalar(i, final).dtype.is_int:
+                        raise self.error(i, f"index into '{e.array.name}' must be an integer")
+                if e.mask is not None:
+                    raise self.error(e, "tile.load reads arrays, not tiles")
+                return ScalarType(at.dtype)
             self.check_indices(e, e.array, at, e.indices, final)
             if e.mask is not None:
                 self.scalar(e.mask, final)
@@ -277,8 +318,12 @@ class Typer:
         prim = e.prim
         array: ArrayType | None = None
         value: ScalarType | None = None
+        described = []  # the arguments as the declaration's rule sees them
+        operands: list[ScalarType] = []  # element types of tile/operand arguments
         for arg, a in zip(prim.args, e.args):
-            if arg.kind in ("array", "shared"):
+            if a is None:
+                described.append(None)
+            elif arg.kind in ("array", "shared"):
                 array = self.array(a)
                 if arg.kind == "shared" and array.space != "shared":
                     raise self.error(e, f"{prim.name} takes a shared array")
@@ -286,8 +331,14 @@ class Typer:
                     raise self.error(e, f"cannot write to '{a.name}': it is not declared mut[...]")
                 if prim.writes and array.dtype == D.bool_:
                     raise self.error(e, f"{prim.name} needs a numeric array, not bool_")
+                described.append((array.dtype, array.ndim))
             elif arg.kind == "index":
-                self.check_indices(e, e.args[0], array, a.items, final)
+                if not prim.tile:
+                    self.check_indices(e, e.args[0], array, a.items, final)
+                for i in a.items:
+                    if not self.scalar(i, final).dtype.is_int:
+                        raise self.error(i, f"{prim.name}({arg.name}) needs integers")
+                described.append(len(a.items))
             elif arg.kind in ("value", "number", "int"):
                 t = self.scalar(a, final)
                 if arg.kind == "number" and concrete(t).dtype == D.bool_:
@@ -295,16 +346,50 @@ class Typer:
                 if arg.kind == "int" and not t.dtype.is_int:
                     raise self.error(e, f"{prim.name}({arg.name}) needs an integer, not {t}")
                 value = value or t
+                described.append(t.dtype)
+            elif arg.kind in ("tile", "operand"):
+                t = self.expr(a, final)
+                if isinstance(t, TileType):
+                    described.append(Block(t.dtype, t.shape))
+                    operands.append(ScalarType(t.dtype))
+                elif arg.kind == "operand" and isinstance(t, ScalarType):
+                    described.append(t.dtype)
+                    operands.append(t)
+                else:
+                    raise self.error(a, f"{prim.name}({arg.name}) needs a tile, not {t}")
+            elif arg.kind == "shape":
+                dims = [fold_int(d) for d in a.items]
+                if any(d is None for d in dims):
+                    raise self.error(a, f"{prim.name}: a tile's shape must be constant")
+                described.append(tuple(dims))
+            else:  # dtype, axis, axisopt, flag: constants
+                described.append(a.value)
         if prim.result == "i64":
             return I64
         if prim.result == "element":
             return ScalarType(array.dtype)
         if prim.result == "value":
             return concrete(value)
+        if prim.result == "rule":
+            return self.rule_result(e, described, operands)
         return None
 
+    def rule_result(self, e: ir.PrimCall, described: list, operands: list) -> ir.Type | None:
+        """The result a tile primitive's declared rule gives (a dtype of None: the
+        promoted type of the operands after the first, as for scalars)."""
+        out = e.prim.rule(*described)
+        if isinstance(out, Block):
+            dtype = out.dtype
+            if dtype is None:
+                t = operands[1]
+                for other in operands[2:]:
+                    t = promote(t, other)
+                dtype = concrete(t).dtype
+            return TileType(dtype, out.shape)
+        return None if out is None else ScalarType(out)
+
     def math(self, e: ir.MathCall, final: bool) -> ScalarType:
-        args = [self.scalar(a, final) for a in e.args]
+        args = [self.element(a, final) for a in e.args]
         if e.func in ("min", "max"):
             if len(args) < 2:
                 raise self.error(e, f"{e.func}() takes at least two values in a kernel")

@@ -8,7 +8,8 @@ group-level ones are also exported at the top of the package (``ts.tbarrier`` is
 one).
 """
 
-from . import primitives
+from . import blocks, primitives
+from .blocks import *  # noqa: F403 - tile values, declared there
 from .primitives import *  # noqa: F403 - the declarations, listed once there
 
-__all__ = list(primitives.__all__)
+__all__ = list(primitives.__all__) + list(blocks.__all__)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import dtypes
 from ..dtypes import ArrayAnnotation, ReductionAnnotation
 from ..errors import TesseraError
 
@@ -25,20 +26,38 @@ from ..errors import TesseraError
 #   value   a scalar of any type          number  a scalar, not bool
 #   int     an integer scalar             index   one integer or a tuple of them
 #   array   a parameter or shared array   shared  a shared array
-ARG_KINDS = ("axis", "flag", "value", "number", "int", "index", "array", "shared")
+#   tile    a tile value (docs/language.md, "Tile values")
+#   operand a tile value or a scalar (broadcast)
+#   shape   a constant shape: one int or a tuple of them
+#   dtype   a dtype (f32, f16, ...)
+#   axisopt a constant axis of a tile, or None
+ARG_KINDS = ARG_KINDS_SCALAR = ("axis", "flag", "value", "number", "int", "index", "array")
+ARG_KINDS += ("shared", "tile", "operand", "shape", "dtype", "axisopt")
 # Result rules (what the typer gives the call): i64; ``value``: the type of the first
-# value/number argument; ``element``: the element type of the array argument; None: a
-# statement, no value.
-RESULT_RULES = ("i64", "value", "element", None)
+# value/number argument; ``element``: the element type of the array argument; ``rule``:
+# the declaration's own ``rule`` function (tile values); None: a statement, no value.
+RESULT_RULES = ("i64", "value", "element", "rule", None)
+
+
+class RuleError(TesseraError):
+    """A type rule refused a call's arguments; the typer adds the kernel and the line."""
+
 
 SUBGROUP = 32  # lanes of a sub-group (a CUDA warp), for the shuffles
+
+
+REQUIRED = object()  # the default of an argument that must be given
 
 
 @dataclass(frozen=True)
 class Arg:
     name: str
     kind: str
-    default: object = None  # a constant the frontend uses when the argument is left out
+    default: object = REQUIRED  # the constant used when the argument is left out
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
 
     def __post_init__(self) -> None:
         assert self.kind in ARG_KINDS, self.kind
@@ -58,11 +77,23 @@ class Primitive:
     writes: bool = False  # writes the array given as its first argument
     subgroups: bool = False  # works within sub-groups of SUBGROUP lanes
     op: str | None = None  # reductions and scans: "sum", "max" or "min" (docs/language.md)
+    tile: bool = False  # takes or makes tile values: runs once per group, on uniform input
+    method: bool = False  # spelled ``t.name(...)`` on a tile ``t`` (its first argument)
+    rule: object = None  # result "rule": f(described arguments) -> result (tessera/tile/blocks.py)
+    statement: bool = False  # gives no value (with a rule that only checks its arguments)
 
     @property
     def signature(self) -> str:
-        parts = [a.name if a.default is None else f"{a.name}={a.default!r}" for a in self.args]
+        args = self.args[1:] if self.method else self.args
+        parts = [a.name if a.required else f"{a.name}={a.default!r}" for a in args]
+        if self.name.endswith(".T"):  # an attribute, not a call
+            return ""
         return f"({', '.join(parts)})"
+
+    @property
+    def is_statement(self) -> bool:
+        """Used as a statement only: it gives no value."""
+        return self.result is None or self.statement
 
     @property
     def pure(self) -> bool:
@@ -99,7 +130,9 @@ def declare(name: str, args: str, result: str | None, doc: str, **flags: object)
     for spec in args.split():
         arg, _, rest = spec.partition(":")
         kind, _, default = rest.partition("=")
-        parsed.append(Arg(arg, kind, {"": None, "False": False, "True": True}[default]))
+        constants = {"": REQUIRED, "False": False, "True": True, "None": None, "0": 0}
+        constants["f32"] = dtypes.f32
+        parsed.append(Arg(arg, kind, constants[default]))
     prim = Primitive(name, tuple(parsed), result, doc, **flags)
     REGISTRY[name] = prim
     return prim

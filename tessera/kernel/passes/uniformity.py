@@ -110,6 +110,8 @@ def _check(kir: ir.KernelIR, body: list[ir.Stmt], why: SourceLoc | None, u: Unif
                 operands = [s.start, s.stop, s.step]
             elif isinstance(s, ir.CopyAsync):
                 operands = s.starts + [e for e in s.stops if e is not None]
+            if ir.is_tile_statement(s):  # a tile is one value for the group
+                _check_tile_operands(kir, s, u)
             for e in operands:
                 if u.expr_varies(e):
                     raise KernelError(
@@ -127,9 +129,28 @@ def _check(kir: ir.KernelIR, body: list[ir.Stmt], why: SourceLoc | None, u: Unif
             _check(kir, s.body, inner, u)
 
 
+def _check_tile_operands(kir: ir.KernelIR, s: ir.Stmt, u: Uniformity) -> None:
+    for e in ir.stmt_exprs(s):
+        if isinstance(e, ir.Name) and e.name in u.varying:
+            raise KernelError(
+                kir.name,
+                f"a tile statement reads '{ir.user_name(e.name)}', which differs between the "
+                "lanes of a group; a tile is one value for the whole group",
+                e.loc,
+            )
+        if isinstance(e, ir.PrimCall) and e.prim.varying:
+            raise KernelError(
+                kir.name,
+                f"a tile statement uses {e.prim.name}(), which differs between the lanes of "
+                "a group; a tile is one value for the whole group",
+                e.loc,
+            )
+
+
 def _describe(s: ir.Stmt) -> str:
     if isinstance(s, ir.CopyAsync):
         return "cp_async.shared.global_()"
     if isinstance(s, ir.For):
         return "tile.range()"
-    return f"{ir.prim_call(s).prim.name}()"
+    call = ir.prim_call(s)
+    return f"{call.prim.name}()" if call is not None else "a tile statement"

@@ -21,10 +21,11 @@ import math
 from ... import dtypes as D
 from ...errors import KernelError
 from .. import ir
-from ..ir import ArrayType, ScalarType
+from ..ir import ArrayType, ScalarType, TileType
 from ..typer import concrete, promote
 from . import semantics
 from .target import Target
+from .tile_source import TileSource
 
 HALF = D.COMPUTED_IN_F32
 NARROW_INT = {D.i8, D.i16, D.i32, D.u8, D.u16, D.u32, D.u64}
@@ -39,7 +40,7 @@ def ctor(dtype: D.DType) -> str:
     return "np." + dtype.np_dtype.name
 
 
-class SourceEmitter:
+class SourceEmitter(TileSource):
     """Emits a lane's statements and expressions; subclasses add the kernel's frame."""
 
     # math functions the target's Numba has under another name (default: math.<name>)
@@ -298,6 +299,8 @@ class SourceEmitter:
         if isinstance(e, ir.Name):
             if e.name == "grid_groups":
                 return "s_grid_groups"
+            if isinstance(t, TileType):  # inside a tile statement: the current element
+                return self.tile_read(e.name, t.shape)
             return self.name(e.name)
         if isinstance(e, ir.BinOp):
             return self.binop(e)
@@ -381,6 +384,8 @@ class SourceEmitter:
     def load(self, e: ir.Load) -> str:
         at = self.types[e.array.name]
         array = self.name(e.array.name)
+        if isinstance(at, TileType):  # a lane reads one element of a tile
+            return f"{array}[{', '.join(f'np.uint64({self.expr(i)})' for i in e.indices)}]"
         code = self.load_storage(f"{array}[{self.index(e.indices, e.array, e.loc)}]", at.dtype)
         if e.mask is None:
             return code

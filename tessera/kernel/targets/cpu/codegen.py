@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from ... import ir
+from ...ir import TileType
 from ...passes.regions import GroupIf, GroupLoop, LaneRegion, Schedule
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
@@ -72,6 +73,9 @@ class CpuCodegen(SourceEmitter):
             t = self.types[v]
             array = self.scratch_array((self.lanes,), ctor(t.dtype))
             self.emit(f"_la_{self.name(v)} = {array}")
+        for v, t in sorted(self.types.items()):  # a tile variable: an array per chunk
+            if isinstance(t, TileType):
+                self.emit(f"{self.name(v)} = {self.scratch_array(t.shape, ctor(t.dtype))}")
         body_start = len(self.lines)
         self.indent += 1
         self.group_items(self.schedule.items)
@@ -79,7 +83,8 @@ class CpuCodegen(SourceEmitter):
         body = self.lines[body_start:]
         del self.lines[body_start:]
         for name, dt, size in self.scratch:
-            self.emit(f"{name} = {self.scratch_array((size,), dt)}")
+            shape = size if isinstance(size, tuple) else (size,)
+            self.emit(f"{name} = {self.scratch_array(shape, dt)}")
         self.emit("for _g in range((_c * _G) // _nchunks, ((_c + 1) * _G) // _nchunks):")
         self.indent += 1
         rest = "_g"
@@ -131,6 +136,8 @@ class CpuCodegen(SourceEmitter):
             self.copy_async(s)
         elif call is not None and call.prim.collective:
             self.lower(call, s)
+        elif ir.is_tile_statement(s):
+            self.tile_statement(s)
         else:
             self.lane_stmt(s)
 
@@ -202,6 +209,20 @@ class CpuCodegen(SourceEmitter):
             self.emit(f"_la_{self.name(site.target)}[{lane}] = {value}")
         elif lane is None:
             self.emit(f"{self.name(site.target)} = {value}", site.loc)
+
+    # ------------------------------------------------------------------ tiles
+    def element_loops(self, shape: tuple[int, ...], body) -> None:
+        """Nested loops over a tile's elements (the last axis innermost, contiguous)."""
+        saved, self.element = self.element, [f"_e{d}" for d in range(len(shape))]
+        for d, n in enumerate(shape):
+            self.emit(f"for _e{d} in range({n}):")
+            self.indent += 1
+        body()
+        self.indent -= len(shape)
+        self.element = saved
+
+    def tile_temp(self, t: TileType) -> str:
+        return self.scratch_for(ctor(t.dtype), t.shape)
 
     def copy_async(self, s: ir.CopyAsync) -> None:
         self.emit(f"# cp_async.shared.global_({s.dst.name}, {s.src.name}[...]): eager copy", s.loc)

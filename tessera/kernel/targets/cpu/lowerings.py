@@ -12,11 +12,13 @@ from __future__ import annotations
 import math
 
 from .... import dtypes as D
+from ....tile import blocks as B
 from ....tile import primitives as P
 from ...ir import ScalarType
 from ...typer import concrete
 from ..pysource import COMBINE, ctor
 from ..target import lowerings_table
+from ..tile_source import ELEMENTWISE_LOWERINGS
 
 LOWERINGS, lowering = lowerings_table()
 
@@ -151,3 +153,145 @@ def source_lane(prim, lane: str, delta: str, width: int) -> str:
         prim, f"({pos} - {delta})"
     )
     return f"({base} + {k} if 0 <= {k} < {width} else {lane})"
+
+
+# ----------------------------------------------------------------------------- tiles
+# A group runs on one core: a tile primitive is straight loop code run once per group,
+# writing the tile variable (an array per chunk) its statement assigns.
+for _prim, _fn in ELEMENTWISE_LOWERINGS.items():
+    lowering(_prim)(_fn)
+
+
+def _dest(cg, site) -> str:
+    return cg.name(site.target)
+
+
+def _fill(cg, site, t, code) -> None:
+    dest = _dest(cg, site)
+    cg.element_loops(t.shape, lambda: cg.emit(f"{dest}[{', '.join(cg.element)}] = {code}"))
+
+
+@lowering(B.zeros)
+def _zeros(cg, call, site):
+    _fill(cg, site, call.type, f"{ctor(call.type.dtype)}(0)")
+
+
+@lowering(B.full)
+def _full(cg, call, site):
+    value = call.args[1]
+    code = cg.conv(cg.expr(value), value.type, ScalarType(call.type.dtype))
+    cg.emit(f"_fv = {code}", call.loc)
+    _fill(cg, site, call.type, "_fv")
+
+
+@lowering(B.arange)
+def _arange(cg, call, site):
+    _fill(cg, site, call.type, "np.int64(_e0)")
+
+
+def _offsets(cg, offset) -> list[str]:
+    names = []
+    for d, item in enumerate(offset.items):
+        cg.emit(f"_o{d} = {cg.conv(cg.expr(item), item.type, ScalarType(D.i64))}")
+        names.append(f"_o{d}")
+    return names
+
+
+def _positions(cg, array: str, offsets: list[str]) -> tuple[str, str]:
+    """(the array index, the in-bounds condition) of the current element of a block."""
+    pos = [f"{o} + {e}" for o, e in zip(offsets, cg.element)]
+    inside = " and ".join(f"0 <= {p} < {array}.shape[{d}]" for d, p in enumerate(pos))
+    return ", ".join(f"np.uint64({p})" for p in pos), inside
+
+
+@lowering(B.load_block)
+def _load_block(cg, call, site):
+    src, offset, _, other = call.args
+    t, array = call.type, cg.name(src.name)
+    offsets = _offsets(cg, offset)
+    cg.emit(f"_fv = {cg.conv(cg.expr(other), other.type, ScalarType(t.dtype))}", call.loc)
+    dest = _dest(cg, site)
+
+    def body():
+        index, inside = _positions(cg, array, offsets)
+        element = cg.load_storage(f"{array}[{index}]", cg.types[src.name].dtype)
+        cg.emit(f"{dest}[{', '.join(cg.element)}] = {element} if {inside} else _fv")
+
+    cg.element_loops(t.shape, body)
+
+
+@lowering(B.store_block)
+def _store_block(cg, call, site):
+    dst, offset, t, mask = call.args
+    array = cg.name(dst.name)
+    offsets = _offsets(cg, offset)
+    cg.emit(f"# tile.store_block({dst.name}, ...)", call.loc)
+
+    def body():
+        index, inside = _positions(cg, array, offsets)
+        if mask is not None:
+            inside += f" and {cg.tile_read(mask.name, mask.type.shape)}"
+        value = cg.store_code(
+            cg.tile_read(t.name, t.type.shape), t.type.dtype, cg.types[dst.name].dtype
+        )
+        cg.emit(f"if {inside}:")
+        cg.emit(f"    {array}[{index}] = {value}")
+
+    cg.element_loops(t.type.shape, body)
+
+
+@lowering(B.dot)
+def _dot(cg, call, site):
+    """``acc + a @ b``, k in order for each element (the same order as the debug
+    target), the innermost loop over a row of the result (contiguous, vectorised)."""
+    a, b, acc = call.args[:3]
+    t = call.type
+    m, n = t.shape
+    k = a.type.shape[1]
+    dest, rep = _dest(cg, site), ctor(t.dtype)
+    x, y = cg.name(a.name), cg.name(b.name)
+    start = f"{cg.name(acc.name)}[_e0, _e1]" if acc is not None else f"{rep}(0)"
+    cg.emit(f"# tile.dot: ({m}, {k}) @ ({k}, {n})", call.loc)
+    cg.emit(f"for _e0 in range({m}):")
+    cg.emit(f"    for _e1 in range({n}):")
+    cg.emit(f"        {dest}[_e0, _e1] = {start}")
+    cg.emit(f"    for _k in range({k}):")
+    cg.emit(f"        _a = {rep}({x}[_e0, _k])")
+    cg.emit(f"        for _e1 in range({n}):")
+    cg.emit(f"            {dest}[_e0, _e1] = {rep}({dest}[_e0, _e1] + _a * {rep}({y}[_k, _e1]))")
+
+
+@lowering(B.tile_sum, B.tile_max, B.tile_min)
+def _tile_reduce(cg, call, site):
+    """The fixed tree over all elements (row-major), or along ``axis`` per result."""
+    source, axis = call.args
+    shape = source.type.shape
+    rep = ctor(source.type.dtype)
+    combine = COMBINE[call.prim.op]
+    if axis is None:
+        size = math.prod(shape)
+        scratch = cg.scratch_for(rep, size)
+        lin = (
+            "_e0"
+            if len(shape) == 1
+            else " + ".join(f"_e{d} * {math.prod(shape[d + 1 :])}" for d in range(len(shape)))
+        )
+        cg.element_loops(
+            shape,
+            lambda: cg.emit(f"{scratch}[{lin}] = {cg.tile_read(source.name, shape)}"),
+        )
+        cg.set_result(site, f"_tree_reduce({scratch}, {size}, {combine})", call.type)
+        return
+    a = axis.value
+    out_shape = shape[:a] + shape[a + 1 :]
+    scratch = cg.scratch_for(rep, shape[a])
+    dest = _dest(cg, site)
+
+    def body():
+        rest = list(cg.element)
+        index = ", ".join(rest[:a] + ["_r"] + rest[a:])
+        cg.emit(f"for _r in range({shape[a]}):")
+        cg.emit(f"    {scratch}[_r] = {cg.name(source.name)}[{index}]")
+        cg.emit(f"{dest}[{', '.join(rest)}] = _tree_reduce({scratch}, {shape[a]}, {combine})")
+
+    cg.element_loops(out_shape, body)

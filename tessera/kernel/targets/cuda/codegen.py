@@ -15,6 +15,7 @@ import math
 
 from .... import dtypes as D
 from ... import ir
+from ...ir import TileType
 from ...passes.prefetch import keep_in_flight
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
@@ -36,6 +37,7 @@ class CudaCodegen(SourceEmitter):
     ):
         super().__init__(kir, grid_ndim, target)
         self.simulated = simulated  # numba-cuda's simulator: no warp shuffles
+        self.tile_temps: list[tuple[str, TileType]] = []  # shared scratch of tile statements
         self.scratch: dict[str, int] = {}  # compute dtype ctor → elements of shared scratch
         self.dynamic_shared_bytes = 0  # > 0: shared arrays are carved from dynamic memory
         # cp.async for copies (off under the simulator, which cannot run inline PTX)
@@ -75,6 +77,14 @@ class CudaCodegen(SourceEmitter):
         declared = [
             f"    _scr_{dt.removeprefix('np.')} = cuda.shared.array({size}, {dt})"
             for dt, size in self.scratch.items()
+        ]
+        # tile variables and tile scratch live in shared memory: one value per group
+        tiles = [
+            (self.name(v), t) for v, t in sorted(self.types.items()) if isinstance(t, TileType)
+        ]
+        declared += [
+            f"    {name} = cuda.shared.array({t.shape}, {ctor(t.dtype)})"
+            for name, t in tiles + self.tile_temps
         ]
         self.lines[body_start:body_start] = declared
         return "\n".join(self.lines) + "\n"
@@ -157,8 +167,10 @@ class CudaCodegen(SourceEmitter):
             if self.keeps_copies_in_flight:
                 self.emit("    _cp_it = 0")
             self.nested(lambda: self.lane_block(s.body))
-        elif call is not None:
+        elif call is not None and call.prim.collective:
             self.lower(call, s)
+        elif ir.is_tile_statement(s):
+            self.tile_statement(s)
         else:
             super().collective(s)
 
@@ -167,6 +179,30 @@ class CudaCodegen(SourceEmitter):
         if isinstance(site, ir.Assign):
             target = self.conv(code, t, self.types[site.target])
             self.emit(f"{self.name(site.target)} = {target}", site.loc)
+
+    # ------------------------------------------------------------------ tiles
+    def element_loops(self, shape: tuple[int, ...], body) -> None:
+        """Every lane computes its share of a tile's elements; then the group waits, so
+        the whole tile is visible to every lane."""
+        size = 1
+        for n in shape:
+            size *= n
+        saved, self.element = self.element, [f"_e{d}" for d in range(len(shape))]
+        self.emit(f"for _t in range(_lane, {size}, {self.lanes}):")
+        self.indent += 1
+        rest = "_t"
+        for d in reversed(range(len(shape))):
+            self.emit(f"_e{d} = {rest} % {shape[d]}" if d else f"_e{d} = {rest}")
+            rest = f"({rest} // {shape[d]})"
+        body()
+        self.indent -= 1
+        self.emit("cuda.syncthreads()")
+        self.element = saved
+
+    def tile_temp(self, t: TileType) -> str:
+        name = f"_tt{len(self.tile_temps)}"
+        self.tile_temps.append((name, t))
+        return name
 
     def scratch_for(self, dtype: D.DType, size: int) -> str:
         key = ctor(dtype)

@@ -14,12 +14,14 @@ import math
 
 from .... import dtypes as D
 from ....errors import KernelError
+from ....tile import blocks as B
 from ....tile import primitives as P
 from ...ir import ScalarType
 from ...passes.prefetch import keep_in_flight
 from ...typer import concrete
 from ..pysource import COMBINE, ctor
 from ..target import lowerings_table
+from ..tile_source import ELEMENTWISE_LOWERINGS
 
 LOWERINGS, lowering = lowerings_table()
 ATOMIC_DTYPES = (D.f16, D.f32, D.f64, D.i32, D.i64, D.u32, D.u64)  # CUDA's own atomics
@@ -186,3 +188,140 @@ def source_in_subgroup(prim, pos: str, delta: str, width: int) -> str:
         prim, f"({pos} - {delta})"
     )
     return f"({k} if 0 <= {k} < {width} else {pos})"
+
+
+# ----------------------------------------------------------------------------- tiles
+# The plain path: tiles live in shared memory and every lane computes its share of the
+# elements, in the order the other targets use (so the results are the same bits);
+# tensor-core fragments for tile.dot come later (docs/language.md, "Tile values").
+for _prim, _fn in ELEMENTWISE_LOWERINGS.items():
+    lowering(_prim)(_fn)
+
+
+def _fill(cg, site, t, code) -> None:
+    dest = cg.name(site.target)
+    cg.element_loops(t.shape, lambda: cg.emit(f"{dest}[{', '.join(cg.element)}] = {code}"))
+
+
+@lowering(B.zeros)
+def _zeros(cg, call, site):
+    _fill(cg, site, call.type, f"{ctor(call.type.dtype)}(0)")
+
+
+@lowering(B.full)
+def _full(cg, call, site):
+    value = call.args[1]
+    cg.emit(f"_fv = {cg.conv(cg.expr(value), value.type, ScalarType(call.type.dtype))}", call.loc)
+    _fill(cg, site, call.type, "_fv")
+
+
+@lowering(B.arange)
+def _arange(cg, call, site):
+    _fill(cg, site, call.type, "np.int64(_e0)")
+
+
+def _offsets(cg, offset) -> list[str]:
+    names = []
+    for d, item in enumerate(offset.items):
+        cg.emit(f"_o{d} = {cg.conv(cg.expr(item), item.type, ScalarType(D.i64))}")
+        names.append(f"_o{d}")
+    return names
+
+
+def _positions(cg, array: str, offsets: list[str]) -> tuple[str, str]:
+    pos = [f"{o} + {e}" for o, e in zip(offsets, cg.element)]
+    inside = " and ".join(f"0 <= {p} < {array}.shape[{d}]" for d, p in enumerate(pos))
+    return ", ".join(pos), inside
+
+
+@lowering(B.load_block)
+def _load_block(cg, call, site):
+    src, offset, _, other = call.args
+    t, array, dest = call.type, cg.name(src.name), cg.name(site.target)
+    offsets = _offsets(cg, offset)
+    cg.emit(f"_fv = {cg.conv(cg.expr(other), other.type, ScalarType(t.dtype))}", call.loc)
+
+    def body():
+        index, inside = _positions(cg, array, offsets)
+        element = cg.load_storage(f"{array}[{index}]", cg.types[src.name].dtype)
+        cg.emit(f"if {inside}:")
+        cg.emit(f"    {dest}[{', '.join(cg.element)}] = {element}")
+        cg.emit("else:")
+        cg.emit(f"    {dest}[{', '.join(cg.element)}] = _fv")
+
+    cg.element_loops(t.shape, body)
+
+
+@lowering(B.store_block)
+def _store_block(cg, call, site):
+    dst, offset, t, mask = call.args
+    array = cg.name(dst.name)
+    offsets = _offsets(cg, offset)
+    cg.emit(f"# tile.store_block({dst.name}, ...)", call.loc)
+
+    def body():
+        index, inside = _positions(cg, array, offsets)
+        if mask is not None:
+            inside += f" and {cg.tile_read(mask.name, mask.type.shape)}"
+        element = cg.tile_read(t.name, t.type.shape)
+        value = cg.store_code(element, t.type.dtype, cg.types[dst.name].dtype)
+        cg.emit(f"if {inside}:")
+        cg.emit(f"    {array}[{index}] = {value}")
+
+    cg.element_loops(t.type.shape, body)
+
+
+@lowering(B.dot)
+def _dot(cg, call, site):
+    """Each lane computes whole elements of the result, k in order (the CPU's order)."""
+    a, b, acc = call.args[:3]
+    t = call.type
+    k = a.type.shape[1]
+    dest, rep = cg.name(site.target), ctor(t.dtype)
+    x, y = cg.name(a.name), cg.name(b.name)
+    start = f"{cg.name(acc.name)}[_e0, _e1]" if acc is not None else f"{rep}(0)"
+    cg.emit(f"# tile.dot: {a.type.shape} @ {b.type.shape}", call.loc)
+
+    def body():
+        cg.emit(f"_acc = {start}")
+        cg.emit(f"for _k in range({k}):")
+        cg.emit(f"    _acc = {rep}(_acc + {rep}({x}[_e0, _k]) * {rep}({y}[_k, _e1]))")
+        cg.emit(f"{dest}[_e0, _e1] = _acc")
+
+    cg.element_loops(t.shape, body)
+
+
+@lowering(B.tile_sum, B.tile_max, B.tile_min)
+def _tile_reduce(cg, call, site):
+    """The fixed tree: lane 0 over all elements, or each lane for its results along
+    ``axis`` (gathered into a lane-private array)."""
+    source, axis = call.args
+    shape = source.type.shape
+    t = source.type
+    combine = COMBINE[call.prim.op]
+    if axis is None:
+        size = math.prod(shape)
+        scratch = cg.scratch_for(t.dtype, size)
+        lin = " + ".join(f"_e{d} * {math.prod(shape[d + 1 :])}" for d in range(len(shape)))
+        cg.element_loops(
+            shape, lambda: cg.emit(f"{scratch}[{lin}] = {cg.tile_read(source.name, shape)}")
+        )
+        cg.emit("if _lane == 0:")
+        cg.emit(f"    {scratch}[0] = _tree_reduce({scratch}, {size}, {combine})")
+        cg.emit("cuda.syncthreads()")
+        cg.set_result(site, f"{scratch}[0]", call.type)
+        cg.emit("cuda.syncthreads()  # the scratch may be reused right after")
+        return
+    a = axis.value
+    out_shape = shape[:a] + shape[a + 1 :]
+    dest = cg.name(site.target)
+
+    def body():
+        rest = list(cg.element)
+        index = ", ".join(rest[:a] + ["_r"] + rest[a:])
+        cg.emit(f"_row = cuda.local.array({shape[a]}, {ctor(t.dtype)})")
+        cg.emit(f"for _r in range({shape[a]}):")
+        cg.emit(f"    _row[_r] = {cg.name(source.name)}[{index}]")
+        cg.emit(f"{dest}[{', '.join(rest)}] = _tree_reduce(_row, {shape[a]}, {combine})")
+
+    cg.element_loops(out_shape, body)

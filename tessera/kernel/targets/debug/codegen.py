@@ -17,7 +17,7 @@ from ... import ir
 from ...ir import ArrayType, ScalarType
 from ...typer import concrete
 from ..target import Target
-from . import codegen_expr
+from . import codegen_expr, tiles
 from .runtime import Who
 from .values import HALF, convert, converter, to_bf16
 
@@ -27,10 +27,11 @@ BREAK, CONTINUE = "break", "continue"
 class Frame:
     """One lane's state: its variables and where it is."""
 
-    __slots__ = ("vars", "lane", "lane_ids", "group", "group_ids", "kernel")
+    __slots__ = ("vars", "lane", "lane_ids", "group", "group_ids", "kernel", "element")
 
     def __init__(self, kernel, variables, lane, lane_ids, group, group_ids):
         self.kernel = kernel
+        self.element = ()  # the tile element an elementwise tile statement computes
         self.vars = variables
         self.lane, self.lane_ids = lane, lane_ids
         self.group, self.group_ids = group, group_ids
@@ -78,7 +79,7 @@ class Compiler:
 
     def stmt(self, s: ir.Stmt):
         call = ir.prim_call(s)
-        if call is not None and call.prim.collective:
+        if (call is not None and call.prim.collective) or ir.is_tile_statement(s):
             return self.collective(s, call)
         if isinstance(s, ir.Assign):
             return self.assign(s)
@@ -230,12 +231,15 @@ class Compiler:
     def collective(self, s: ir.Stmt, call: ir.PrimCall):
         """Each lane hands its payload to the group, which performs the primitive once
         (the lowering's ``perform``) and gives each lane its result."""
-        payload, perform = self.target.lowering(self.kir.name, call)(self, call, s)
+        if call is not None and call.prim.collective:
+            payload, perform = self.target.lowering(self.kir.name, call)(self, call, s)
+        else:  # an elementwise tile statement
+            payload, perform = tiles.tile_statement(self, s)
         self.performers[s] = perform
         name = s.target if isinstance(s, ir.Assign) else None
         to_target = None
         if name is not None:
-            to_target = converter(call.type, self.types[name]) or (lambda v: v)
+            to_target = converter(s.value.type, self.types[name]) or (lambda v: v)
 
         def run_gen(frame):
             result = yield ("prim", s, payload(frame))

@@ -13,9 +13,10 @@ import numpy as np
 from .... import dtypes as D
 from ....errors import KernelArithmeticError, KernelError
 from ... import ir
-from ...ir import ScalarType
+from ...ir import ScalarType, TileType
 from ...typer import concrete, promote
 from .. import semantics
+from . import tiles
 from .values import BINARY, COMPARE, HALF, INTEGER_RULES, NUMPY_MATH, cast_function, convert
 
 
@@ -26,6 +27,8 @@ def compile_expr(c, e: ir.Expr):
         return _const(e.value, t)
     if isinstance(e, ir.Name):
         name = e.name
+        if isinstance(t, TileType):  # inside an elementwise tile statement
+            return tiles.read_element(name, t.shape)
         return lambda f: f.vars[name]
     if isinstance(e, ir.BinOp):
         return _binop(c, e)
@@ -190,6 +193,8 @@ def _math(c, e: ir.MathCall):
 
 
 def _load(c, e: ir.Load):
+    if isinstance(c.types[e.array.name], TileType):
+        return tiles.element_load(c, e)
     name, loc = e.array.name, e.loc
     dtype = c.types[name].dtype
     index = c.indices(e.indices)

@@ -12,12 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from .... import dtypes as D
+from ....tile import blocks as B
 from ....tile import primitives as P
 from ...ir import ScalarType
 from ...typer import concrete
 from .. import semantics
 from ..target import lowerings_table
-from .values import HALF, compute_type, convert
+from . import tiles
+from .values import HALF, cast_function, compute_type, convert
 
 LOWERINGS, lowering = lowerings_table()
 
@@ -167,3 +169,152 @@ def _source(prim, lane: int, delta: int, width: int) -> int:
         return base + (delta & (width - 1))
     k = {P.shuffle_xor: pos ^ delta, P.shuffle_down: pos + delta}.get(prim, pos - delta)
     return base + k if 0 <= k < width else lane
+
+
+# ----------------------------------------------------------------------------- tiles
+# A tile primitive that makes a value runs once per group, in lane 0's frame (its
+# operands are uniform); the elementwise ones compute one element at frame.element.
+
+
+def _group_once(compute):
+    """(payload, perform) of a tile collective: ``compute(frame, run)`` once, for all."""
+
+    def perform(run, stmt, frames):
+        return [compute(frames[0], run)] * len(frames)
+
+    return (lambda f: f), perform
+
+
+def _shape(call, k: int) -> tuple[int, ...]:
+    return tuple(int(d.value) for d in call.args[k].items)
+
+
+@lowering(B.zeros, B.full)
+def _filled(c, call, site):
+    t = call.type
+    value = (
+        convert(c.expr(call.args[1]), call.args[1].type, ScalarType(t.dtype))
+        if call.prim is B.full
+        else (lambda f: 0)
+    )
+    return _group_once(lambda f, run: np.full(t.shape, value(f), compute_type(t.dtype)))
+
+
+@lowering(B.arange)
+def _arange(c, call, site):
+    n = call.type.shape[0]
+    return _group_once(lambda f, run: np.arange(n, dtype=np.int64))
+
+
+@lowering(B.load_block)
+def _load_block(c, call, site):
+    src, offset, _, other = call.args
+    name, t, loc = src.name, call.type, call.loc
+    start = c.indices(offset.items)
+    fill = convert(c.expr(other), other.type, ScalarType(t.dtype))
+    to_compute = np.float32 if t.dtype in HALF else None
+
+    def compute(frame, run):
+        array, who = frame.vars[name], run.group_who(loc)
+        out = np.empty(t.shape, compute_type(t.dtype))
+        at = tuple(int(i) for i in start(frame))
+        for index, pos in tiles.block_positions(at, t.shape, array.shape):
+            value = array.load(pos, who) if pos is not None else fill(frame)
+            out[index] = to_compute(value) if to_compute is not None else value
+        return out
+
+    return _group_once(compute)
+
+
+@lowering(B.store_block)
+def _store_block(c, call, site):
+    dst, offset, t, mask = call.args
+    name, loc = dst.name, call.loc
+    start = c.indices(offset.items)
+    to_storage = tiles.storage_of(t.type.dtype, c.types[name].dtype)
+
+    def compute(frame, run):
+        array, who = frame.vars[name], run.group_who(loc)
+        values = frame.vars[t.name]
+        keep = frame.vars[mask.name] if mask is not None else None
+        at = tuple(int(i) for i in start(frame))
+        for index, pos in tiles.block_positions(at, values.shape, array.shape):
+            if pos is None or (keep is not None and not keep[tiles.at_element(keep.shape, index)]):
+                continue
+            with np.errstate(all="ignore"):
+                array.store(pos, to_storage(values[index]), who)
+        return None
+
+    return _group_once(compute)
+
+
+@lowering(B.dot)
+def _dot(c, call, site):
+    a, b, acc = call.args[0].name, call.args[1].name, call.args[2]
+    t = call.type
+    rep = compute_type(t.dtype)
+
+    def compute(frame, run):
+        x, y = frame.vars[a].astype(rep), frame.vars[b].astype(rep)
+        out = frame.vars[acc.name].copy() if acc is not None else np.zeros(t.shape, rep)
+        with np.errstate(all="ignore"):  # k in order, each product and sum in the acc type
+            for k in range(x.shape[1]):
+                out = (out + (x[:, k : k + 1] * y[k : k + 1, :]).astype(rep)).astype(rep)
+        return out
+
+    return _group_once(compute)
+
+
+@lowering(B.tile_sum, B.tile_max, B.tile_min)
+def _tile_reduce(c, call, site):
+    name, axis = call.args[0].name, call.args[1]
+    op = call.prim.op
+
+    def compute(frame, run):
+        values = frame.vars[name]
+        if axis is None:
+            return tree_reduce(values.ravel(), op)
+        moved = np.moveaxis(values, axis.value, -1)
+        out = np.empty(moved.shape[:-1], values.dtype)
+        for index in np.ndindex(*out.shape):
+            out[index] = tree_reduce(moved[index], op)
+        return out
+
+    return _group_once(compute)
+
+
+@lowering(B.where)
+def _where(c, call, site):
+    cond = c.truth(call.args[0])
+    a = convert(c.expr(call.args[1]), call.args[1].type, call.type)
+    b = convert(c.expr(call.args[2]), call.args[2].type, call.type)
+    return lambda f: a(f) if cond(f) else b(f)
+
+
+@lowering(B.astype)
+def _astype(c, call, site):
+    source, dtype = call.args[0], call.args[1].value
+    value = c.expr(source)
+    if dtype in HALF:  # an explicit conversion rounds, as a scalar cast does
+        rounding = cast_function(dtype)
+        return lambda f: rounding(value(f))
+    return convert(value, source.type, ScalarType(dtype))
+
+
+@lowering(B.transpose)
+def _transpose(c, call, site):
+    rank = len(call.type.shape)
+    return tiles.moved(
+        c.expr(call.args[0]), lambda el: el[: len(el) - rank] + el[len(el) - rank :][::-1]
+    )
+
+
+@lowering(B.expand_dims)
+def _expand_dims(c, call, site):
+    rank, axis = len(call.type.shape), call.args[1].value
+
+    def move(el):
+        head, tail = el[: len(el) - rank], el[len(el) - rank :]
+        return head + tail[:axis] + tail[axis + 1 :]
+
+    return tiles.moved(c.expr(call.args[0]), move)

@@ -1,0 +1,97 @@
+"""Tile values: f32 GEMM through ``tile.dot`` and row softmax with tiles, against NumPy
+(BLAS ``a @ b``; the unfused ``exp(x - max) / sum``) and a Numba ``prange`` loop."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from tessera import KiB, f32, group_id, kernel, mut, tile
+
+from .common import Case, Record, measure, standalone
+
+NAME = "tiles"
+
+
+@kernel(tile=(64,), shared=48 * KiB)
+def gemm_tiles(A: f32[M, K], B: f32[K, N], C: mut[f32[M, N]]):
+    m0 = group_id(0) * 64
+    n0 = group_id(1) * 64
+    acc = tile.zeros((64, 64), f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (64, 32))
+        b = tile.load_block(B, (k0, n0), (32, 64))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@kernel(tile=(64,))
+def softmax_tiles(x: f32[R, 1024], y: mut[f32[R, 1024]]):
+    r0 = group_id(0) * 4
+    t = tile.load_block(x, (r0, 0), (4, 1024))
+    e = math.exp(t - t.max(axis=1)[:, None])
+    tile.store_block(y, (r0, 0), e / e.sum(axis=1)[:, None])
+
+
+@njit(parallel=True)
+def gemm_numba(a, b, c):
+    for i in prange(a.shape[0]):
+        for j in range(b.shape[1]):
+            c[i, j] = 0.0
+        for k in range(a.shape[1]):
+            aik = a[i, k]
+            for j in range(b.shape[1]):
+                c[i, j] += aik * b[k, j]
+
+
+def run(quick: bool) -> list[Record]:
+    s = 256 if quick else 1024
+    rng = np.random.default_rng(0)
+    a = rng.random((s, s), dtype=np.float32)
+    b = rng.random((s, s), dtype=np.float32)
+    outs = {tool: np.zeros((s, s), np.float32) for tool in ("tessera", "numba", "numpy")}
+    want = a.astype(np.float64) @ b.astype(np.float64)
+
+    def gemm_case(tool, fn):
+        return Case(tool, fn, lambda: outs[tool], want, rtol=1e-4)
+
+    records = measure(
+        NAME,
+        "f32 GEMM, tile.dot 64x64x32",
+        f"{s}^3",
+        [
+            gemm_case("tessera", lambda: gemm_tiles[(s // 64, s // 64)](a, b, outs["tessera"])),
+            gemm_case("numba", lambda: gemm_numba(a, b, outs["numba"])),
+            gemm_case("numpy", lambda: np.matmul(a, b, out=outs["numpy"])),
+        ],
+        quick,
+        flops=2.0 * s**3,
+    )
+    rows = 1024 if quick else 4096
+    x = rng.standard_normal((rows, 1024)).astype(np.float32)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    soft = e / e.sum(axis=1, keepdims=True)
+    y = np.zeros_like(x)
+
+    def numpy_softmax():
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    records += measure(
+        NAME,
+        "row softmax, tiles of 4 rows",
+        f"{rows}x1024",
+        [
+            Case("tessera", lambda: softmax_tiles[rows // 4](x, y), lambda: y, soft, rtol=1e-5),
+            Case("numpy", numpy_softmax, numpy_softmax, soft, rtol=1e-5),
+        ],
+        quick,
+        nbytes=2 * x.nbytes,
+    )
+    return records
+
+
+if __name__ == "__main__":
+    standalone(NAME, run)
