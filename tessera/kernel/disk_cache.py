@@ -12,7 +12,7 @@ self-checking file whose name is the hash of everything that affects the code:
   Numba, llvmlite and Python versions, every ``NUMBA_*`` setting, and the target triple, CPU
   name and CPU features). Any change is another file; no file is ever updated in place, so
   there is nothing to invalidate. The key is computed without importing Numba, so that a
-  warm process need not import it at all (``backend/native.py``).
+  warm process need not import it at all (``targets/cpu/native.py``).
 * **file**: ``<dir>/<backend>/<kernel>.<key>.nbk`` holds a magic line, a MAC line, a JSON
   header line (kernel, backend, the whole key and a fingerprint of the environment, variant,
   where it is defined, payload size) and the payload (for the CPU target, a

@@ -389,7 +389,7 @@ class KernelIR:
 
 def derived_name(name: str, tag: str) -> str:
     """A name the compiler makes for one part of the user's variable ``name``: ``i.1`` is
-    the second independent web of ``i`` (analysis/webs.py). No Python identifier holds a
+    the second independent web of ``i`` (passes/webs.py). No Python identifier holds a
     dot, so it cannot meet a user's name; the code generators spell it as an identifier
     (``SourceEmitter.name``)."""
     return f"{user_name(name)}.{tag}"
