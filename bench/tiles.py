@@ -69,6 +69,35 @@ def run(quick: bool) -> list[Record]:
         quick,
         flops=2.0 * s**3,
     )
+    if not quick:  # the larger size against BLAS only (the plain loop would take minutes)
+        s2 = 2048
+        a2 = rng.random((s2, s2), dtype=np.float32)
+        b2 = rng.random((s2, s2), dtype=np.float32)
+        c2 = {tool: np.zeros((s2, s2), np.float32) for tool in ("tessera", "numpy")}
+        want2 = a2.astype(np.float64) @ b2.astype(np.float64)
+        records += measure(
+            NAME,
+            "f32 GEMM, tile.dot 64x64x32",
+            f"{s2}^3",
+            [
+                Case(
+                    "tessera",
+                    lambda: gemm_tiles[(s2 // 64, s2 // 64)](a2, b2, c2["tessera"]),
+                    lambda: c2["tessera"],
+                    want2,
+                    rtol=1e-4,
+                ),
+                Case(
+                    "numpy",
+                    lambda: np.matmul(a2, b2, out=c2["numpy"]),
+                    lambda: c2["numpy"],
+                    want2,
+                    rtol=1e-4,
+                ),
+            ],
+            quick,
+            flops=2.0 * s2**3,
+        )
     rows = 1024 if quick else 4096
     x = rng.standard_normal((rows, 1024)).astype(np.float32)
     e = np.exp(x - x.max(axis=1, keepdims=True))

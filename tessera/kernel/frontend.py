@@ -169,7 +169,10 @@ class Frontend(CallLowering):
             if alloc is not None:
                 return [alloc]
             pre, val = self.expr(scope, value)
-            return pre + [ir.Assign(loc, self.local_name(scope, target), val)]
+            name = self.local_name(scope, target)
+            if pre and _is_tile_result(pre[-1], val):  # ``acc = tile.dot(a, b, acc)``
+                return pre[:-1] + [ir.Assign(loc, name, pre[-1].value)]  # no temporary
+            return pre + [ir.Assign(loc, name, val)]
         if isinstance(target, ast.Subscript):
             array = self.array_ref(scope, target.value)
             pre_i, indices = self.indices(scope, target.slice)
@@ -529,3 +532,16 @@ class Frontend(CallLowering):
 
 
 _LOCAL = object()  # resolve_global's answer for names that are not globals
+
+
+def _is_tile_result(last: ir.Stmt, value: ir.Expr) -> bool:
+    """``last`` is the hoisted ``_coll = <tile primitive>`` that ``value`` reads: the
+    primitive can assign the user's variable directly (every target reads a tile
+    primitive's operands element by element before writing that element)."""
+    return (
+        isinstance(value, ir.Name)
+        and isinstance(last, ir.Assign)
+        and last.target == value.name
+        and isinstance(last.value, ir.PrimCall)
+        and last.value.prim.tile
+    )

@@ -206,18 +206,37 @@ def _positions(cg, array: str, offsets: list[str]) -> tuple[str, str]:
 
 @lowering(B.load_block)
 def _load_block(cg, call, site):
+    """Inside the array (the usual block): a plain copy; at an edge, each element is
+    checked and the ones outside read ``other``."""
     src, offset, _, other = call.args
     t, array = call.type, cg.name(src.name)
     offsets = _offsets(cg, offset)
     cg.emit(f"_fv = {cg.conv(cg.expr(other), other.type, ScalarType(t.dtype))}", call.loc)
     dest = _dest(cg, site)
+    whole = " and ".join(
+        f"0 <= {o} and {o} + {n} <= {array}.shape[{d}]"
+        for d, (o, n) in enumerate(zip(offsets, t.shape))
+    )
+    dtype = cg.types[src.name].dtype
 
-    def body():
-        index, inside = _positions(cg, array, offsets)
-        element = cg.load_storage(f"{array}[{index}]", cg.types[src.name].dtype)
-        cg.emit(f"{dest}[{', '.join(cg.element)}] = {element} if {inside} else _fv")
+    def inside():
+        index = ", ".join(f"np.uint64({o} + {e})" for o, e in zip(offsets, cg.element))
+        element = cg.load_storage(f"{array}[{index}]", dtype)
+        cg.emit(f"{dest}[{', '.join(cg.element)}] = {element}")
 
-    cg.element_loops(t.shape, body)
+    def edge():
+        index, inside_cond = _positions(cg, array, offsets)
+        element = cg.load_storage(f"{array}[{index}]", dtype)
+        cg.emit(f"{dest}[{', '.join(cg.element)}] = {element} if {inside_cond} else _fv")
+
+    cg.emit(f"if {whole}:")
+    cg.indent += 1
+    cg.element_loops(t.shape, inside)
+    cg.indent -= 1
+    cg.emit("else:")
+    cg.indent += 1
+    cg.element_loops(t.shape, edge)
+    cg.indent -= 1
 
 
 @lowering(B.store_block)
@@ -240,25 +259,60 @@ def _store_block(cg, call, site):
     cg.element_loops(t.type.shape, body)
 
 
+ROWS, COLS = 4, 16  # the register block of tile.dot: 4 rows of 16 lanes of the result
+
+
 @lowering(B.dot)
 def _dot(cg, call, site):
-    """``acc + a @ b``, k in order for each element (the same order as the debug
-    target), the innermost loop over a row of the result (contiguous, vectorised)."""
+    """``acc + a @ b``, each element adding its products in k order (the order of every
+    target). Where the shape allows, a register block of ROWS x COLS results stays in
+    locals across the whole k loop, loaded and stored once: LLVM's SLP vectoriser turns
+    each row of COLS into one vector, so the k loop is loads of ``b`` and multiply-adds."""
     a, b, acc = call.args[:3]
     t = call.type
     m, n = t.shape
     k = a.type.shape[1]
     dest, rep = _dest(cg, site), ctor(t.dtype)
     x, y = cg.name(a.name), cg.name(b.name)
-    start = f"{cg.name(acc.name)}[_e0, _e1]" if acc is not None else f"{rep}(0)"
+    init = cg.name(acc.name) if acc is not None else None
     cg.emit(f"# tile.dot: ({m}, {k}) @ ({k}, {n})", call.loc)
-    cg.emit(f"for _e0 in range({m}):")
-    cg.emit(f"    for _e1 in range({n}):")
-    cg.emit(f"        {dest}[_e0, _e1] = {start}")
-    cg.emit(f"    for _k in range({k}):")
-    cg.emit(f"        _a = {rep}({x}[_e0, _k])")
-    cg.emit(f"        for _e1 in range({n}):")
-    cg.emit(f"            {dest}[_e0, _e1] = {rep}({dest}[_e0, _e1] + _a * {rep}({y}[_k, _e1]))")
+    blocked_m, blocked_n = m - m % ROWS, n - n % COLS
+    if blocked_m and blocked_n:
+        _dot_blocks(cg, dest, init, x, y, rep, blocked_m, blocked_n, k)
+    for rows, cols in ((range(blocked_m, m), range(n)), (range(blocked_m), range(blocked_n, n))):
+        if len(rows) and len(cols):
+            _dot_loops(cg, dest, init, x, y, rep, rows, cols, k)
+
+
+def _dot_blocks(cg, dest, init, x, y, rep, m, n, k) -> None:
+    cg.emit(f"for _i in range(0, {m}, {ROWS}):")
+    cg.emit(f"    for _j in range(0, {n}, {COLS}):")
+    cg.indent += 2
+    cells = [(r, c) for r in range(ROWS) for c in range(COLS)]
+    for r, c in cells:
+        start = f"{init}[_i + {r}, _j + {c}]" if init is not None else f"{rep}(0)"
+        cg.emit(f"_c{r}_{c} = {start}")
+    cg.emit(f"for _k in range({k}):")
+    for c in range(COLS):
+        cg.emit(f"    _b{c} = {rep}({y}[_k, _j + {c}])")
+    for r in range(ROWS):
+        cg.emit(f"    _a{r} = {rep}({x}[_i + {r}, _k])")
+    for r, c in cells:
+        cg.emit(f"    _c{r}_{c} = {rep}(_c{r}_{c} + _a{r} * _b{c})")
+    for r, c in cells:
+        cg.emit(f"{dest}[_i + {r}, _j + {c}] = _c{r}_{c}")
+    cg.indent -= 2
+
+
+def _dot_loops(cg, dest, init, x, y, rep, rows: range, cols: range, k) -> None:
+    """The elements outside the register blocks: one element at a time, k in order."""
+    cg.emit(f"for _i in range({rows.start}, {rows.stop}):")
+    cg.emit(f"    for _j in range({cols.start}, {cols.stop}):")
+    start = f"{init}[_i, _j]" if init is not None else f"{rep}(0)"
+    cg.emit(f"        _c = {start}")
+    cg.emit(f"        for _k in range({k}):")
+    cg.emit(f"            _c = {rep}(_c + {rep}({x}[_i, _k]) * {rep}({y}[_k, _j]))")
+    cg.emit(f"        {dest}[_i, _j] = _c")
 
 
 @lowering(B.tile_sum, B.tile_max, B.tile_min)
