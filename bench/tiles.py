@@ -35,6 +35,19 @@ def softmax_tiles(x: f32[R, 1024], y: mut[f32[R, 1024]]):
     tile.store_block(y, (r0, 0), e / e.sum(axis=1)[:, None])
 
 
+@kernel
+def exp_flat(x: f32[n], y: mut[f32[n]]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = math.exp(x[i])
+
+
+@njit(parallel=True)
+def exp_numba(x, y):
+    for i in prange(x.size):
+        y[i] = math.exp(x[i])
+
+
 @njit(parallel=True)
 def gemm_numba(a, b, c):
     for i in prange(a.shape[0]):
@@ -118,6 +131,26 @@ def run(quick: bool) -> list[Record]:
         ],
         quick,
         nbytes=2 * x.nbytes,
+    )
+    size = 2**20 if quick else 2**24
+    v = rng.uniform(-80, 80, size).astype(np.float32)
+    ev = np.exp(v.astype(np.float64))
+    outs_e = {tool: np.zeros_like(v) for tool in ("tessera", "numba", "numpy")}
+
+    def exp_case(tool, fn):
+        return Case(tool, fn, lambda: outs_e[tool], ev, rtol=1e-6)
+
+    records += measure(
+        NAME,
+        "exp f32, flat kernel",
+        f"2^{size.bit_length() - 1}",
+        [
+            exp_case("tessera", lambda: exp_flat[size](v, outs_e["tessera"])),
+            exp_case("numba", lambda: exp_numba(v, outs_e["numba"])),
+            exp_case("numpy", lambda: np.exp(v, out=outs_e["numpy"])),
+        ],
+        quick,
+        nbytes=2 * v.nbytes,
     )
     return records
 

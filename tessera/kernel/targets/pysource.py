@@ -23,7 +23,7 @@ from ...errors import KernelError
 from .. import ir
 from ..ir import ArrayType, ScalarType, TileType
 from ..typer import concrete, promote
-from . import semantics
+from . import own_math, semantics
 from .target import Target
 from .tile_source import TileSource
 
@@ -378,6 +378,9 @@ class SourceEmitter(TileSource):
                 return "True" if e.func == "isfinite" else "False"
             return f"math.{e.func}({self.expr(e.args[0])})"
         args = ", ".join(self.conv(self.expr(a), a.type, t) for a in e.args)
+        own = own_math.OWN.get((e.func, ctor(t.dtype).removeprefix("np.")))
+        if own is not None:  # the language's own, the same bits on every target
+            return f"{own}({args})"
         fn = self.math_functions.get(e.func, f"math.{e.func}")
         return f"{ctor(t.dtype)}({fn}({args}))"
 

@@ -205,7 +205,8 @@ def argument_types(args: tuple) -> tuple[str, ...]:
 # The sources the compiled code depends on besides the generated text: this driver, the
 # runtime namespace and the Tessera modules whose functions it lends to the generated code
 # (tests/test_disk_cache.py checks that this list covers cpu_runtime.namespace()).
-RUNTIME_SOURCES = ("program.py", "runtime.py", "native.py", "../semantics.py", "../integers.py")
+RUNTIME_SOURCES = ("program.py", "runtime.py", "native.py")
+RUNTIME_SOURCES += ("../semantics.py", "../integers.py", "../own_math.py")
 
 
 @functools.cache

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from .. import integers
+from .. import integers, own_math
 from ..semantics import jitted
 
 
@@ -193,6 +193,8 @@ def _definitions() -> dict:
 
         return make
 
+    exp_f32 = numba.njit(**_JIT)(own_math.make_exp_f32(bits_f32))
+
     return dict(locals())
 
 
@@ -223,5 +225,6 @@ def namespace() -> dict:
         "_add": semantics.add,
         "_check_index": d["check_index"],
         "_tree_reduce": semantics.tree_reduce,
+        "_exp_f32": d["exp_f32"],
         **integers.functions(d["numba"].njit(**d["_JIT"])),
     }

@@ -13,7 +13,7 @@ import types
 import numpy as np
 
 from ....errors import TesseraError
-from .. import integers, semantics
+from .. import integers, own_math, semantics
 from . import async_copy, atomics
 
 
@@ -83,6 +83,19 @@ def _bf16_conversions(cuda, simulated: bool) -> dict:
     return {"_b2f": b2f_device, "_f2b": f2b_device, "_round_bf16": round_bf16_device}
 
 
+def _own_math(cuda, simulated: bool):
+    """The language's own exp (own_math.py), with the target's bit cast."""
+    if simulated:
+        return own_math.make_exp_f32(own_math.numpy_bits_f32)
+    from numba.cuda import libdevice
+
+    @cuda.jit(device=True, inline="always")
+    def bits_f32(bits):
+        return libdevice.int_as_float(np.int32(bits))
+
+    return cuda.jit(device=True, inline="always")(own_math.make_exp_f32(bits_f32))
+
+
 def namespace(async_copies: bool) -> dict:
     """The names a generated kernel's source may use."""
     cuda = cuda_module()
@@ -98,6 +111,7 @@ def namespace(async_copies: bool) -> dict:
     }
     names.update(integers.functions(lambda fn: fn if simulated else cuda.jit(device=True)(fn)))
     names.update(_bf16_conversions(cuda, simulated))
+    names["_exp_f32"] = _own_math(cuda, simulated)
     names.update(atomics.namespace(cuda, simulated, names["_b2f"], names["_f2b"]))
     # dynamic shared arrays take dtype instances (the simulator needs .itemsize)
     for t in ("float16", "float32", "float64", "int8", "int16", "int32", "int64"):
