@@ -16,36 +16,11 @@ from ....tile import blocks as B
 from ....tile import primitives as P
 from ...ir import ScalarType
 from ...typer import concrete
+from ..common_lowerings import COMMON_LOWERINGS, source_in_subgroup
 from ..pysource import COMBINE, ctor
 from ..target import lowerings_table
-from ..tile_source import ELEMENTWISE_LOWERINGS
 
 LOWERINGS, lowering = lowerings_table()
-
-
-@lowering(P.linear_id)
-def _linear_id(cg, call, site):
-    return cg.lane_id(None)
-
-
-@lowering(P.id)
-def _id(cg, call, site):
-    return cg.lane_id(call.args[0].value)
-
-
-@lowering(P.group_linear_id)
-def _group_linear_id(cg, call, site):
-    return "np.int64(_g)"
-
-
-@lowering(P.group_id)
-def _group_id(cg, call, site):
-    return cg.group_axis(call.args[0].value)
-
-
-@lowering(P.group_tile_count)
-def _group_tile_count(cg, call, site):
-    return f"np.int64({cg.lanes})"
 
 
 @lowering(P.tbarrier)
@@ -147,116 +122,13 @@ def _shuffle(cg, call, site):
 def source_lane(prim, lane: str, delta: str, width: int) -> str:
     """The code of the lane a shuffle reads (within the group) for lane ``lane``."""
     base, pos = f"({lane} - {lane} % {width})", f"({lane} % {width})"
-    if prim is P.shuffle:
-        return f"{base} + ({delta} & {width - 1})"
-    k = {P.shuffle_xor: f"({pos} ^ {delta})", P.shuffle_down: f"({pos} + {delta})"}.get(
-        prim, f"({pos} - {delta})"
-    )
-    return f"({base} + {k} if 0 <= {k} < {width} else {lane})"
+    return f"({base} + {source_in_subgroup(prim, pos, delta, width)})"
 
 
 # ----------------------------------------------------------------------------- tiles
 # A group runs on one core: a tile primitive is straight loop code run once per group,
 # writing the tile variable (an array per chunk) its statement assigns.
-for _prim, _fn in ELEMENTWISE_LOWERINGS.items():
-    lowering(_prim)(_fn)
-
-
-def _dest(cg, site) -> str:
-    return cg.name(site.target)
-
-
-def _fill(cg, site, t, code) -> None:
-    dest = _dest(cg, site)
-    cg.element_loops(t.shape, lambda: cg.emit(f"{dest}[{', '.join(cg.element)}] = {code}"))
-
-
-@lowering(B.zeros)
-def _zeros(cg, call, site):
-    _fill(cg, site, call.type, f"{ctor(call.type.dtype)}(0)")
-
-
-@lowering(B.full)
-def _full(cg, call, site):
-    value = call.args[1]
-    code = cg.conv(cg.expr(value), value.type, ScalarType(call.type.dtype))
-    cg.emit(f"_fv = {code}", call.loc)
-    _fill(cg, site, call.type, "_fv")
-
-
-@lowering(B.arange)
-def _arange(cg, call, site):
-    _fill(cg, site, call.type, "np.int64(_e0)")
-
-
-def _offsets(cg, offset) -> list[str]:
-    names = []
-    for d, item in enumerate(offset.items):
-        cg.emit(f"_o{d} = {cg.conv(cg.expr(item), item.type, ScalarType(D.i64))}")
-        names.append(f"_o{d}")
-    return names
-
-
-def _positions(cg, array: str, offsets: list[str]) -> tuple[str, str]:
-    """(the array index, the in-bounds condition) of the current element of a block."""
-    pos = [f"{o} + {e}" for o, e in zip(offsets, cg.element)]
-    inside = " and ".join(f"0 <= {p} < {array}.shape[{d}]" for d, p in enumerate(pos))
-    return ", ".join(f"np.uint64({p})" for p in pos), inside
-
-
-@lowering(B.load_block)
-def _load_block(cg, call, site):
-    """Inside the array (the usual block): a plain copy; at an edge, each element is
-    checked and the ones outside read ``other``."""
-    src, offset, _, other = call.args
-    t, array = call.type, cg.name(src.name)
-    offsets = _offsets(cg, offset)
-    cg.emit(f"_fv = {cg.conv(cg.expr(other), other.type, ScalarType(t.dtype))}", call.loc)
-    dest = _dest(cg, site)
-    whole = " and ".join(
-        f"0 <= {o} and {o} + {n} <= {array}.shape[{d}]"
-        for d, (o, n) in enumerate(zip(offsets, t.shape))
-    )
-    dtype = cg.types[src.name].dtype
-
-    def inside():
-        index = ", ".join(f"np.uint64({o} + {e})" for o, e in zip(offsets, cg.element))
-        element = cg.load_storage(f"{array}[{index}]", dtype)
-        cg.emit(f"{dest}[{', '.join(cg.element)}] = {element}")
-
-    def edge():
-        index, inside_cond = _positions(cg, array, offsets)
-        element = cg.load_storage(f"{array}[{index}]", dtype)
-        cg.emit(f"{dest}[{', '.join(cg.element)}] = {element} if {inside_cond} else _fv")
-
-    cg.emit(f"if {whole}:")
-    cg.indent += 1
-    cg.element_loops(t.shape, inside)
-    cg.indent -= 1
-    cg.emit("else:")
-    cg.indent += 1
-    cg.element_loops(t.shape, edge)
-    cg.indent -= 1
-
-
-@lowering(B.store_block)
-def _store_block(cg, call, site):
-    dst, offset, t, mask = call.args
-    array = cg.name(dst.name)
-    offsets = _offsets(cg, offset)
-    cg.emit(f"# tile.store_block({dst.name}, ...)", call.loc)
-
-    def body():
-        index, inside = _positions(cg, array, offsets)
-        if mask is not None:
-            inside += f" and {cg.tile_read(mask.name, mask.type.shape)}"
-        value = cg.store_code(
-            cg.tile_read(t.name, t.type.shape), t.type.dtype, cg.types[dst.name].dtype
-        )
-        cg.emit(f"if {inside}:")
-        cg.emit(f"    {array}[{index}] = {value}")
-
-    cg.element_loops(t.type.shape, body)
+LOWERINGS.update(COMMON_LOWERINGS)
 
 
 ROWS, COLS = 4, 16  # the register block of tile.dot: 4 rows of 16 lanes of the result
@@ -272,7 +144,7 @@ def _dot(cg, call, site):
     t = call.type
     m, n = t.shape
     k = a.type.shape[1]
-    dest, rep = _dest(cg, site), ctor(t.dtype)
+    dest, rep = cg.name(site.target), ctor(t.dtype)
     x, y = cg.name(a.name), cg.name(b.name)
     init = cg.name(acc.name) if acc is not None else None
     cg.emit(f"# tile.dot: ({m}, {k}) @ ({k}, {n})", call.loc)
@@ -339,7 +211,7 @@ def _tile_reduce(cg, call, site):
     a = axis.value
     out_shape = shape[:a] + shape[a + 1 :]
     scratch = cg.scratch_for(rep, shape[a])
-    dest = _dest(cg, site)
+    dest = cg.name(site.target)
 
     def body():
         rest = list(cg.element)

@@ -19,39 +19,14 @@ from ....tile import primitives as P
 from ...ir import ScalarType
 from ...passes.prefetch import keep_in_flight
 from ...typer import concrete
+from ..common_lowerings import COMMON_LOWERINGS, source_in_subgroup
 from ..pysource import COMBINE, ctor
 from ..target import lowerings_table
-from ..tile_source import ELEMENTWISE_LOWERINGS
 
 LOWERINGS, lowering = lowerings_table()
 ATOMIC_DTYPES = (D.f16, D.f32, D.f64, D.i32, D.i64, D.u32, D.u64)  # CUDA's own atomics
 NARROW_ATOMIC_DTYPES = (D.bf16, D.i8, D.i16, D.u8, D.u16)  # compare-and-swap loops
 SHFL_TYPES = {D.i32: "np.int32", D.i64: "np.int64", D.f32: "np.float32", D.f64: "np.float64"}
-
-
-@lowering(P.linear_id)
-def _linear_id(cg, call, site):
-    return cg.lane_id(None)
-
-
-@lowering(P.id)
-def _id(cg, call, site):
-    return cg.lane_id(call.args[0].value)
-
-
-@lowering(P.group_linear_id)
-def _group_linear_id(cg, call, site):
-    return "np.int64(_g)"
-
-
-@lowering(P.group_id)
-def _group_id(cg, call, site):
-    return cg.group_axis(call.args[0].value)
-
-
-@lowering(P.group_tile_count)
-def _group_tile_count(cg, call, site):
-    return f"np.int64({cg.lanes})"
 
 
 @lowering(P.atomic_add)
@@ -180,95 +155,11 @@ def _shuffle(cg, call, site):
     cg.set_result(site, f"{ctor(t.dtype)}({shuffled})", t)
 
 
-def source_in_subgroup(prim, pos: str, delta: str, width: int) -> str:
-    """The code of the sub-group lane a shuffle reads for the lane at ``pos``."""
-    if prim is P.shuffle:
-        return f"({delta} & {width - 1})"
-    k = {P.shuffle_xor: f"({pos} ^ {delta})", P.shuffle_down: f"({pos} + {delta})"}.get(
-        prim, f"({pos} - {delta})"
-    )
-    return f"({k} if 0 <= {k} < {width} else {pos})"
-
-
 # ----------------------------------------------------------------------------- tiles
 # The plain path: tiles live in shared memory and every lane computes its share of the
 # elements, in the order the other targets use (so the results are the same bits);
 # tensor-core fragments for tile.dot come later (docs/language.md, "Tile values").
-for _prim, _fn in ELEMENTWISE_LOWERINGS.items():
-    lowering(_prim)(_fn)
-
-
-def _fill(cg, site, t, code) -> None:
-    dest = cg.name(site.target)
-    cg.element_loops(t.shape, lambda: cg.emit(f"{dest}[{', '.join(cg.element)}] = {code}"))
-
-
-@lowering(B.zeros)
-def _zeros(cg, call, site):
-    _fill(cg, site, call.type, f"{ctor(call.type.dtype)}(0)")
-
-
-@lowering(B.full)
-def _full(cg, call, site):
-    value = call.args[1]
-    cg.emit(f"_fv = {cg.conv(cg.expr(value), value.type, ScalarType(call.type.dtype))}", call.loc)
-    _fill(cg, site, call.type, "_fv")
-
-
-@lowering(B.arange)
-def _arange(cg, call, site):
-    _fill(cg, site, call.type, "np.int64(_e0)")
-
-
-def _offsets(cg, offset) -> list[str]:
-    names = []
-    for d, item in enumerate(offset.items):
-        cg.emit(f"_o{d} = {cg.conv(cg.expr(item), item.type, ScalarType(D.i64))}")
-        names.append(f"_o{d}")
-    return names
-
-
-def _positions(cg, array: str, offsets: list[str]) -> tuple[str, str]:
-    pos = [f"{o} + {e}" for o, e in zip(offsets, cg.element)]
-    inside = " and ".join(f"0 <= {p} < {array}.shape[{d}]" for d, p in enumerate(pos))
-    return ", ".join(pos), inside
-
-
-@lowering(B.load_block)
-def _load_block(cg, call, site):
-    src, offset, _, other = call.args
-    t, array, dest = call.type, cg.name(src.name), cg.name(site.target)
-    offsets = _offsets(cg, offset)
-    cg.emit(f"_fv = {cg.conv(cg.expr(other), other.type, ScalarType(t.dtype))}", call.loc)
-
-    def body():
-        index, inside = _positions(cg, array, offsets)
-        element = cg.load_storage(f"{array}[{index}]", cg.types[src.name].dtype)
-        cg.emit(f"if {inside}:")
-        cg.emit(f"    {dest}[{', '.join(cg.element)}] = {element}")
-        cg.emit("else:")
-        cg.emit(f"    {dest}[{', '.join(cg.element)}] = _fv")
-
-    cg.element_loops(t.shape, body)
-
-
-@lowering(B.store_block)
-def _store_block(cg, call, site):
-    dst, offset, t, mask = call.args
-    array = cg.name(dst.name)
-    offsets = _offsets(cg, offset)
-    cg.emit(f"# tile.store_block({dst.name}, ...)", call.loc)
-
-    def body():
-        index, inside = _positions(cg, array, offsets)
-        if mask is not None:
-            inside += f" and {cg.tile_read(mask.name, mask.type.shape)}"
-        element = cg.tile_read(t.name, t.type.shape)
-        value = cg.store_code(element, t.type.dtype, cg.types[dst.name].dtype)
-        cg.emit(f"if {inside}:")
-        cg.emit(f"    {array}[{index}] = {value}")
-
-    cg.element_loops(t.type.shape, body)
+LOWERINGS.update(COMMON_LOWERINGS)
 
 
 @lowering(B.dot)

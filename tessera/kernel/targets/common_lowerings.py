@@ -1,0 +1,147 @@
+"""Lowerings the targets that generate Python for Numba (CPU, CUDA) share: ids, which each
+target's code generator numbers (``lane_id``, ``group_axis``), and tile primitives that
+are element loops (``element_loops``: nested loops on the CPU, every lane its share on
+CUDA), plus the elementwise tile forms of tile_source.py. Each target adds these to its
+own table (``LOWERINGS.update(COMMON_LOWERINGS)``).
+"""
+
+from __future__ import annotations
+
+from ... import dtypes as D
+from ...tile import blocks as B
+from ...tile import primitives as P
+from ..ir import ScalarType
+from .pysource import ctor
+from .target import lowerings_table
+from .tile_source import ELEMENTWISE_LOWERINGS
+
+COMMON_LOWERINGS, common = lowerings_table()
+COMMON_LOWERINGS.update(ELEMENTWISE_LOWERINGS)
+
+
+@common(P.linear_id)
+def _linear_id(cg, call, site):
+    return cg.lane_id(None)
+
+
+@common(P.id)
+def _id(cg, call, site):
+    return cg.lane_id(call.args[0].value)
+
+
+@common(P.group_linear_id)
+def _group_linear_id(cg, call, site):
+    return "np.int64(_g)"
+
+
+@common(P.group_id)
+def _group_id(cg, call, site):
+    return cg.group_axis(call.args[0].value)
+
+
+@common(P.group_tile_count)
+def _group_tile_count(cg, call, site):
+    return f"np.int64({cg.lanes})"
+
+
+def _fill(cg, site, t, code) -> None:
+    dest = cg.name(site.target)
+    cg.element_loops(t.shape, lambda: cg.emit(f"{dest}[{', '.join(cg.element)}] = {code}"))
+
+
+@common(B.zeros)
+def _zeros(cg, call, site):
+    _fill(cg, site, call.type, f"{ctor(call.type.dtype)}(0)")
+
+
+@common(B.full)
+def _full(cg, call, site):
+    value = call.args[1]
+    code = cg.conv(cg.expr(value), value.type, ScalarType(call.type.dtype))
+    cg.emit(f"_fv = {code}", call.loc)
+    _fill(cg, site, call.type, "_fv")
+
+
+@common(B.arange)
+def _arange(cg, call, site):
+    _fill(cg, site, call.type, "np.int64(_e0)")
+
+
+def _offsets(cg, offset) -> list[str]:
+    names = []
+    for d, item in enumerate(offset.items):
+        cg.emit(f"_o{d} = {cg.conv(cg.expr(item), item.type, ScalarType(D.i64))}")
+        names.append(f"_o{d}")
+    return names
+
+
+def _positions(cg, array: str, offsets: list[str]) -> tuple[str, str]:
+    """(the array index, the in-bounds condition) of the current element of a block."""
+    pos = [f"{o} + {e}" for o, e in zip(offsets, cg.element)]
+    inside = " and ".join(f"0 <= {p} < {array}.shape[{d}]" for d, p in enumerate(pos))
+    return ", ".join(f"np.uint64({p})" for p in pos), inside
+
+
+@common(B.load_block)
+def _load_block(cg, call, site):
+    """Inside the array (the usual block): a plain copy; at an edge, each element is
+    checked and the ones outside read ``other``."""
+    src, offset, _, other = call.args
+    t, array = call.type, cg.name(src.name)
+    offsets = _offsets(cg, offset)
+    cg.emit(f"_fv = {cg.conv(cg.expr(other), other.type, ScalarType(t.dtype))}", call.loc)
+    dest = cg.name(site.target)
+    whole = " and ".join(
+        f"0 <= {o} and {o} + {n} <= {array}.shape[{d}]"
+        for d, (o, n) in enumerate(zip(offsets, t.shape))
+    )
+    dtype = cg.types[src.name].dtype
+
+    def inside():
+        index = ", ".join(f"np.uint64({o} + {e})" for o, e in zip(offsets, cg.element))
+        element = cg.load_storage(f"{array}[{index}]", dtype)
+        cg.emit(f"{dest}[{', '.join(cg.element)}] = {element}")
+
+    def edge():
+        index, inside_cond = _positions(cg, array, offsets)
+        element = cg.load_storage(f"{array}[{index}]", dtype)
+        cg.emit(f"{dest}[{', '.join(cg.element)}] = {element} if {inside_cond} else _fv")
+
+    cg.emit(f"if {whole}:")
+    cg.indent += 1
+    cg.element_loops(t.shape, inside)
+    cg.indent -= 1
+    cg.emit("else:")
+    cg.indent += 1
+    cg.element_loops(t.shape, edge)
+    cg.indent -= 1
+
+
+@common(B.store_block)
+def _store_block(cg, call, site):
+    dst, offset, t, mask = call.args
+    array = cg.name(dst.name)
+    offsets = _offsets(cg, offset)
+    cg.emit(f"# tile.store_block({dst.name}, ...)", call.loc)
+
+    def body():
+        index, inside = _positions(cg, array, offsets)
+        if mask is not None:
+            inside += f" and {cg.tile_read(mask.name, mask.type.shape)}"
+        value = cg.store_code(
+            cg.tile_read(t.name, t.type.shape), t.type.dtype, cg.types[dst.name].dtype
+        )
+        cg.emit(f"if {inside}:")
+        cg.emit(f"    {array}[{index}] = {value}")
+
+    cg.element_loops(t.type.shape, body)
+
+
+def source_in_subgroup(prim, pos: str, delta: str, width: int) -> str:
+    """The code of the sub-group lane a shuffle reads for the lane at ``pos``."""
+    if prim is P.shuffle:
+        return f"({delta} & {width - 1})"
+    k = {P.shuffle_xor: f"({pos} ^ {delta})", P.shuffle_down: f"({pos} + {delta})"}.get(
+        prim, f"({pos} - {delta})"
+    )
+    return f"({k} if 0 <= {k} < {width} else {pos})"
