@@ -11,6 +11,7 @@ from numba import njit, prange
 from tessera import KiB, f32, group_id, kernel, mut, tile
 
 from .common import Case, Record, measure, standalone
+from .flash import attention, reference
 
 NAME = "tiles"
 
@@ -131,6 +132,36 @@ def run(quick: bool) -> list[Record]:
         ],
         quick,
         nbytes=2 * x.nbytes,
+    )
+    seq = 512 if quick else 4096
+    q, k_, v_ = (rng.standard_normal((seq, 64)).astype(np.float32) for _ in range(3))
+    scale = 1 / math.sqrt(64)
+    att = reference(q, k_, v_, scale)
+    o = np.zeros_like(q)
+    records += measure(
+        NAME,
+        "attention forward, d=64, BM=BN=64",
+        f"N={seq}",
+        [
+            Case(
+                "tessera",
+                lambda: attention[seq // 64](q, k_, v_, o, scale, 64, 64),
+                lambda: o,
+                att,
+                rtol=1e-4,
+                atol=1e-5,
+            ),
+            Case(
+                "numpy",
+                lambda: reference(q, k_, v_, scale),
+                lambda: reference(q, k_, v_, scale),
+                att,
+                rtol=1e-4,
+                atol=1e-5,
+            ),
+        ],
+        quick,
+        flops=4.0 * seq * seq * 64,
     )
     size = 2**20 if quick else 2**24
     v = rng.uniform(-80, 80, size).astype(np.float32)
