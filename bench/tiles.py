@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from tessera import KiB, f32, group_id, kernel, mut, tile
+from tessera import KiB, f16, f32, group_id, kernel, mut, tile
 
 from .common import Case, Record, measure, standalone
 from .flash import attention, reference
@@ -18,6 +18,18 @@ NAME = "tiles"
 
 @kernel(tile=(64,), shared=48 * KiB)
 def gemm_tiles(A: f32[M, K], B: f32[K, N], C: mut[f32[M, N]]):
+    m0 = group_id(0) * 64
+    n0 = group_id(1) * 64
+    acc = tile.zeros((64, 64), f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (64, 32))
+        b = tile.load_block(B, (k0, n0), (32, 64))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@kernel(tile=(64,), shared=48 * KiB)
+def gemm_tiles_f16(A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]]):
     m0 = group_id(0) * 64
     n0 = group_id(1) * 64
     acc = tile.zeros((64, 64), f32)
@@ -100,6 +112,32 @@ def run(quick: bool) -> list[Record]:
                     lambda: c2["tessera"],
                     want2,
                     rtol=1e-4,
+                ),
+                Case(
+                    "numpy",
+                    lambda: np.matmul(a2, b2, out=c2["numpy"]),
+                    lambda: c2["numpy"],
+                    want2,
+                    rtol=1e-4,
+                ),
+            ],
+            quick,
+            flops=2.0 * s2**3,
+        )
+        a16, b16 = a2.astype(np.float16), b2.astype(np.float16)
+        c16 = np.zeros((s2, s2), np.float32)
+        want16 = a16.astype(np.float64) @ b16.astype(np.float64)
+        records += measure(
+            NAME,
+            "f16 in, f32 acc GEMM, tile.dot",
+            f"{s2}^3",
+            [
+                Case(
+                    "tessera",
+                    lambda: gemm_tiles_f16[(s2 // 64, s2 // 64)](a16, b16, c16),
+                    lambda: c16,
+                    want16,
+                    rtol=1e-3,
                 ),
                 Case(
                     "numpy",
