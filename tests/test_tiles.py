@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tessera as ts
-from tessera import KiB, f16, f32, group_id, i32, kernel, mut, tile
+from tessera import KiB, cp_async, f16, f32, group_id, i32, kernel, mut, tbarrier, tile, tshared
 
 
 @kernel(tile=(32,), shared=16 * KiB)
@@ -226,3 +226,21 @@ def test_integer_tiles_wrap_like_integer_scalars(target):
     y = np.zeros(4, np.int32)
     ints[1](y)
     assert np.array_equal(y, (np.int64(2**31) + np.arange(4) - 2**32).astype(np.int32))
+
+
+@kernel(tile=(16,), shared=4 * KiB)
+def staged(A: f32[M, K], out: mut[f32[M, K]]):
+    s = tshared.alloc[f32]((8, 8))
+    r0 = group_id(0) * 8
+    c0 = group_id(1) * 8
+    cp_async.shared.global_(s, A[r0 : r0 + 8, c0 : c0 + 8])
+    tbarrier()
+    t = tile.load_block(s, (0, 0), (8, 8))
+    tile.store_block(out, (r0, c0), t * 2.0)
+
+
+def test_a_2d_async_copy_stages_a_block_that_a_tile_reads(target):
+    a = np.arange(12 * 20, dtype=np.float32).reshape(12, 20)
+    out = np.zeros_like(a)
+    staged[(2, 3)](a, out)
+    assert np.array_equal(out, a * 2)
