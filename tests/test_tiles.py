@@ -244,3 +244,12 @@ def test_a_2d_async_copy_stages_a_block_that_a_tile_reads(target):
     out = np.zeros_like(a)
     staged[(2, 3)](a, out)
     assert np.array_equal(out, a * 2)
+
+
+def test_a_tile_larger_than_the_groups_budget_names_the_tile_and_the_budget():
+    with pytest.raises(ts.KernelError, match=r"tile 'big' .* needs 65536 bytes .* 16384 bytes"):
+
+        @kernel(tile=(8,), shared=16 * KiB)
+        def too_big(y: mut[f32[n]]):
+            big = tile.zeros((128, 128), f32)
+            tile.store_block(y, (0,), big.sum(axis=0))

@@ -75,6 +75,8 @@ def front(
     checks.check_assigned_before_use(kir)
     if not any(p.kind == "constexpr" for p in params):
         Typer(kir).run()  # type errors surface at decoration (specialise types a copy again)
+        if grouped:
+            checks.check_tile_sizes(kir)
     if grouped:
         checks.check_subgroups(kir)
         uniformity.check_collectives(kir, uniformity.analyse(kir))
@@ -108,6 +110,8 @@ def _uniformity(spec: Specialised, constexprs: dict) -> None:
 
 def _types(spec: Specialised, constexprs: dict) -> None:
     Typer(spec.kir).run()
+    if spec.kir.grouped:
+        checks.check_tile_sizes(spec.kir)
 
 
 def _webs(spec: Specialised, constexprs: dict) -> None:

@@ -129,3 +129,20 @@ def _assigned_walk(kir: ir.KernelIR, body: list[ir.Stmt], defined: set[str]) -> 
             _assigned_walk(kir, s.body, set(defined))
         elif isinstance(s, ir.SharedAlloc):
             defined.add(s.target)
+
+
+def check_tile_sizes(kir: ir.KernelIR) -> None:
+    """A tile is held by the group (in shared memory on CUDA): one larger than the
+    group's shared-memory budget cannot be, and is a compile error at its assignment."""
+    budget = DEFAULT_SHARED_BUDGET if kir.shared_budget is None else kir.shared_budget
+    for s in ir.walk_stmts(kir.body):
+        t = kir.var_types.get(s.target) if isinstance(s, ir.Assign) else None
+        if isinstance(t, ir.TileType):
+            nbytes = t.size * (4 if t.dtype.itemsize < 4 else t.dtype.itemsize)
+            if nbytes > budget:
+                raise KernelError(
+                    kir.name,
+                    f"tile '{ir.user_name(s.target)}' ({t}) needs {nbytes} bytes but the "
+                    f"group's budget is {budget} bytes (shared=); use smaller blocks",
+                    s.loc,
+                )
