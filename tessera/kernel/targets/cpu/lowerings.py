@@ -15,7 +15,7 @@ from .... import dtypes as D
 from ....tile import primitives as P
 from ...ir import ScalarType
 from ...typer import concrete
-from ..pysource import COMBINE, ctor
+from ..pysource import combine, ctor, subgroup_source
 from ..target import lowerings_table
 
 LOWERINGS, lowering = lowerings_table()
@@ -90,7 +90,7 @@ def _reduce_shared(cg, call, site):
     element = cg.load_storage(f"{cg.name(source.name)}[{idx}]", at.dtype)
     value = cg.conv(element, ScalarType(at.dtype), t)
     cg.emit(f"{'    ' * len(shape)}{scratch}[{lin}] = {value}")
-    reduced = f"_tree_reduce({scratch}, {size}, {COMBINE[call.prim.op]})"
+    reduced = f"_tree_reduce({scratch}, {size}, {combine(call.prim.op, t.dtype)})"
     cg.set_result(site, reduced, t)
 
 
@@ -102,7 +102,7 @@ def _reduce_lanes(cg, call, site):
     scratch = cg.scratch_for(ctor(t.dtype), cg.lanes)
     cg.emit(f"for _i in range({cg.lanes}):", call.loc)
     cg.emit(f"    {scratch}[_i] = {cg.conv(cg.lane_value(value, '_i'), value.type, t)}")
-    reduced = f"_tree_reduce({scratch}, {cg.lanes}, {COMBINE[call.prim.op]})"
+    reduced = f"_tree_reduce({scratch}, {cg.lanes}, {combine(call.prim.op, t.dtype)})"
     cg.set_result(site, reduced, t)
 
 
@@ -118,7 +118,7 @@ def _prefix_sum(cg, call, site):
     v = cg.conv(cg.lane_value(value, "_i"), value.type, t)
     if exclusive.value:
         cg.set_result(site, acc, t, lane="_i")
-    cg.emit(f"{acc} = {cg.wrap(f'{acc} + {v}', t)}")
+    cg.emit(f"{acc} = {cg.arith(acc, '+', v, t)}")
     if not exclusive.value:
         cg.set_result(site, acc, t, lane="_i")
     cg.indent -= 1
@@ -137,17 +137,7 @@ def _shuffle(cg, call, site):
     cg.emit(f"for _i in range({cg.lanes}):")
     cg.indent += 1
     delta = cg.conv(cg.lane_value(offset, "_i"), offset.type, ScalarType(D.i64))
-    cg.emit(f"_k = {source_lane(call.prim, '_i', delta, width)}")
+    position = subgroup_source(call.prim, f"(_i % {width})", delta, width)
+    cg.emit(f"_k = _i - _i % {width} + {position}")
     cg.set_result(site, f"{scratch}[_k]", t, lane="_i")
     cg.indent -= 1
-
-
-def source_lane(prim, lane: str, delta: str, width: int) -> str:
-    """The code of the lane a shuffle reads (within the group) for lane ``lane``."""
-    base, pos = f"({lane} - {lane} % {width})", f"({lane} % {width})"
-    if prim is P.shuffle:
-        return f"{base} + ({delta} & {width - 1})"
-    k = {P.shuffle_xor: f"({pos} ^ {delta})", P.shuffle_down: f"({pos} + {delta})"}.get(
-        prim, f"({pos} - {delta})"
-    )
-    return f"({base} + {k} if 0 <= {k} < {width} else {lane})"

@@ -221,6 +221,7 @@ def namespace() -> dict:
         "_fmax": semantics.fmax,
         "_fmin": semantics.fmin,
         "_add": semantics.add,
+        "_add_i64": semantics.add_i64,
         "_check_index": d["check_index"],
         "_tree_reduce": semantics.tree_reduce,
         **integers.functions(d["numba"].njit(**d["_JIT"])),

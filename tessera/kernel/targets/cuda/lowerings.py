@@ -18,7 +18,7 @@ from ....tile import primitives as P
 from ...ir import ScalarType
 from ...passes.prefetch import keep_in_flight
 from ...typer import concrete
-from ..pysource import COMBINE, ctor
+from ..pysource import combine, ctor, subgroup_source
 from ..target import lowerings_table
 
 LOWERINGS, lowering = lowerings_table()
@@ -98,7 +98,7 @@ def _finish(cg, site, scratch: str, size: int, op: str, t) -> None:
     """Lane 0 runs the fixed tree (the same code as every target); all lanes read."""
     cg.emit("cuda.syncthreads()")
     cg.emit("if _lane == 0:")
-    cg.emit(f"    {scratch}[0] = _tree_reduce({scratch}, {size}, {COMBINE[op]})")
+    cg.emit(f"    {scratch}[0] = _tree_reduce({scratch}, {size}, {combine(op, t.dtype)})")
     cg.emit("cuda.syncthreads()")
     cg.set_result(site, f"{scratch}[0]", t)
     cg.emit("cuda.syncthreads()  # the scratch may be reused right after")
@@ -142,7 +142,7 @@ def _prefix_sum(cg, call, site):
     cg.emit("cuda.syncthreads()")
     cg.emit("if _lane == 0:")
     cg.emit(f"    for _i in range(1, {cg.lanes}):")
-    cg.emit(f"        {scratch}[_i] = {cg.wrap(f'{scratch}[_i - 1] + {scratch}[_i]', t)}")
+    cg.emit(f"        {scratch}[_i] = {cg.arith(f'{scratch}[_i - 1]', '+', f'{scratch}[_i]', t)}")
     cg.emit("cuda.syncthreads()")
     if exclusive.value:
         result = f"({scratch}[_lane - 1] if _lane > 0 else {ctor(t.dtype)}(0))"
@@ -161,7 +161,7 @@ def _shuffle(cg, call, site):
     width = P.subgroup_width(cg.lanes)
     delta = cg.conv(cg.expr(offset), offset.type, ScalarType(D.i64))
     cg.emit(f"_pos = _lane % {width}", call.loc)
-    cg.emit(f"_src = {source_in_subgroup(call.prim, '_pos', delta, width)}")
+    cg.emit(f"_src = {subgroup_source(call.prim, '_pos', delta, width)}")
     v = cg.conv(cg.expr(value), value.type, t)
     if cg.simulated:  # no warp shuffles in the simulator: exchange through scratch
         scratch = cg.scratch_for(t.dtype, cg.lanes)
@@ -176,13 +176,3 @@ def _shuffle(cg, call, site):
     mask = hex((1 << width) - 1)
     shuffled = f"cuda.shfl_sync(np.uint32({mask}), {wire}({v}), np.int32(_src))"
     cg.set_result(site, f"{ctor(t.dtype)}({shuffled})", t)
-
-
-def source_in_subgroup(prim, pos: str, delta: str, width: int) -> str:
-    """The code of the sub-group lane a shuffle reads for the lane at ``pos``."""
-    if prim is P.shuffle:
-        return f"({delta} & {width - 1})"
-    k = {P.shuffle_xor: f"({pos} ^ {delta})", P.shuffle_down: f"({pos} + {delta})"}.get(
-        prim, f"({pos} - {delta})"
-    )
-    return f"({k} if 0 <= {k} < {width} else {pos})"
