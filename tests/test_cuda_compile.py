@@ -12,6 +12,7 @@ from classic_kernels import axpy_tiled, block_reduce_tree, histogram, matmul, so
 
 from tessera import (
     KiB,
+    LaunchError,
     bf16,
     cp_async,
     f32,
@@ -213,3 +214,12 @@ def test_prefix_sum_compiles_for_the_gpu():
     x = np.zeros(256, np.float32)
     ptx = scans.inspect("ptx", x, x, x, grid=4, arch="sm_90")
     assert "bar.sync" in ptx
+
+
+def test_a_group_larger_than_a_cuda_block_is_a_launch_error_on_cuda():
+    @kernel(tile=(2048,))
+    def wide(y: mut[f32[n]]):
+        y[tile.linear_id()] = 1.0
+
+    with pytest.raises(LaunchError, match="at most 1024 threads"):
+        wide.inspect("ptx", np.zeros(2048, np.float32), arch="sm_90")
