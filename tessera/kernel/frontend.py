@@ -41,6 +41,8 @@ BINOPS = {
 }
 CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 UNARYOPS = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.Invert: "~"}
+MAX_EXPRESSION_DEPTH = 40  # levels of one expression, a leaf included (docs/language.md)
+MAX_SHARED_DIMS = 4  # of a shared array: its copies and reductions are loops, one a dim
 
 
 class Frontend(CallLowering):
@@ -60,6 +62,7 @@ class Frontend(CallLowering):
         self.helpers_used: list[object] = []  # every @tessera.func inlined, for cache keys
         self.global_constants: dict[str, object] = {}  # module constants baked into the IR
         self.user_vars: dict[str, str] = {}  # IR name → the name in the source
+        self.depth = 0  # of the expression being lowered (a helper's body starts at 0)
 
     # ------------------------------------------------------------------ helpers
     def error(self, scope: Scope, node: ast.AST, message: str) -> KernelError:
@@ -235,6 +238,12 @@ class Frontend(CallLowering):
             raise self.error(scope, value, "tshared.alloc[dtype](shape) takes one shape")
         shape_node = value.args[0]
         dims = shape_node.elts if isinstance(shape_node, ast.Tuple) else [shape_node]
+        if not 1 <= len(dims) <= MAX_SHARED_DIMS:
+            raise self.error(
+                scope,
+                shape_node,
+                f"a shared array has 1 to {MAX_SHARED_DIMS} dims, not {len(dims)}",
+            )
         shape = []
         for d in dims:
             pre, e = self.expr(scope, d)
@@ -329,7 +338,25 @@ class Frontend(CallLowering):
 
     # ------------------------------------------------------------------ expressions
     def expr(self, scope: Scope, node: ast.expr) -> tuple[list[ir.Stmt], ir.Expr]:
-        """Lower an expression; returns statements that must run first, and the value."""
+        """Lower an expression; returns statements that must run first, and the value.
+
+        An expression nested deeper than :data:`MAX_EXPRESSION_DEPTH` is refused at the
+        node that goes past it: generated code nests a few parentheses per level, and
+        Python's parser takes at most 200."""
+        if self.depth >= MAX_EXPRESSION_DEPTH:
+            raise self.error(
+                scope,
+                node,
+                f"the expression nests more than {MAX_EXPRESSION_DEPTH} levels deep; "
+                "split it with variables",
+            )
+        self.depth += 1
+        try:
+            return self.lower_expr(scope, node)
+        finally:
+            self.depth -= 1
+
+    def lower_expr(self, scope: Scope, node: ast.expr) -> tuple[list[ir.Stmt], ir.Expr]:
         loc = self.loc(scope, node)
         if isinstance(node, ast.Constant):
             if isinstance(node.value, (bool, int, float)):
