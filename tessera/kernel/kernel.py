@@ -19,7 +19,7 @@ from .. import stats
 from ..arrays import unwrap_dlpack
 from ..config import get as setting
 from ..config import launch_settings
-from ..errors import KernelError, TesseraError
+from ..errors import InternalError, KernelError, TesseraError
 from ..tracebacks import entry_point, user_frames
 from . import launch, stages
 from .cache import SpecialisationCache, explain_recompile
@@ -68,11 +68,16 @@ class Kernel:
             )
         if self.constants:  # names the body reads as compile-time constants (autotuning)
             info = dataclasses.replace(info, globals={**info.globals, **self.constants})
-        self.params = parse_params(
-            self.name, info.fn_node, fn.__globals__, info.filename, info.line_offset
-        )
         self.options = KernelOptions(tile, shared)
-        self.ir = front(self.name, info, self.params, self.options)
+        try:
+            self.params = parse_params(
+                self.name, info.fn_node, fn.__globals__, info.filename, info.line_offset
+            )
+            self.ir = front(self.name, info, self.params, self.options)
+        except TesseraError:
+            raise
+        except Exception as exc:  # a bug: the frontend and typer say which statement
+            raise InternalError(self.name, exc, info.decorator_loc) from exc
         self.grouped = tile is not None
         self.lanes = math.prod(tile) if tile else 1
         self._cache = SpecialisationCache()
@@ -131,7 +136,12 @@ class Kernel:
                 self._used(key)
             stats.bump("launches")
             if lanes:
-                program.run(bound.call_args, grid, lanes >= threshold)
+                try:
+                    program.run(bound.call_args, grid, lanes >= threshold)
+                except TesseraError:
+                    raise
+                except Exception as exc:  # a bug, in Tessera or in what it builds on
+                    raise InternalError(self.name, exc, self.ir.loc) from exc
         except TesseraError as error:
             user_frames(error)
             raise
@@ -163,14 +173,19 @@ class Kernel:
         if key is not None and same_target and setting("explain_recompile") == "1":
             explain_recompile(self.name, self.params, key[2], same_target)
         requested = stages.requested_dumps(self.dumpable()) if key is not None else []
-        spec = specialise(
-            self.ir,
-            bound.constexprs,
-            target.passes,
-            boundscheck=options.checked,
-            dump=dump | {s for s in requested if s in PASS_NAMES},
-        )
-        program = target.build(spec, len(grid), bound.key, options, bound.call_args)
+        try:
+            spec = specialise(
+                self.ir,
+                bound.constexprs,
+                target.passes,
+                boundscheck=options.checked,
+                dump=dump | {s for s in requested if s in PASS_NAMES},
+            )
+            program = target.build(spec, len(grid), bound.key, options, bound.call_args)
+        except TesseraError:
+            raise
+        except Exception as exc:  # a bug: the typer says which statement, else the kernel
+            raise InternalError(self.name, exc, self.ir.loc) from exc
         if key is not None:
             self._cache.put(key, program)
             self._dump(target, program, spec, requested, bound, grid, options)

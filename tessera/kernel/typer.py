@@ -14,7 +14,7 @@ is f64, as in Python.
 from __future__ import annotations
 
 from .. import dtypes as D
-from ..errors import KernelError
+from ..errors import InternalError, KernelError, TesseraError
 from ..tile.mathfns import MATH
 from . import ir
 from .ir import ArrayType, ScalarType
@@ -116,6 +116,16 @@ class Typer:
             self.locals[name] = t if old is None else promote(old, t)
 
     def stmt(self, s: ir.Stmt, final: bool) -> None:
+        """Type one statement; an exception that is not a TesseraError (a bug) reaches the
+        user as an InternalError at the innermost statement."""
+        try:
+            self.type_stmt(s, final)
+        except TesseraError:
+            raise
+        except Exception as exc:
+            raise InternalError(self.kir.name, exc, s.loc) from exc
+
+    def type_stmt(self, s: ir.Stmt, final: bool) -> None:
         if isinstance(s, ir.Assign):
             t = self.expr(s.value, final)
             self.bind(s, s.target, t, final)
