@@ -129,3 +129,23 @@ def test_an_uncaught_launch_error_shows_the_users_line_only(tmp_path):
 def test_an_uncaught_launch_error_shows_every_frame_with_full_tracebacks(tmp_path):
     stderr = run_script(tmp_path, TESSERA_TRACEBACK="full")
     assert PACKAGE in stderr
+
+
+@kernel.autotune(space={"B": [1, 2]})
+def tuned(x: f32[n], y: mut[f32[n]]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = x[i] * B
+
+
+def test_a_bad_launch_of_an_autotuned_kernel_has_no_tessera_frames():
+    error = caught(lambda: tuned[4](np.ones(4), np.zeros(4, np.float32)))
+    assert isinstance(error, tessera.AutotuneError)  # every config failed: the same way
+    assert not any(f.startswith(PACKAGE) for f in frame_files(error))
+
+
+def test_an_index_launch_error_has_no_tessera_frames():
+    launch = tessera.index_launch(axis="tp")(tk)
+    error = caught(lambda: launch(np.ones(4, np.float32)))
+    assert isinstance(error, tessera.LaunchError)
+    assert not any(f.startswith(PACKAGE) for f in frame_files(error))
