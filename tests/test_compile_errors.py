@@ -323,3 +323,24 @@ def k_grid_groups_parameter(y: mut[f32[grid_groups]], grid_groups: i32):  # E:gg
 def test_a_parameter_named_grid_groups_is_an_error():
     err = compile_error(k_grid_groups_parameter, tile=(4,))
     points_at(str(err), "ggparam", "grid_groups:")
+
+
+class _Settings:
+    @property
+    def scale(self):
+        raise RuntimeError("not configured")
+
+
+SETTINGS = _Settings()
+
+
+def k_reads_a_failing_property(x: f32[n], y: mut[f32[n]]):
+    y[0] = x[0] * SETTINGS.scale  # E:property
+
+
+def test_a_global_attribute_that_raises_is_an_error_at_the_attribute():
+    """The user's property raised while the kernel was compiled: their error, at their
+    line, not a bug in Tessera."""
+    err = compile_error(k_reads_a_failing_property)
+    assert "raised RuntimeError: not configured" in str(err)
+    points_at(str(err), "property", "SETTINGS.scale")

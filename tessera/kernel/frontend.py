@@ -509,6 +509,10 @@ class Frontend(CallLowering):
                 return getattr(base, node.attr)
             except AttributeError:
                 raise self.error(scope, node, f"'{ast.unparse(node)}' is not defined") from None
+            except Exception as exc:  # a property of the user's, run at compile time
+                raise self.error(
+                    scope, node, f"reading '{ast.unparse(node)}' raised {type(exc).__name__}: {exc}"
+                ) from None
         return _LOCAL
 
     def constant_value(self, scope: Scope, node: ast.expr) -> object:
