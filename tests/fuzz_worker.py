@@ -32,7 +32,7 @@ import tessera
 from tessera import dtypes as D
 from tessera.kernel.signature import GRID_GROUPS
 
-DEBUG_SECONDS = 3  # a debug launch running longer runs a (mutated) long loop: not a bug
+DEBUG_SECONDS = 1.5  # a debug launch running longer runs a (mutated) long loop: not a bug
 _FLAT_EXTENT = 8  # the elements of a flat kernel's arrays along each axis
 MAX_ELEMENTS = 2**20  # a mutated dim may ask for more: such a launch is not tried
 
