@@ -7,7 +7,9 @@ caret under the offending column, the way a compiler would.
 
 from __future__ import annotations
 
+import contextlib
 import linecache
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -90,6 +92,18 @@ class InternalError(TesseraError):
             "report it with the traceback TESSERA_TRACEBACK=full shows"
         )
         super().__init__(located(kernel, self.message, loc))
+
+
+@contextlib.contextmanager
+def internal_errors(kernel: str, loc: SourceLoc | None) -> Iterator[None]:
+    """Inside this block, an exception that is not a TesseraError — a bug — becomes an
+    :class:`InternalError` about ``kernel`` at ``loc`` (its cause: the exception)."""
+    try:
+        yield
+    except TesseraError:
+        raise
+    except Exception as exc:
+        raise InternalError(kernel, exc, loc) from exc
 
 
 class LaunchError(TesseraError):

@@ -17,7 +17,7 @@ import builtins
 import itertools
 
 from .. import dtypes
-from ..errors import InternalError, KernelError, SourceLoc, TesseraError
+from ..errors import KernelError, SourceLoc, internal_errors
 from ..tile import primitives as P
 from . import ir
 from .frontend_calls import CallLowering
@@ -96,12 +96,8 @@ class Frontend(CallLowering):
     def stmt(self, scope: Scope, node: ast.stmt) -> list[ir.Stmt]:
         """Lower one statement. An exception that is not a TesseraError is a bug in the
         compiler: it reaches the user as an InternalError at the innermost statement."""
-        try:
+        with internal_errors(self.kernel, self.loc(scope, node)):
             return self.lower_stmt(scope, node)
-        except TesseraError:
-            raise
-        except Exception as exc:
-            raise InternalError(self.kernel, exc, self.loc(scope, node)) from exc
 
     def lower_stmt(self, scope: Scope, node: ast.stmt) -> list[ir.Stmt]:
         loc = self.loc(scope, node)

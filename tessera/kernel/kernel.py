@@ -19,7 +19,7 @@ from .. import stats
 from ..arrays import unwrap_dlpack
 from ..config import get as setting
 from ..config import launch_settings
-from ..errors import InternalError, KernelError, TesseraError
+from ..errors import InternalError, KernelError, TesseraError, internal_errors
 from ..tracebacks import entry_point, user_frames
 from . import launch, stages
 from .cache import SpecialisationCache, explain_recompile
@@ -69,15 +69,11 @@ class Kernel:
         if self.constants:  # names the body reads as compile-time constants (autotuning)
             info = dataclasses.replace(info, globals={**info.globals, **self.constants})
         self.options = KernelOptions(tile, shared)
-        try:
+        with internal_errors(self.name, info.decorator_loc):  # (or the statement's)
             self.params = parse_params(
                 self.name, info.fn_node, fn.__globals__, info.filename, info.line_offset
             )
             self.ir = front(self.name, info, self.params, self.options)
-        except TesseraError:
-            raise
-        except Exception as exc:  # a bug: the frontend and typer say which statement
-            raise InternalError(self.name, exc, info.decorator_loc) from exc
         self.grouped = tile is not None
         self.lanes = math.prod(tile) if tile else 1
         self._cache = SpecialisationCache()
@@ -140,7 +136,7 @@ class Kernel:
                     program.run(bound.call_args, grid, lanes >= threshold)
                 except TesseraError:
                     raise
-                except Exception as exc:  # a bug, in Tessera or in what it builds on
+                except Exception as exc:  # internal_errors(), inline: the hot path
                     raise InternalError(self.name, exc, self.ir.loc) from exc
         except TesseraError as error:
             user_frames(error)
@@ -173,7 +169,7 @@ class Kernel:
         if key is not None and same_target and setting("explain_recompile") == "1":
             explain_recompile(self.name, self.params, key[2], same_target)
         requested = stages.requested_dumps(self.dumpable()) if key is not None else []
-        try:
+        with internal_errors(self.name, self.ir.loc):  # (the typer's: the statement's)
             spec = specialise(
                 self.ir,
                 bound.constexprs,
@@ -182,10 +178,6 @@ class Kernel:
                 dump=dump | {s for s in requested if s in PASS_NAMES},
             )
             program = target.build(spec, len(grid), bound.key, options, bound.call_args)
-        except TesseraError:
-            raise
-        except Exception as exc:  # a bug: the typer says which statement, else the kernel
-            raise InternalError(self.name, exc, self.ir.loc) from exc
         if key is not None:
             self._cache.put(key, program)
             self._dump(target, program, spec, requested, bound, grid, options)

@@ -14,7 +14,7 @@ is f64, as in Python.
 from __future__ import annotations
 
 from .. import dtypes as D
-from ..errors import InternalError, KernelError, TesseraError
+from ..errors import KernelError, internal_errors
 from ..tile.mathfns import MATH
 from . import ir
 from .ir import ArrayType, ScalarType
@@ -118,12 +118,8 @@ class Typer:
     def stmt(self, s: ir.Stmt, final: bool) -> None:
         """Type one statement; an exception that is not a TesseraError (a bug) reaches the
         user as an InternalError at the innermost statement."""
-        try:
+        with internal_errors(self.kir.name, s.loc):
             self.type_stmt(s, final)
-        except TesseraError:
-            raise
-        except Exception as exc:
-            raise InternalError(self.kir.name, exc, s.loc) from exc
 
     def type_stmt(self, s: ir.Stmt, final: bool) -> None:
         if isinstance(s, ir.Assign):
