@@ -111,6 +111,14 @@ SETTINGS: dict[str, Setting] = {
             "Where TESSERA_DUMP writes its files (default: the current directory).",
         ),
         Setting(
+            "traceback",
+            "TESSERA_TRACEBACK",
+            "short",
+            ("short", "full"),
+            "short: the traceback of a Tessera error ends at the user's own line (Tessera's "
+            "frames are left out); full: every frame is kept, for reporting a bug in Tessera.",
+        ),
+        Setting(
             "autotune",
             "TESSERA_AUTOTUNE",
             "on",

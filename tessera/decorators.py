@@ -7,20 +7,20 @@ a method for each spelling rather than an attribute patched onto a function.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from .autotune import autotune as _autotune
 from .kernel import kernel as kernel_module
+from .tracebacks import entry_point
 
 
 class KernelDecorator:
     """``@kernel``, ``@kernel(tile=..., shared=..., target=..., boundscheck=...)`` and
     ``@kernel.autotune(space=..., ...)`` (docs/language.md, docs/autotune.md)."""
 
-    def __call__(self, fn: Callable | None = None, **options: object):
+    @entry_point
+    def __call__(self, *args: object, **options: object):
         """Declare a kernel: ``@kernel`` (flat) or ``@kernel(tile=(128,), shared=8 * KiB)``;
         see :func:`tessera.kernel.kernel.kernel`."""
-        return kernel_module.kernel(fn, **options)
+        return kernel_module.kernel(*args, **options)
 
     @staticmethod
     def autotune(space: dict, key: list[str] | None = None, **options: object):

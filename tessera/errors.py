@@ -7,7 +7,9 @@ caret under the offending column, the way a compiler would.
 
 from __future__ import annotations
 
+import contextlib
 import linecache
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -58,15 +60,50 @@ class KernelError(TesseraError):
         self.message = message
         self.loc = loc
         self.notes = notes
-        super().__init__(self._render())
+        super().__init__(located(kernel, message, loc, notes))
 
-    def _render(self) -> str:
-        parts = [f"in kernel '{self.kernel}': {self.message}"]
-        if self.loc is not None:
-            parts.append(self.loc.render())
-        for text, loc in self.notes:
-            parts.append(f"note: {text}\n{loc.render()}")
-        return "\n".join(parts)
+
+def located(
+    kernel: str,
+    message: str,
+    loc: SourceLoc | None,
+    notes: tuple[tuple[str, SourceLoc], ...] = (),
+) -> str:
+    """A message about ``kernel``, then ``loc`` rendered (``file:line:col``, the line and
+    a caret), then each note with its location."""
+    parts = [f"in kernel '{kernel}': {message}"]
+    if loc is not None:
+        parts.append(loc.render())
+    for text, note_loc in notes:
+        parts.append(f"note: {text}\n{note_loc.render()}")
+    return "\n".join(parts)
+
+
+class InternalError(TesseraError):
+    """Tessera failed on something it should have handled: a bug in Tessera, not in the
+    kernel. Names the kernel, and the statement being compiled where that is known;
+    ``TESSERA_TRACEBACK=full`` shows the internal exception behind it."""
+
+    def __init__(self, kernel: str, exc: BaseException, loc: SourceLoc | None = None):
+        self.kernel = kernel
+        self.loc = loc
+        self.message = (
+            f"internal error ({type(exc).__name__}: {exc}); this is a bug in Tessera: please "
+            "report it with the traceback TESSERA_TRACEBACK=full shows"
+        )
+        super().__init__(located(kernel, self.message, loc))
+
+
+@contextlib.contextmanager
+def internal_errors(kernel: str, loc: SourceLoc | None) -> Iterator[None]:
+    """Inside this block, an exception that is not a TesseraError — a bug — becomes an
+    :class:`InternalError` about ``kernel`` at ``loc`` (its cause: the exception)."""
+    try:
+        yield
+    except TesseraError:
+        raise
+    except Exception as exc:
+        raise InternalError(kernel, exc, loc) from exc
 
 
 class LaunchError(TesseraError):

@@ -76,6 +76,20 @@ def k_div_return(x: f32[n], y: mut[f32[n]]):
     y[lane] = x[lane]
 
 
+def k_div_alloc(x: f32[n], out: mut[f32[n]]):
+    if tile.linear_id() < 5:  # E:div_alloc_cond
+        s = tshared.alloc[f32](32)  # E:div_alloc
+        s[0] = x[0]
+
+
+def test_tshared_alloc_under_lane_dependent_if():
+    """Found by tests/test_mutation_fuzz.py: the debug target ran it, the CPU target
+    failed with an internal error."""
+    err = compile_error(k_div_alloc, tile=(32,), shared=1 * KiB)
+    assert "tshared.alloc" in str(err)
+    assert_divergence(err, "div_alloc", "s =", "div_alloc_cond", "tile.linear_id()")
+
+
 def test_tbarrier_after_lane_dependent_early_return():
     err = compile_error(k_div_return, tile=(32,), shared=1 * KiB)
     assert_divergence(err, "div_return", "tbarrier", "div_return_cond", "if lane")

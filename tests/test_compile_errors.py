@@ -261,3 +261,86 @@ def test_type_error_with_constexpr_surfaces_at_the_launch_that_hits_it(rng):
     assert "k_constexpr_type_error" in str(info.value) and "integer" in str(info.value)
     points_at(str(info.value), "cx_type", "i * C")
     np.testing.assert_array_equal(y, y0)
+
+
+# --------------------------------------------------------------------- found by fuzzing
+# (tests/test_mutation_fuzz.py): each was a raw Python exception, an error that did not
+# name the kernel, or a kernel the targets ran differently
+
+
+def k_bad_string_annotation(x: "f32[n", y: mut[f32[n]]):  # noqa: F722  # E:strann
+    y[0] = 1.0
+
+
+def test_a_string_annotation_that_does_not_parse_points_at_the_parameter():
+    err = compile_error(k_bad_string_annotation)
+    assert "bad annotation for parameter 'x'" in str(err)
+    points_at(str(err), "strann", "x:")
+
+
+lambda_helper = tessera.func(lambda v: v)
+
+
+def k_calls_lambda_helper(x: f32[n], y: mut[f32[n]]):
+    y[0] = lambda_helper(x[0])  # E:lambda_helper
+
+
+def test_a_helper_without_a_def_is_an_error_at_the_call():
+    err = compile_error(k_calls_lambda_helper)
+    assert "plain 'def' function" in str(err)
+    points_at(str(err), "lambda_helper", "lambda_helper(")
+
+
+@tessera.func
+async def async_helper(v):
+    return v
+
+
+def k_calls_async_helper(x: f32[n], y: mut[f32[n]]):
+    y[0] = async_helper(x[0])  # E:async_helper
+
+
+def test_an_async_helper_is_an_error_at_the_call():
+    err = compile_error(k_calls_async_helper)
+    points_at(str(err), "async_helper", "async_helper(")
+
+
+def k_dim_named_like_a_scalar(x: f32[alpha], y: mut[f32[n]], alpha: f32):  # E:dimclash
+    y[0] = alpha * x[0]
+
+
+def test_a_dimension_with_the_name_of_a_parameter_is_an_error():
+    """The debug target read the symbol, the CPU target the parameter."""
+    err = compile_error(k_dim_named_like_a_scalar)
+    assert "dimension 'alpha' of parameter 'x'" in str(err)
+    points_at(str(err), "dimclash", "x:")
+
+
+def k_grid_groups_parameter(y: mut[f32[grid_groups]], grid_groups: i32):  # E:ggparam
+    y[0] = 1.0
+
+
+def test_a_parameter_named_grid_groups_is_an_error():
+    err = compile_error(k_grid_groups_parameter, tile=(4,))
+    points_at(str(err), "ggparam", "grid_groups:")
+
+
+class _Settings:
+    @property
+    def scale(self):
+        raise RuntimeError("not configured")
+
+
+SETTINGS = _Settings()
+
+
+def k_reads_a_failing_property(x: f32[n], y: mut[f32[n]]):
+    y[0] = x[0] * SETTINGS.scale  # E:property
+
+
+def test_a_global_attribute_that_raises_is_an_error_at_the_attribute():
+    """The user's property raised while the kernel was compiled: their error, at their
+    line, not a bug in Tessera."""
+    err = compile_error(k_reads_a_failing_property)
+    assert "raised RuntimeError: not configured" in str(err)
+    points_at(str(err), "property", "SETTINGS.scale")

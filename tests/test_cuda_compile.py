@@ -12,6 +12,7 @@ from classic_kernels import axpy_tiled, block_reduce_tree, histogram, matmul, so
 
 from tessera import (
     KiB,
+    LaunchError,
     bf16,
     cp_async,
     f32,
@@ -222,3 +223,12 @@ def test_tile_gemm_compiles_for_the_gpu(arch):
     a = np.zeros((32, 32), np.float32)
     ptx = gemm.inspect("ptx", a, a, a, 16, 8, grid=(2, 2), arch=arch)
     assert "fma.rn.f32" in ptx and "bar.sync" in ptx
+
+
+def test_a_group_larger_than_a_cuda_block_is_a_launch_error_on_cuda():
+    @kernel(tile=(2048,))
+    def wide(y: mut[f32[n]]):
+        y[tile.linear_id()] = 1.0
+
+    with pytest.raises(LaunchError, match="at most 1024 threads"):
+        wide.inspect("ptx", np.zeros(2048, np.float32), arch="sm_90")

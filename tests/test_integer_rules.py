@@ -130,6 +130,22 @@ def test_a_zero_range_step_is_a_compile_error():
                 y[0] = i
 
 
+@kernel
+def stepped(y: mut[i64[n]], s: i64):
+    for i in range(0, 10, s):
+        y[0] += i
+
+
+def test_a_zero_range_step_at_run_time_runs_no_iteration_on_the_cpu():
+    y = np.zeros(1, np.int64)
+    with ts.config(target="cpu"):
+        stepped[1](y, 0)
+    assert y[0] == 0
+    with ts.config(target="cpu"):
+        stepped[1](y, 3)
+    assert y[0] == 0 + 3 + 6 + 9
+
+
 def test_math_fmod_runs_on_every_target(target):
     @kernel
     def k(y: mut[f64[n]], a: f64):

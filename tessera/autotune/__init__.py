@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import AutotuneError
+from ..tracebacks import entry_point
 from .space import Config, GridSearch, RandomSearch
 from .tuner import Autotuned
 
@@ -54,6 +55,7 @@ def autotune(
         target=target,
     )
 
+    @entry_point
     def wrap(fn: Callable) -> Autotuned:
         return Autotuned(fn, space, key, **options)
 

@@ -15,6 +15,7 @@ until ``min_reps`` and a time budget are both met, or ``max_reps``; the median d
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ from ..config import get as setting
 from ..dtypes import ShardedDim, Symbol
 from ..errors import AutotuneError, CacheWarning, TesseraError
 from ..kernel.kernel import Kernel
+from ..tracebacks import entry_point
 from . import store
 from .space import Config, expand, make_strategy, prune
 from .sweep import Sweep
@@ -89,7 +91,13 @@ class Autotuned:
         )
 
     def __getitem__(self, grid) -> Callable[..., None]:
-        return lambda *args: self.launch(grid, args)
+        return functools.partial(self.run, grid)
+
+    @entry_point
+    def run(self, grid, *args: object) -> None:
+        """What ``k[grid](*args)`` calls: :meth:`launch`, an error leaving with the
+        caller's frames only (tessera/tracebacks.py)."""
+        self.launch(grid, args)
 
     # ------------------------------------------------------------------ configs
     def kernel_for(self, c: Config) -> Kernel | str:

@@ -17,7 +17,7 @@ import builtins
 import itertools
 
 from .. import dtypes
-from ..errors import KernelError, SourceLoc
+from ..errors import KernelError, SourceLoc, internal_errors
 from ..tile import blocks as B
 from ..tile import primitives as P
 from . import ir
@@ -42,6 +42,8 @@ BINOPS = {
 }
 CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 UNARYOPS = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.Invert: "~"}
+MAX_EXPRESSION_DEPTH = 40  # levels of one expression, a leaf included (docs/language.md)
+MAX_SHARED_DIMS = 4  # of a shared array: its copies and reductions are loops, one a dim
 
 
 class Frontend(CallLowering):
@@ -61,6 +63,7 @@ class Frontend(CallLowering):
         self.helpers_used: list[object] = []  # every @tessera.func inlined, for cache keys
         self.global_constants: dict[str, object] = {}  # module constants baked into the IR
         self.user_vars: dict[str, str] = {}  # IR name → the name in the source
+        self.depth = 0  # of the expression being lowered (a helper's body starts at 0)
 
     # ------------------------------------------------------------------ helpers
     def error(self, scope: Scope, node: ast.AST, message: str) -> KernelError:
@@ -92,6 +95,12 @@ class Frontend(CallLowering):
 
     # ------------------------------------------------------------------ statements
     def stmt(self, scope: Scope, node: ast.stmt) -> list[ir.Stmt]:
+        """Lower one statement. An exception that is not a TesseraError is a bug in the
+        compiler: it reaches the user as an InternalError at the innermost statement."""
+        with internal_errors(self.kernel, self.loc(scope, node)):
+            return self.lower_stmt(scope, node)
+
+    def lower_stmt(self, scope: Scope, node: ast.stmt) -> list[ir.Stmt]:
         loc = self.loc(scope, node)
         if isinstance(node, ast.Pass):
             return []
@@ -239,6 +248,12 @@ class Frontend(CallLowering):
             raise self.error(scope, value, "tshared.alloc[dtype](shape) takes one shape")
         shape_node = value.args[0]
         dims = shape_node.elts if isinstance(shape_node, ast.Tuple) else [shape_node]
+        if not 1 <= len(dims) <= MAX_SHARED_DIMS:
+            raise self.error(
+                scope,
+                shape_node,
+                f"a shared array has 1 to {MAX_SHARED_DIMS} dims, not {len(dims)}",
+            )
         shape = []
         for d in dims:
             pre, e = self.expr(scope, d)
@@ -333,7 +348,25 @@ class Frontend(CallLowering):
 
     # ------------------------------------------------------------------ expressions
     def expr(self, scope: Scope, node: ast.expr) -> tuple[list[ir.Stmt], ir.Expr]:
-        """Lower an expression; returns statements that must run first, and the value."""
+        """Lower an expression; returns statements that must run first, and the value.
+
+        An expression nested deeper than :data:`MAX_EXPRESSION_DEPTH` is refused at the
+        node that goes past it: generated code nests a few parentheses per level, and
+        Python's parser takes at most 200."""
+        if self.depth >= MAX_EXPRESSION_DEPTH:
+            raise self.error(
+                scope,
+                node,
+                f"the expression nests more than {MAX_EXPRESSION_DEPTH} levels deep; "
+                "split it with variables",
+            )
+        self.depth += 1
+        try:
+            return self.lower_expr(scope, node)
+        finally:
+            self.depth -= 1
+
+    def lower_expr(self, scope: Scope, node: ast.expr) -> tuple[list[ir.Stmt], ir.Expr]:
         loc = self.loc(scope, node)
         if isinstance(node, ast.Constant):
             if isinstance(node.value, (bool, int, float)):
@@ -485,6 +518,10 @@ class Frontend(CallLowering):
                 return getattr(base, node.attr)
             except AttributeError:
                 raise self.error(scope, node, f"'{ast.unparse(node)}' is not defined") from None
+            except Exception as exc:  # a property of the user's, run at compile time
+                raise self.error(
+                    scope, node, f"reading '{ast.unparse(node)}' raised {type(exc).__name__}: {exc}"
+                ) from None
         return _LOCAL
 
     def constant_value(self, scope: Scope, node: ast.expr) -> object:

@@ -10,7 +10,7 @@ import builtins
 import math
 
 from .. import dtypes
-from ..errors import SourceLoc
+from ..errors import SourceLoc, TesseraError
 from ..tile import blocks as B
 from ..tile import primitives as P
 from ..tile.mathfns import MATH
@@ -239,7 +239,10 @@ class CallLowering:
             raise self.error(
                 scope, node, f"helper '{fn.name}' is recursive; kernels cannot recurse"
             )
-        info = fn.source_info()
+        try:
+            info = fn.source_info()
+        except TesseraError as exc:  # no source, or not a plain def: shown at the call
+            raise self.error(scope, node, str(exc)) from None
         fparams = info.fn_node.args.args
         if node.keywords or len(node.args) != len(fparams):
             raise self.error(
@@ -267,10 +270,12 @@ class CallLowering:
         self._inlining.append(fn)
         if fn not in self.helpers_used:
             self.helpers_used.append(fn)
+        depth, self.depth = self.depth, 0  # the body's statements stand on their own
         try:
             body = self.block(inner, strip_docstring(info.fn_node.body))
         finally:
             self._inlining.pop()
+            self.depth = depth
         body = eliminate_returns(body, f"{prefix}_done")
         return pre + body, ir.Name(loc, inner.result)
 

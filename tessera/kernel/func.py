@@ -9,8 +9,10 @@ Outside a kernel a helper is an ordinary Python function.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 
+from ..errors import TesseraError
 from .source import SourceInfo, source_info_of
 
 
@@ -18,6 +20,8 @@ class Func:
     """A helper function; call it from a kernel (it is inlined there)."""
 
     def __init__(self, fn: Callable):
+        if not inspect.isfunction(fn):
+            raise TesseraError(f"@tessera.func decorates a function, not {type(fn).__name__}")
         self.fn = fn
         self.name = fn.__name__
         self._info: SourceInfo | None = None

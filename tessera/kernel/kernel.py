@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import math
 from collections.abc import Callable
 
@@ -18,22 +19,25 @@ from .. import stats
 from ..arrays import unwrap_dlpack
 from ..config import get as setting
 from ..config import launch_settings
-from ..errors import KernelError, TesseraError
+from ..errors import InternalError, KernelError, TesseraError, internal_errors
+from ..tracebacks import entry_point, user_frames
 from . import launch, stages
 from .cache import SpecialisationCache, explain_recompile
 from .pipeline import PASS_NAMES, KernelOptions, front, pass_text, specialise
 from .signature import parse_params
-from .source import source_info_of
+from .source import SourceInfo, source_info_of
 from .targets import HOST_CHOICE, TARGETS, resolve, stage_owner
 from .targets.target import BuildOptions, Target
 
 _UNCHECKED, _CHECKED = BuildOptions(False), BuildOptions(True)
 _CHECK_GRID_FROM = 2**31  # grids with fewer lanes in all are within every target's limits
+MAX_GROUP_LANES = 2**16  # lanes of a group (docs/language.md); CUDA allows 1024 of them
 
 
 class Kernel:
     """A compiled-on-demand kernel. Launch it with ``k[grid](*args)``."""
 
+    @entry_point
     def __init__(
         self,
         fn: Callable,
@@ -43,33 +47,33 @@ class Kernel:
         boundscheck: bool | None = None,
         constants: dict[str, object] | None = None,
     ):
+        if not inspect.isfunction(fn):
+            raise TesseraError(f"@kernel decorates a function, not {type(fn).__name__}")
         self.fn = fn
         self.constants = dict(constants or {})
         self.boundscheck = boundscheck
         self.name = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        if target is not None and target != "auto" and target not in TARGETS:
-            choices = ", ".join(("auto", *TARGETS))
-            raise TesseraError(
-                f"kernel '{self.name}': unknown target {target!r}; choose one of {choices}"
-            )
-        self.target = target
-        tile = (tile,) if isinstance(tile, int) else tile
         info = source_info_of(fn, "kernel")
+        self.target = _checked_target(self.name, target, info)
+        tile = _checked_tile(self.name, tile, info)
+        if boundscheck not in (None, True, False):
+            raise KernelError(
+                self.name, f"boundscheck={boundscheck!r} must be True or False", info.decorator_loc
+            )
+        if shared is not None and (type(shared) is not int or shared < 0):
+            raise KernelError(
+                self.name, f"shared={shared!r} must be a number of bytes", info.decorator_loc
+            )
         if self.constants:  # names the body reads as compile-time constants (autotuning)
             info = dataclasses.replace(info, globals={**info.globals, **self.constants})
-        if tile is not None:
-            tile = tuple(tile)
-            if not 1 <= len(tile) <= 3 or not all(isinstance(t, int) and t > 0 for t in tile):
-                raise KernelError(self.name, f"tile={tile!r} must be 1 to 3 positive ints", None)
-        if shared is not None and (not isinstance(shared, int) or shared < 0):
-            raise KernelError(self.name, f"shared={shared!r} must be a number of bytes", None)
-        self.params = parse_params(
-            self.name, info.fn_node, fn.__globals__, info.filename, info.line_offset
-        )
         self.options = KernelOptions(tile, shared)
-        self.ir = front(self.name, info, self.params, self.options)
+        with internal_errors(self.name, info.decorator_loc):  # (or the statement's)
+            self.params = parse_params(
+                self.name, info.fn_node, fn.__globals__, info.filename, info.line_offset
+            )
+            self.ir = front(self.name, info, self.params, self.options)
         self.grouped = tile is not None
         self.lanes = math.prod(tile) if tile else 1
         self._cache = SpecialisationCache()
@@ -86,7 +90,11 @@ class Kernel:
         return f"<tessera.kernel {self.name}({sig}) {kind}>"
 
     def __getitem__(self, grid: object) -> Callable[..., None]:
-        return functools.partial(self.launch, launch.normalise_grid(self.name, grid))
+        try:
+            return functools.partial(self.launch, launch.normalise_grid(self.name, grid))
+        except TesseraError as error:
+            user_frames(error)
+            raise
 
     def __call__(self, *args: object) -> None:
         raise TesseraError(
@@ -97,39 +105,51 @@ class Kernel:
         """Run the kernel over ``grid`` (what ``k[grid](*args)`` calls).
 
         This is the hot path of every launch, so it is written for speed: one lean pass
-        over the arguments, one dictionary lookup for the compiled code, one call.
+        over the arguments, one dictionary lookup for the compiled code, one call. An
+        error leaves with the caller's frames only (tessera/tracebacks.py).
         """
-        name, boundscheck, threshold = launch_settings()
-        name = self.target or name
-        checked = boundscheck if self.boundscheck is None else self.boundscheck
-        target = HOST_CHOICE.get(name)  # the target when every array is a NumPy array
-        bound = self._binders[target].fast(args, grid) if target is not None else None
-        if bound is None:  # something unusual: the full checks find it, or a GPU array
-            args = unwrap_dlpack(self.name, self.params, args)
-            target = resolve(name, args, self.name)
-            bound = self.bind(target, args, grid)
-        lanes = self.lanes
-        for extent in grid:
-            lanes *= extent
-        if lanes >= _CHECK_GRID_FROM:  # rare: ask the target whether it can run it at all
-            target.check_grid(self.name, grid, self.lanes, self.grouped)
-        key = (target, checked, bound.key)
-        program = self._programs.get(key)
-        if program is None:
-            options = _CHECKED if checked else _UNCHECKED
-            program = self._build(target, key, grid, bound, options)
-        else:
-            self._used(key)
-        stats.bump("launches")
-        if lanes:
-            program.run(bound.call_args, grid, lanes >= threshold)
+        try:
+            name, boundscheck, threshold = launch_settings()
+            name = self.target or name
+            checked = boundscheck if self.boundscheck is None else self.boundscheck
+            target = HOST_CHOICE.get(name)  # the target when every array is a NumPy array
+            bound = self._binders[target].fast(args, grid) if target is not None else None
+            if bound is None:  # something unusual: the full checks find it, or a GPU array
+                args = unwrap_dlpack(self.name, self.params, args)
+                target = resolve(name, args, self.name)
+                bound = self.bind(target, args, grid)
+            lanes = self.lanes
+            for extent in grid:
+                lanes *= extent
+            if lanes >= _CHECK_GRID_FROM:  # rare: ask the target whether it can run it at all
+                target.check_grid(self.name, grid, self.lanes, self.grouped)
+            key = (target, checked, bound.key)
+            program = self._programs.get(key)
+            if program is None:
+                options = _CHECKED if checked else _UNCHECKED
+                program = self._build(target, key, grid, bound, options)
+            else:
+                self._used(key)
+            stats.bump("launches")
+            if lanes:
+                try:
+                    program.run(bound.call_args, grid, lanes >= threshold)
+                except TesseraError:
+                    raise
+                except Exception as exc:  # internal_errors(), inline: the hot path
+                    raise InternalError(self.name, exc, self.ir.loc) from exc
+        except TesseraError as error:
+            user_frames(error)
+            raise
 
+    @entry_point
     def bind(self, target: Target, args: tuple, grid: tuple[int, ...]) -> launch.Bound:
         """Check every argument for a launch on ``target`` (a LaunchError names the first
         problem); the specialisation key and the values the program is called with."""
         target.check_arrays(self.name, self.params, args)
         return self._binders[target].bind(args, grid)
 
+    @entry_point
     def target_for(self, args: tuple) -> Target:
         """The target a launch with these arguments runs on now."""
         name = self.target or launch_settings()[0]
@@ -149,14 +169,15 @@ class Kernel:
         if key is not None and same_target and setting("explain_recompile") == "1":
             explain_recompile(self.name, self.params, key[2], same_target)
         requested = stages.requested_dumps(self.dumpable()) if key is not None else []
-        spec = specialise(
-            self.ir,
-            bound.constexprs,
-            target.passes,
-            boundscheck=options.checked,
-            dump=dump | {s for s in requested if s in PASS_NAMES},
-        )
-        program = target.build(spec, len(grid), bound.key, options, bound.call_args)
+        with internal_errors(self.name, self.ir.loc):  # (the typer's: the statement's)
+            spec = specialise(
+                self.ir,
+                bound.constexprs,
+                target.passes,
+                boundscheck=options.checked,
+                dump=dump | {s for s in requested if s in PASS_NAMES},
+            )
+            program = target.build(spec, len(grid), bound.key, options, bound.call_args)
         if key is not None:
             self._cache.put(key, program)
             self._dump(target, program, spec, requested, bound, grid, options)
@@ -179,6 +200,7 @@ class Kernel:
     def dumpable() -> tuple[str, ...]:
         return ("ir",) + PASS_NAMES + tuple(s for t in TARGETS.values() for s in t.dump_stages)
 
+    @entry_point
     def inspect(self, stage: str, *args: object, grid: object = 1, arch: str = "sm_90"):
         """The text of a compiler stage for these arguments and grid: "ir" (the typed IR
         after every pass), the IR after any pass by name ("strip_mine", "regions", ...),
@@ -201,26 +223,72 @@ class Kernel:
         program = self._programs.get(key) or self._build(target, key, grid_t, bound, options)
         return target.stage(program, stage, bound.call_args, grid_t, options)
 
+    @entry_point
     def metadata(self, *args: object, grid: object = 1, arch: str = "sm_90") -> dict:
         """Kernel metadata for CUDA architecture ``arch`` (no GPU needed): name, tile,
         grid, shared_bytes, registers_per_thread, spill_bytes and the launch spec."""
         return self.inspect("meta", *args, grid=grid, arch=arch)
 
 
-def kernel(
-    fn: Callable | None = None,
-    *,
-    tile: tuple[int, ...] | int | None = None,
-    shared: int | None = None,
-    target: str | None = None,
-    boundscheck: bool | None = None,
-):
+OPTIONS = ("tile", "shared", "target", "boundscheck")
+
+
+@entry_point
+def kernel(*args: object, **options: object):
     """Declare a kernel: ``@kernel`` (flat) or ``@kernel(tile=(128,), shared=8 * KiB)``.
 
     See docs/language.md for the language. ``target`` forces a target ("cpu", "debug",
     "cuda" or "auto"); ``boundscheck=True`` checks every index on the CPU target (default:
-    the TESSERA_BOUNDSCHECK setting).
+    the TESSERA_BOUNDSCHECK setting). Options are checked when the function arrives, so
+    an unknown one is a KernelError that names the kernel and points at the decorator.
     """
+    fn = args[0] if args and inspect.isfunction(args[0]) else None
+    positional = args[1:] if fn is not None else args
+    problem = None
+    if positional:
+        problem = (
+            f"@kernel takes its options by name ({', '.join(f'{o}=...' for o in OPTIONS)}), "
+            f"not {positional[0]!r}"
+        )
+    elif any(name not in OPTIONS for name in options):
+        unknown = next(name for name in options if name not in OPTIONS)
+        problem = f"@kernel has no option {unknown!r}; its options are {', '.join(OPTIONS)}"
     if fn is not None:
-        return Kernel(fn)
-    return lambda f: Kernel(f, tile=tile, shared=shared, target=target, boundscheck=boundscheck)
+        return _declare(fn, problem, options)
+    return entry_point(functools.partial(_declare, problem=problem, options=options))
+
+
+def _declare(fn: Callable, problem: str | None, options: dict) -> Kernel:
+    if problem is not None and inspect.isfunction(fn):
+        raise KernelError(fn.__name__, problem, source_info_of(fn, "kernel").decorator_loc)
+    return Kernel(fn, **options)
+
+
+def _checked_target(kernel: str, target: object, info: SourceInfo) -> str | None:
+    if target is None or target == "auto" or target in TARGETS:
+        return target
+    choices = ", ".join(("auto", *TARGETS))
+    raise KernelError(
+        kernel, f"unknown target {target!r}; choose one of {choices}", info.decorator_loc
+    )
+
+
+def _checked_tile(kernel: str, tile: object, info: SourceInfo) -> tuple[int, ...] | None:
+    """``tile=``: 1 to 3 positive ints (an int alone is a 1-D shape), at most
+    :data:`MAX_GROUP_LANES` lanes in all."""
+    if tile is None:
+        return None
+    dims = (tile,) if type(tile) is int else tile
+    if (
+        not isinstance(dims, (tuple, list))
+        or not 1 <= len(dims) <= 3
+        or not all(type(t) is int and t > 0 for t in dims)
+    ):
+        raise KernelError(kernel, f"tile={tile!r} must be 1 to 3 positive ints", info.decorator_loc)
+    if math.prod(dims) > MAX_GROUP_LANES:
+        raise KernelError(
+            kernel,
+            f"tile={tile!r} has {math.prod(dims)} lanes; a group has at most {MAX_GROUP_LANES}",
+            info.decorator_loc,
+        )
+    return tuple(dims)

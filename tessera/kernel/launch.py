@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import dtypes as D
 from ..arrays import is_device_array
 from ..dtypes import COMPUTED_IN_F32, ShardedDim, Symbol
 from ..errors import LaunchError
@@ -86,7 +87,8 @@ class Binder:
                 view = target.storage(p.dtype)
                 self.plan.append(("array", p.dtype.np_dtype, p.ndim, p.mutable, tuple(dims), view))
             elif p.kind == "scalar" and p.dtype.is_float and p.dtype not in COMPUTED_IN_F32:
-                self.plan.append(("float", p.dtype.np_dtype.type, None, None, None, None))
+                limit = float(np.finfo(p.dtype.np_dtype).max)  # past it: the checked path
+                self.plan.append(("float", p.dtype.np_dtype.type, limit, None, None, None))
             else:
                 self.plan = None
                 break
@@ -117,6 +119,7 @@ class Binder:
             syms[GRID_GROUPS] = groups
         key = [len(grid)]
         arrays, scalars = [], []
+        # a float row keeps the largest finite value of its dtype where arrays keep ndim
         for (kind, dtype, ndim, mutable, dims, view), a in zip(plan, args):
             if kind == "array":
                 if type(a) is not np.ndarray or a.ndim != ndim:
@@ -139,6 +142,8 @@ class Binder:
             else:
                 if type(a) is not float and (type(a) is not int or not _I64 <= a < -_I64):
                     return None  # (an int beyond i64 takes the checked path)
+                if not -ndim <= a <= ndim:  # NaN, inf or out of range: the checked path
+                    return None
                 scalars.append(dtype(a))
         for s in self.symbols:
             value = syms.get(s)
@@ -290,6 +295,12 @@ def _convert_scalar(kernel, p: ParamSpec, value) -> np.generic:
         raise LaunchError(
             kernel, f"parameter '{p.name}' is {dtype.name} but got the non-integral value {value!r}"
         )
+    if dtype == D.bool_:
+        if value != 0 and value != 1:  # NaN too
+            raise LaunchError(
+                kernel, f"parameter '{p.name}' is bool_; {value!r} is not True, False, 0 or 1"
+            )
+        return np.bool_(value)
     if dtype.is_int:
         info = np.iinfo(dtype.np_dtype)
         if not info.min <= int(value) <= info.max:
@@ -298,13 +309,17 @@ def _convert_scalar(kernel, p: ParamSpec, value) -> np.generic:
             )
         return dtype.np_dtype.type(int(value))
     try:
-        if dtype in COMPUTED_IN_F32:  # rounded to 16 bits, computed in f32
-            return np.float32(dtype.np_dtype.type(value))
-        return dtype.np_dtype.type(value)
+        with np.errstate(over="ignore"):
+            converted = dtype.np_dtype.type(value)
+        if np.isinf(converted) and not np.isinf(value):
+            raise OverflowError
     except OverflowError:
         raise LaunchError(
             kernel, f"parameter '{p.name}' is {dtype.name}; {value!r} is out of its range"
         ) from None
+    if dtype in COMPUTED_IN_F32:  # rounded to 16 bits, computed in f32
+        return np.float32(converted)
+    return converted
 
 
 def key_parts(key: tuple, params: list[ParamSpec]) -> dict[str, tuple]:

@@ -71,6 +71,7 @@ def front(
         user_vars=fe.user_vars,
     )
     kir.source_hash = _source_hash(info, fe.helpers_used, fe.global_constants, options)
+    checks.check_nesting(kir)
     checks.check_mut_writes(kir)
     checks.check_assigned_before_use(kir)
     if not any(p.kind == "constexpr" for p in params):

@@ -117,9 +117,9 @@ def parse_params(
                 loc,
             )
         ann_node = arg.annotation
-        if isinstance(ann_node, ast.Constant) and isinstance(ann_node.value, str):
-            ann_node = ast.parse(ann_node.value, mode="eval").body
         try:
+            if isinstance(ann_node, ast.Constant) and isinstance(ann_node.value, str):
+                ann_node = ast.parse(ann_node.value, mode="eval").body
             ann = _evaluate(ann_node, globals_, filename)
             specs.append(_spec_from_annotation(arg.arg, ann, loc))
         except KernelError:
@@ -128,7 +128,29 @@ def parse_params(
             raise KernelError(
                 kernel_name, f"bad annotation for parameter '{arg.arg}': {exc}", loc
             ) from None
+    _check_names(kernel_name, specs)
     return specs
+
+
+def _check_names(kernel_name: str, specs: list[ParamSpec]) -> None:
+    """A dimension symbol is a variable of the body, like a parameter: the two may not
+    share a name (nor may a parameter take the name ``grid_groups``)."""
+    names = {p.name for p in specs}
+    for p in specs:
+        if p.name == GRID_GROUPS:
+            raise KernelError(
+                kernel_name, f"'{GRID_GROUPS}' is the number of groups, not a parameter", p.loc
+            )
+    for p in specs:
+        for d in p.dims:
+            sym = d.symbol if isinstance(d, ShardedDim) else d
+            if isinstance(sym, Symbol) and sym.name in names:
+                raise KernelError(
+                    kernel_name,
+                    f"dimension '{sym.name}' of parameter '{p.name}' has the name of a "
+                    "parameter; give one of them another name",
+                    p.loc,
+                )
 
 
 def _spec_from_annotation(name: str, ann: object, loc: SourceLoc) -> ParamSpec:

@@ -11,7 +11,7 @@ import inspect
 import textwrap
 from dataclasses import dataclass
 
-from ..errors import TesseraError
+from ..errors import SourceLoc, TesseraError
 
 
 @dataclass
@@ -22,6 +22,12 @@ class SourceInfo:
     filename: str
     line_offset: int
     globals: dict
+
+    @property
+    def decorator_loc(self) -> SourceLoc:
+        """The first line of the function's source: its decorator (or its ``def``), where
+        errors in the decorator's options point."""
+        return SourceLoc(self.filename, self.line_offset + 1, self.fn_node.col_offset)
 
 
 def source_info_of(fn: object, what: str) -> SourceInfo:

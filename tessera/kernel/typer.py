@@ -14,7 +14,7 @@ is f64, as in Python.
 from __future__ import annotations
 
 from .. import dtypes as D
-from ..errors import KernelError
+from ..errors import KernelError, internal_errors
 from ..tile.blocks import Block, broadcast
 from ..tile.mathfns import MATH
 from ..tile.primitives import RuleError
@@ -122,6 +122,12 @@ class Typer:
             self.locals[name] = t if old is None else promote(old, t)
 
     def stmt(self, s: ir.Stmt, final: bool) -> None:
+        """Type one statement; an exception that is not a TesseraError (a bug) reaches the
+        user as an InternalError at the innermost statement."""
+        with internal_errors(self.kir.name, s.loc):
+            self.type_stmt(s, final)
+
+    def type_stmt(self, s: ir.Stmt, final: bool) -> None:
         if isinstance(s, ir.Assign):
             t = self.expr(s.value, final)
             self.bind(s, s.target, t, final)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from ..dtypes import ShardedDim
 from ..errors import LaunchError
 from ..kernel import launch as kernel_launch
+from ..tracebacks import entry_point
 from .collectives import all_gather, all_reduce, reduce_scatter
 from .layout import block
 from .mesh import Mesh, current_mesh
@@ -143,9 +144,11 @@ class IndexLaunch:
     def __init__(self, kernel, axis: str, grid=None, mesh: Mesh | None = None):
         self.kernel, self.axis, self.grid, self.mesh = kernel, axis, grid, mesh
 
+    @entry_point
     def __call__(self, *args) -> None:
         self.plan(*args).run()
 
+    @entry_point
     def plan(self, *args) -> Plan:
         k = self.kernel
         if len(args) != len(k.params):

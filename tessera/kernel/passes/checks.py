@@ -1,6 +1,6 @@
-"""Checks that need no argument values: writes to read-only parameters, variables read
-where they may be unassigned, the shared-memory budget of a group, and group shapes the
-sub-group primitives can use.
+"""Checks that need no argument values: statements nested deeper than generated code can
+hold, writes to read-only parameters, variables read where they may be unassigned, the
+shared-memory budget of a group, and group shapes the sub-group primitives can use.
 """
 
 from __future__ import annotations
@@ -11,6 +11,31 @@ from .. import ir
 from ..typer import fold_int
 
 DEFAULT_SHARED_BUDGET = 48 * 1024  # what CUDA gives a block without opting in
+
+
+MAX_BLOCK_DEPTH = 40  # statements nested in statements (Python's parser takes 99 levels)
+MAX_LOOP_DEPTH = 8  # loops nested in loops: Python compiles 20, a target's frame adds 9
+
+
+def check_nesting(kir: ir.KernelIR) -> None:
+    """Refuse statements nested past what every target's generated code can hold: the
+    CPU wraps the body in loops over chunks, groups and lanes (up to 5) and lowers a
+    shared-array reduction or copy to a loop per dim (up to 4); Python compiles at most
+    20 nested loops and 99 levels of indentation. Helpers count where they are called."""
+
+    def visit(body: list[ir.Stmt], blocks: int, loops: int) -> None:
+        for s in body:
+            inner = loops + isinstance(s, (ir.For, ir.While))
+            if inner > MAX_LOOP_DEPTH:
+                raise KernelError(kir.name, f"loops nested more than {MAX_LOOP_DEPTH} deep", s.loc)
+            for b in s.bodies():
+                if b and blocks + 1 > MAX_BLOCK_DEPTH:
+                    raise KernelError(
+                        kir.name, f"statements nested more than {MAX_BLOCK_DEPTH} deep", b[0].loc
+                    )
+                visit(b, blocks + 1, inner)
+
+    visit(kir.body, 0, 0)
 
 
 def check_mut_writes(kir: ir.KernelIR) -> None:

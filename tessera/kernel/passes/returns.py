@@ -29,13 +29,19 @@ def _not_flag(stmt: ir.Stmt, flag: str) -> ir.Expr:
 
 
 def _block(body: list[ir.Stmt], flag: str, in_loop: bool) -> tuple[list[ir.Stmt], bool]:
-    """Lower one statement list; the bool says whether it may have returned."""
+    """Lower one statement list; the bool says whether it may have returned.
+
+    After a statement that may return, the rest runs under ``if not flag`` (in a loop:
+    after ``if flag: break``). Each such guard sits beside the previous one, not inside
+    it, so a run of early returns does not nest the code one level deeper each."""
     out: list[ir.Stmt] = []
-    for k, stmt in enumerate(body):
+    target = out  # where the next statement goes: ``out`` or the last guard's body
+    returned = False
+    for stmt in body:
         if isinstance(stmt, ir.Return):
-            out.append(ir.Assign(stmt.loc, flag, ir.Const(stmt.loc, True)))
+            target.append(ir.Assign(stmt.loc, flag, ir.Const(stmt.loc, True)))
             if in_loop:
-                out.append(ir.Break(stmt.loc))
+                target.append(ir.Break(stmt.loc))
             return out, True
         may_return = False
         if isinstance(stmt, ir.If):
@@ -44,16 +50,15 @@ def _block(body: list[ir.Stmt], flag: str, in_loop: bool) -> tuple[list[ir.Stmt]
             may_return = r1 or r2
         elif isinstance(stmt, (ir.For, ir.While)):
             stmt.body, may_return = _block(stmt.body, flag, in_loop=True)
-        out.append(stmt)
+        target.append(stmt)
         if may_return:
-            rest = body[k + 1 :]
-            if in_loop:
-                # leave the enclosing loop too; the code after it checks the flag again
-                out.append(ir.If(stmt.loc, ir.Name(stmt.loc, flag), [ir.Break(stmt.loc)], []))
-                tail, _ = _block(rest, flag, in_loop)
-                return out + tail, True
-            if rest:
-                tail, _ = _block(rest, flag, in_loop)
-                out.append(ir.If(stmt.loc, _not_flag(stmt, flag), tail, []))
-            return out, True
-    return out, False
+            returned = True
+            if in_loop:  # leave the enclosing loop too; the code after it checks the flag
+                target.append(ir.If(stmt.loc, ir.Name(stmt.loc, flag), [ir.Break(stmt.loc)], []))
+            else:
+                guard = ir.If(stmt.loc, _not_flag(stmt, flag), [], [])
+                out.append(guard)
+                target = guard.body
+    if target is not out and not target:
+        out.pop()  # a guard with nothing after it
+    return out, returned

@@ -96,6 +96,14 @@ def check_collectives(kir: ir.KernelIR, u: Uniformity) -> None:
 
 def _check(kir: ir.KernelIR, body: list[ir.Stmt], why: SourceLoc | None, u: Uniformity) -> None:
     for s in body:
+        if isinstance(s, ir.SharedAlloc) and why is not None:
+            raise KernelError(
+                kir.name,
+                "tshared.alloc is reached under lane-dependent control flow; a shared array "
+                "belongs to the whole group, so every lane must reach its allocation",
+                s.loc,
+                notes=(("this condition depends on the lane", why),),
+            )
         if ir.is_collective(s):
             if why is not None:
                 raise KernelError(

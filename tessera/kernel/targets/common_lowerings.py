@@ -135,13 +135,3 @@ def _store_block(cg, call, site):
         cg.emit(f"    {array}[{index}] = {value}")
 
     cg.element_loops(t.type.shape, body)
-
-
-def source_in_subgroup(prim, pos: str, delta: str, width: int) -> str:
-    """The code of the sub-group lane a shuffle reads for the lane at ``pos``."""
-    if prim is P.shuffle:
-        return f"({delta} & {width - 1})"
-    k = {P.shuffle_xor: f"({pos} ^ {delta})", P.shuffle_down: f"({pos} + {delta})"}.get(
-        prim, f"({pos} - {delta})"
-    )
-    return f"({k} if 0 <= {k} < {width} else {pos})"

@@ -9,7 +9,20 @@ CUDA targets compiled by Numba and inlined), so they agree bit for bit (docs/lan
 * ``a ** b`` on integers wraps at the type's width; a negative exponent gives the
   truncated quotient ``1 / a**-b``: ``1`` for ``a == 1``, ``±1`` for ``a == -1``, else 0;
 * a float converted to an integer type saturates at the type's range, and NaN gives 0
-  (what CUDA's conversions do), where x86 gives the "indefinite" value and LLVM poison.
+  (what CUDA's conversions do), where x86 gives the "indefinite" value and LLVM poison;
+* ``a // b`` and ``a % b`` by zero give 0, and ``MIN // -1`` wraps to ``MIN`` (``MIN % -1``
+  is 0), where the divide instruction traps;
+* ``abs(MIN)`` wraps to ``MIN``;
+* ``for v in range(start, stop, step)`` runs as many iterations as Python's ``range``,
+  counted without overflow (Numba's ``range`` overflows near the ends of i64), and none
+  when ``step`` is 0 at run time (the debug target reports that): generated inline by
+  ``SourceEmitter.loop_header``.
+
+Numba marks signed arithmetic "no signed wrap" (LLVM may then assume it never overflows,
+and turn ``while d > 0: d *= d`` into an endless loop), so these rules multiply in the
+unsigned type of the same width, and generated code adds, subtracts, multiplies and
+negates 64-bit signed values the same way (``SourceEmitter.binop``); narrower types are
+computed in 64 bits by Numba and cannot overflow before they are truncated.
 
 Each rule is made per integer type (``make(np.int32)``), so generated code calls
 ``_shl_int32(a, b)`` and gets an ``int32``.
@@ -21,6 +34,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+# integer operators computed by a rule here, by the prefix of the rule's name
+OPERATORS = {"<<": "_shl", ">>": "_shr", "**": "_pow", "//": "_fdiv", "%": "_mod"}
 INT_TYPES = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
 
 
@@ -42,10 +57,15 @@ def _shifts(t: type) -> tuple[Callable, Callable]:
     return shl, shr
 
 
+def _unsigned(t: type) -> type:
+    return np.dtype(f"u{np.dtype(t).itemsize}").type
+
+
 def _power(t: type) -> Callable:
     signed = np.iinfo(t).min < 0
     one, zero = t(1), t(0)
     minus_one = t(-1) if signed else t(1)
+    u = _unsigned(t)
 
     def power(a, b):
         if b < 0:
@@ -57,8 +77,8 @@ def _power(t: type) -> Callable:
         result, base, n = one, a, b
         while n > 0:
             if n % 2 == 1:
-                result = t(result * base)
-            base = t(base * base)
+                result = t(u(result) * u(base))
+            base = t(u(base) * u(base))
             n = n // 2
         return result
 
@@ -82,9 +102,33 @@ def _from_float(t: type) -> Callable:
     return from_float
 
 
+def _division(t: type) -> tuple[Callable, Callable, Callable]:
+    signed = np.iinfo(t).min < 0
+    zero = t(0)
+    minus_one = t(-1) if signed else t(0)
+    u = _unsigned(t)
+
+    def floordiv(a, b):
+        if b == zero:
+            return zero
+        if signed and b == minus_one:
+            return t(u(zero) - u(a))  # MIN // -1 wraps to MIN
+        return t(a // b)
+
+    def mod(a, b):
+        if b == zero or (signed and b == minus_one):
+            return zero
+        return t(a % b)
+
+    def absolute(a):
+        return t(u(zero) - u(a)) if a < zero else a
+
+    return floordiv, mod, absolute
+
+
 def functions(compile_: Callable = lambda fn: fn) -> dict[str, Callable]:
     """Every rule for every integer type, by the name generated code calls it by
-    (``_shl_int32``, ``_shr_int32``, ``_pow_int32``, ``_f2i_int32``, ...), each passed
+    (``_shl_int32``, ``_pow_int32``, ``_f2i_int32``, ``_fdiv_int32``, ...), each passed
     through ``compile_`` (Numba's ``njit`` for the compiled targets)."""
     out = {}
     for t in INT_TYPES:
@@ -94,4 +138,8 @@ def functions(compile_: Callable = lambda fn: fn) -> dict[str, Callable]:
         out[f"_shr_{name}"] = compile_(shr)
         out[f"_pow_{name}"] = compile_(_power(t))
         out[f"_f2i_{name}"] = compile_(_from_float(t))
+        floordiv, mod, absolute = _division(t)
+        out[f"_fdiv_{name}"] = compile_(floordiv)
+        out[f"_mod_{name}"] = compile_(mod)
+        out[f"_abs_{name}"] = compile_(absolute)
     return out

@@ -20,17 +20,48 @@ import math
 
 from ... import dtypes as D
 from ...errors import KernelError
+from ...tile import primitives as P
 from .. import ir
 from ..ir import ArrayType, ScalarType, TileType
 from ..typer import concrete, promote
-from . import own_math, semantics
+from . import integers, own_math, semantics
 from .target import Target
 from .tile_source import TileSource
 
 HALF = D.COMPUTED_IN_F32
+SMALL = 2**32  # constant range bounds this small cannot overflow Numba's range
 NARROW_INT = {D.i8, D.i16, D.i32, D.u8, D.u16, D.u32, D.u64}
-# the generated code's name of each group reduction's combine function (semantics.py)
-COMBINE = {op: f"_{fn.__name__}" for op, fn in semantics.COMBINE.items()}
+
+
+def combine(op: str, dtype: D.DType) -> str:
+    """The generated code's name of a group reduction's combine function (semantics.py)."""
+    return f"_{semantics.combine(op, dtype).__name__}"
+
+
+def trip_count(start: str, stop: str, step: str) -> str:
+    """The code of the number of values of ``range(start, stop, step)`` (names of i64
+    values), as a uint64 computed without overflow; 0 for a zero step (integers.py)."""
+    u = "np.uint64"
+    up = f"({u}({stop}) - {u}({start}) - {u}(1)) // {u}({step}) + {u}(1)"
+    down = f"({u}({start}) - {u}({stop}) - {u}(1)) // ({u}(0) - {u}({step})) + {u}(1)"
+    return (
+        f"({up} if {step} > 0 and {start} < {stop} "
+        f"else {down} if {step} < 0 and {start} > {stop} else {u}(0))"
+    )
+
+
+def subgroup_source(prim: P.Primitive, pos: str, delta: str, width: int) -> str:
+    """The code of the sub-group position a shuffle reads for the lane at position ``pos``
+    (its own where that is outside the sub-group). The bounds are compared with ``delta``
+    itself, so no sum overflows whatever the offset (the debug target computes exactly)."""
+    if prim is P.shuffle:
+        return f"({delta} & {width - 1})"
+    if prim is P.shuffle_xor:
+        k = f"({pos} ^ {delta})"
+        return f"({k} if 0 <= {k} < {width} else {pos})"
+    if prim is P.shuffle_down:
+        return f"({pos} + {delta} if -{pos} <= {delta} < {width} - {pos} else {pos})"
+    return f"({pos} - {delta} if {pos} - {width} < {delta} <= {pos} else {pos})"
 
 
 def ctor(dtype: D.DType) -> str:
@@ -45,6 +76,8 @@ class SourceEmitter(TileSource):
 
     # math functions the target's Numba has under another name (default: math.<name>)
     math_functions: dict[str, str] = {}
+    # integer operations computed by calling a rule of integers.py (by operator)
+    integer_rules = frozenset({"<<", ">>", "**", "//", "%", "abs"})
 
     def __init__(self, kir: ir.KernelIR, grid_ndim: int, target: Target):
         self.kir = kir
@@ -105,9 +138,10 @@ class SourceEmitter(TileSource):
             if stop is not None:
                 end = f"min({end}, {self.conv(self.expr(stop), stop.type, i64)})"
             self.emit(f"_ce{a} = {end}")
-            if is_slice:
-                src_idx.append(f"_cs{a} + _q{q}")
-                conds.append(f"0 <= _cs{a} + _q{q} < _ce{a}")
+            if is_slice:  # a start near the end of i64 wraps negative: out of range
+                index = self.arith(f"_cs{a}", "+", f"_q{q}", i64)
+                src_idx.append(index)
+                conds.append(f"0 <= {index} < _ce{a}")
                 q += 1
             else:
                 src_idx.append(f"_cs{a}")
@@ -185,12 +219,22 @@ class SourceEmitter(TileSource):
             self.lane_stmt(s)
 
     def loop_header(self, s: ir.For | ir.While) -> None:
-        if isinstance(s, ir.For):
-            i64 = ScalarType(D.i64)
-            parts = [self.conv(self.expr(e), e.type, i64) for e in (s.start, s.stop, s.step)]
-            self.emit(f"for {self.name(s.var)} in range({', '.join(parts)}):", s.loc)
-        else:
+        """A loop's first line(s); its body follows one level deeper. A ``range`` loop
+        whose bounds are not small constants counts its trips without overflow
+        (:func:`trip_count`) and computes the variable from the trip."""
+        if isinstance(s, ir.While):
             self.emit(f"while {self.truth(s.cond)}:", s.loc)
+            return
+        i64 = ScalarType(D.i64)
+        start, stop, step = (self.conv(self.expr(e), e.type, i64) for e in s.exprs())
+        var = self.name(s.var)
+        if all(isinstance(e, ir.Const) and abs(e.value) < SMALL for e in s.exprs()):
+            self.emit(f"for {var} in range({start}, {stop}, {step}):", s.loc)
+            return
+        a, b, c, k = (f"{v}{len(self.lines)}" for v in ("_ra", "_rb", "_rc", "_rk"))
+        self.emit(f"{a}, {b}, {c} = {start}, {stop}, {step}", s.loc)
+        self.emit(f"for {k} in range({trip_count(a, b, c)}):")
+        self.emit(f"    {var} = np.int64(np.uint64({a}) + np.uint64({k}) * np.uint64({c}))")
 
     def lane_stmt(self, s: ir.Stmt) -> None:
         if ir.is_collective(s) or isinstance(s, ir.SharedAlloc):
@@ -309,8 +353,10 @@ class SourceEmitter(TileSource):
                 return f"(not {self.truth(e.operand)})"
             if e.op == "~" and concrete(t).dtype == D.bool_:
                 return f"(not {self.expr(e.operand)})"
-            code = f"({e.op}{self.conv(self.expr(e.operand), e.operand.type, t)})"
-            return self.wrap(code, t)
+            operand = self.conv(self.expr(e.operand), e.operand.type, t)
+            if e.op == "-":
+                return self.arith(self.const(0, t), "-", operand, t)
+            return self.wrap(f"({e.op}{operand})", t)
         if isinstance(e, ir.Compare):
             c = promote(e.left.type, e.right.type)
             a = self.conv(self.expr(e.left), e.left.type, c)
@@ -347,13 +393,20 @@ class SourceEmitter(TileSource):
         if e.op in ("&", "|", "^") and concrete(t).dtype == D.bool_:
             return f"({a} {e.op} {b})"
         dtype = concrete(t).dtype
-        rule = {"<<": "_shl", ">>": "_shr", "**": "_pow"}.get(e.op)
+        rule = integers.OPERATORS.get(e.op) if e.op in self.integer_rules else None
         if rule is not None and dtype.is_int:  # the language's rules (integers.py)
             return f"{rule}_{dtype.np_dtype.name}({a}, {b})"
-        code = f"({a} {e.op} {b})"
         if dtype.is_float and e.op in ("//", "%", "**"):
-            code = f"{ctor(dtype)}{code}"
-        return self.wrap(code, t)
+            return f"{ctor(dtype)}({a} {e.op} {b})"
+        return self.arith(a, e.op, b, t)
+
+    def arith(self, a: str, op: str, b: str, t: ir.Type) -> str:
+        """``a op b`` in type ``t``, wrapping at its width: 64-bit signed values are added,
+        subtracted and multiplied as unsigned ones (integers.py: Numba's signed arithmetic
+        may assume it never overflows); narrower ones are computed wider and truncated."""
+        if concrete(t).dtype == D.i64 and op in "+-*":
+            return f"np.int64(np.uint64({a}) {op} np.uint64({b}))"
+        return self.wrap(f"({a} {op} {b})", t)
 
     def math(self, e: ir.MathCall) -> str:
         t = concrete(e.type)
@@ -365,14 +418,17 @@ class SourceEmitter(TileSource):
                 code = f"{fn}({code}, {a})"
             return code
         if e.func == "abs":
-            return self.wrap(f"abs({self.conv(self.expr(e.args[0]), e.args[0].type, t)})", t)
+            code = self.conv(self.expr(e.args[0]), e.args[0].type, t)
+            if t.dtype.is_int and t.dtype != D.bool_ and "abs" in self.integer_rules:
+                return f"_abs_{t.dtype.np_dtype.name}({code})"  # abs(MIN) wraps (integers.py)
+            return self.wrap(f"abs({code})", t)
         arg_t = concrete(e.args[0].type)
         if len(e.args) == 2:
             arg_t = concrete(promote(e.args[0].type, e.args[1].type))
         if e.func in ("floor", "ceil", "trunc"):
             if not arg_t.dtype.is_float:
                 return self.expr(e.args[0])
-            return f"np.int64(math.{e.func}({self.expr(e.args[0])}))"
+            return f"_f2i_int64(np.{e.func}({self.expr(e.args[0])}))"  # saturating
         if e.func in ("isnan", "isinf", "isfinite"):
             if not arg_t.dtype.is_float:
                 return "True" if e.func == "isfinite" else "False"

@@ -20,6 +20,7 @@ import types
 
 import numpy as np
 
+from ... import dtypes as D
 from ...tile.mathfns import MATH
 
 _JIT = dict(nogil=True, cache=False, error_model="numpy", inline="always")
@@ -37,6 +38,12 @@ def fmin(a, b):
 
 def add(a, b):
     return a + b
+
+
+def add_i64(a, b):
+    """``add`` for 64-bit signed integers, wrapping: computed unsigned, as Numba's signed
+    addition may assume it never overflows (integers.py)."""
+    return np.int64(np.uint64(a) + np.uint64(b))
 
 
 def tree_reduce(s, m, combine):
@@ -69,6 +76,12 @@ def bf16_bits(bits):
 
 COMBINE = {"sum": add, "max": fmax, "min": fmin}  # each group reduction's combine
 
+
+def combine(op: str, dtype: D.DType):
+    """The combine function of group reduction ``op`` on values of ``dtype``."""
+    return add_i64 if op == "sum" and dtype == D.i64 else COMBINE[op]
+
+
 # NumPy's names for the float functions of the math module where they differ
 _NUMPY_NAMES = {
     "asin": "arcsin",
@@ -99,6 +112,7 @@ def jitted() -> types.SimpleNamespace:
         fmax=jit(fmax),
         fmin=jit(fmin),
         add=jit(add),
+        add_i64=jit(add_i64),
         tree_reduce=jit(tree_reduce),
         bf16_bits=jit(bf16_bits),
     )

@@ -16,8 +16,8 @@ from ....tile import blocks as B
 from ....tile import primitives as P
 from ...ir import ScalarType
 from ...typer import concrete
-from ..common_lowerings import COMMON_LOWERINGS, source_in_subgroup
-from ..pysource import COMBINE, ctor
+from ..common_lowerings import COMMON_LOWERINGS
+from ..pysource import combine, ctor, subgroup_source
 from ..target import lowerings_table
 
 LOWERINGS, lowering = lowerings_table()
@@ -67,7 +67,7 @@ def _reduce_shared(cg, call, site):
     element = cg.load_storage(f"{cg.name(source.name)}[{idx}]", at.dtype)
     value = cg.conv(element, ScalarType(at.dtype), t)
     cg.emit(f"{'    ' * len(shape)}{scratch}[{lin}] = {value}")
-    reduced = f"_tree_reduce({scratch}, {size}, {COMBINE[call.prim.op]})"
+    reduced = f"_tree_reduce({scratch}, {size}, {combine(call.prim.op, t.dtype)})"
     cg.set_result(site, reduced, t)
 
 
@@ -79,7 +79,7 @@ def _reduce_lanes(cg, call, site):
     scratch = cg.scratch_for(ctor(t.dtype), cg.lanes)
     cg.emit(f"for _i in range({cg.lanes}):", call.loc)
     cg.emit(f"    {scratch}[_i] = {cg.conv(cg.lane_value(value, '_i'), value.type, t)}")
-    reduced = f"_tree_reduce({scratch}, {cg.lanes}, {COMBINE[call.prim.op]})"
+    reduced = f"_tree_reduce({scratch}, {cg.lanes}, {combine(call.prim.op, t.dtype)})"
     cg.set_result(site, reduced, t)
 
 
@@ -95,7 +95,7 @@ def _prefix_sum(cg, call, site):
     v = cg.conv(cg.lane_value(value, "_i"), value.type, t)
     if exclusive.value:
         cg.set_result(site, acc, t, lane="_i")
-    cg.emit(f"{acc} = {cg.wrap(f'{acc} + {v}', t)}")
+    cg.emit(f"{acc} = {cg.arith(acc, '+', v, t)}")
     if not exclusive.value:
         cg.set_result(site, acc, t, lane="_i")
     cg.indent -= 1
@@ -114,15 +114,10 @@ def _shuffle(cg, call, site):
     cg.emit(f"for _i in range({cg.lanes}):")
     cg.indent += 1
     delta = cg.conv(cg.lane_value(offset, "_i"), offset.type, ScalarType(D.i64))
-    cg.emit(f"_k = {source_lane(call.prim, '_i', delta, width)}")
+    position = subgroup_source(call.prim, f"(_i % {width})", delta, width)
+    cg.emit(f"_k = _i - _i % {width} + {position}")
     cg.set_result(site, f"{scratch}[_k]", t, lane="_i")
     cg.indent -= 1
-
-
-def source_lane(prim, lane: str, delta: str, width: int) -> str:
-    """The code of the lane a shuffle reads (within the group) for lane ``lane``."""
-    base, pos = f"({lane} - {lane} % {width})", f"({lane} % {width})"
-    return f"({base} + {source_in_subgroup(prim, pos, delta, width)})"
 
 
 # ----------------------------------------------------------------------------- tiles
@@ -193,7 +188,7 @@ def _tile_reduce(cg, call, site):
     source, axis = call.args
     shape = source.type.shape
     rep = ctor(source.type.dtype)
-    combine = COMBINE[call.prim.op]
+    combine_fn = combine(call.prim.op, source.type.dtype)
     if axis is None:
         size = math.prod(shape)
         scratch = cg.scratch_for(rep, size)
@@ -206,7 +201,7 @@ def _tile_reduce(cg, call, site):
             shape,
             lambda: cg.emit(f"{scratch}[{lin}] = {cg.tile_read(source.name, shape)}"),
         )
-        cg.set_result(site, f"_tree_reduce({scratch}, {size}, {combine})", call.type)
+        cg.set_result(site, f"_tree_reduce({scratch}, {size}, {combine_fn})", call.type)
         return
     a = axis.value
     out_shape = shape[:a] + shape[a + 1 :]
@@ -218,6 +213,6 @@ def _tile_reduce(cg, call, site):
         index = ", ".join(rest[:a] + ["_r"] + rest[a:])
         cg.emit(f"for _r in range({shape[a]}):")
         cg.emit(f"    {scratch}[_r] = {cg.name(source.name)}[{index}]")
-        cg.emit(f"{dest}[{', '.join(rest)}] = _tree_reduce({scratch}, {shape[a]}, {combine})")
+        cg.emit(f"{dest}[{', '.join(rest)}] = _tree_reduce({scratch}, {shape[a]}, {combine_fn})")
 
     cg.element_loops(out_shape, body)

@@ -223,6 +223,7 @@ def namespace() -> dict:
         "_fmax": semantics.fmax,
         "_fmin": semantics.fmin,
         "_add": semantics.add,
+        "_add_i64": semantics.add_i64,
         "_check_index": d["check_index"],
         "_tree_reduce": semantics.tree_reduce,
         "_exp_f32": d["exp_f32"],

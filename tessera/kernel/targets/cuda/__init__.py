@@ -7,6 +7,8 @@ and ``meta`` stages).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .... import dtypes as D
@@ -21,6 +23,7 @@ from .streams import gpu_work_queued, synchronize_device
 
 _BITS = np.dtype(np.uint16)
 MAX_BLOCKS = 2**31 - 1
+MAX_BLOCK_THREADS = 1024  # threads of a CUDA block: the lanes of a group
 
 
 class CudaTarget(Target):
@@ -58,6 +61,13 @@ class CudaTarget(Target):
             )
 
     def build(self, spec, grid_ndim: int, key: tuple, options: BuildOptions, call_args: tuple):
+        lanes = math.prod(spec.kir.tile_shape)
+        if spec.kir.grouped and lanes > MAX_BLOCK_THREADS:
+            raise LaunchError(
+                spec.kir.name,
+                f"a group of tile={spec.kir.tile_shape} has {lanes} lanes; a CUDA block runs "
+                f"at most {MAX_BLOCK_THREADS} threads",
+            )
         return CudaProgram(spec, grid_ndim, self, async_copies_for(options.arch))
 
     def stage(self, program, name: str, call_args: tuple, grid: tuple, options: BuildOptions):

@@ -27,6 +27,10 @@ STATIC_SHARED_LIMIT = 48 * 1024  # above this a block's shared memory must be dy
 class CudaCodegen(SourceEmitter):
     """Generates the source of ``_kernel`` (to be wrapped in ``numba.cuda.jit``)."""
 
+    # integer division and abs stay the hardware's (no trap on a GPU): calling a rule's
+    # device function would need a GPU to compile, and PTX is made without one
+    integer_rules = frozenset({"<<", ">>", "**"})
+
     def __init__(
         self,
         kir: ir.KernelIR,

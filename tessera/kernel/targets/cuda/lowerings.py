@@ -19,8 +19,8 @@ from ....tile import primitives as P
 from ...ir import ScalarType
 from ...passes.prefetch import keep_in_flight
 from ...typer import concrete
-from ..common_lowerings import COMMON_LOWERINGS, source_in_subgroup
-from ..pysource import COMBINE, ctor
+from ..common_lowerings import COMMON_LOWERINGS
+from ..pysource import combine, ctor, subgroup_source
 from ..target import lowerings_table
 
 LOWERINGS, lowering = lowerings_table()
@@ -75,7 +75,7 @@ def _finish(cg, site, scratch: str, size: int, op: str, t) -> None:
     """Lane 0 runs the fixed tree (the same code as every target); all lanes read."""
     cg.emit("cuda.syncthreads()")
     cg.emit("if _lane == 0:")
-    cg.emit(f"    {scratch}[0] = _tree_reduce({scratch}, {size}, {COMBINE[op]})")
+    cg.emit(f"    {scratch}[0] = _tree_reduce({scratch}, {size}, {combine(op, t.dtype)})")
     cg.emit("cuda.syncthreads()")
     cg.set_result(site, f"{scratch}[0]", t)
     cg.emit("cuda.syncthreads()  # the scratch may be reused right after")
@@ -119,7 +119,7 @@ def _prefix_sum(cg, call, site):
     cg.emit("cuda.syncthreads()")
     cg.emit("if _lane == 0:")
     cg.emit(f"    for _i in range(1, {cg.lanes}):")
-    cg.emit(f"        {scratch}[_i] = {cg.wrap(f'{scratch}[_i - 1] + {scratch}[_i]', t)}")
+    cg.emit(f"        {scratch}[_i] = {cg.arith(f'{scratch}[_i - 1]', '+', f'{scratch}[_i]', t)}")
     cg.emit("cuda.syncthreads()")
     if exclusive.value:
         result = f"({scratch}[_lane - 1] if _lane > 0 else {ctor(t.dtype)}(0))"
@@ -138,7 +138,7 @@ def _shuffle(cg, call, site):
     width = P.subgroup_width(cg.lanes)
     delta = cg.conv(cg.expr(offset), offset.type, ScalarType(D.i64))
     cg.emit(f"_pos = _lane % {width}", call.loc)
-    cg.emit(f"_src = {source_in_subgroup(call.prim, '_pos', delta, width)}")
+    cg.emit(f"_src = {subgroup_source(call.prim, '_pos', delta, width)}")
     v = cg.conv(cg.expr(value), value.type, t)
     if cg.simulated:  # no warp shuffles in the simulator: exchange through scratch
         scratch = cg.scratch_for(t.dtype, cg.lanes)
@@ -189,7 +189,7 @@ def _tile_reduce(cg, call, site):
     source, axis = call.args
     shape = source.type.shape
     t = source.type
-    combine = COMBINE[call.prim.op]
+    combine_fn = combine(call.prim.op, t.dtype)
     if axis is None:
         size = math.prod(shape)
         scratch = cg.scratch_for(t.dtype, size)
@@ -198,7 +198,7 @@ def _tile_reduce(cg, call, site):
             shape, lambda: cg.emit(f"{scratch}[{lin}] = {cg.tile_read(source.name, shape)}")
         )
         cg.emit("if _lane == 0:")
-        cg.emit(f"    {scratch}[0] = _tree_reduce({scratch}, {size}, {combine})")
+        cg.emit(f"    {scratch}[0] = _tree_reduce({scratch}, {size}, {combine_fn})")
         cg.emit("cuda.syncthreads()")
         cg.set_result(site, f"{scratch}[0]", call.type)
         cg.emit("cuda.syncthreads()  # the scratch may be reused right after")
@@ -213,6 +213,6 @@ def _tile_reduce(cg, call, site):
         cg.emit(f"_row = cuda.local.array({shape[a]}, {ctor(t.dtype)})")
         cg.emit(f"for _r in range({shape[a]}):")
         cg.emit(f"    _row[_r] = {cg.name(source.name)}[{index}]")
-        cg.emit(f"{dest}[{', '.join(rest)}] = _tree_reduce(_row, {shape[a]}, {combine})")
+        cg.emit(f"{dest}[{', '.join(rest)}] = _tree_reduce(_row, {shape[a]}, {combine_fn})")
 
     cg.element_loops(out_shape, body)

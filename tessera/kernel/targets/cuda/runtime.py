@@ -105,6 +105,7 @@ def namespace(async_copies: bool) -> dict:
         "np": np,
         "math": _simulator_math() if simulated else math,
         "_add": semantics.jitted().add,
+        "_add_i64": semantics.jitted().add_i64,
         "_fmax": semantics.jitted().fmax,
         "_fmin": semantics.jitted().fmin,
         "_tree_reduce": semantics.jitted().tree_reduce,

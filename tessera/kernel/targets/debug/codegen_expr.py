@@ -15,7 +15,7 @@ from ....errors import KernelArithmeticError, KernelError
 from ... import ir
 from ...ir import ScalarType, TileType
 from ...typer import concrete, promote
-from .. import own_math, semantics
+from .. import integers, own_math, semantics
 from . import tiles
 from .values import BINARY, COMPARE, HALF, INTEGER_RULES, NUMPY_MATH, cast_function, convert
 
@@ -88,7 +88,7 @@ def _binop(c, e: ir.BinOp):
     op, loc, is_int = BINARY[e.op], e.loc, not concrete(t).dtype.is_float
     divides = e.op in ("/", "//", "%")
     result_type = concrete(t).dtype
-    rule = {"<<": "_shl", ">>": "_shr", "**": "_pow"}.get(e.op)
+    rule = integers.OPERATORS.get(e.op)
     if rule is not None and result_type.is_int:  # the language's rules (integers.py)
         op = INTEGER_RULES[f"{rule}_{result_type.np_dtype.name}"]
     is_float = result_type.is_float
@@ -171,8 +171,8 @@ def _math(c, e: ir.MathCall):
         v = c.expr(e.args[0])
         if not arg_t.dtype.is_float:
             return v
-        fn = getattr(np, e.func)
-        return lambda f: np.int64(fn(v(f)))
+        fn, to_int = getattr(np, e.func), INTEGER_RULES["_f2i_int64"]  # saturating
+        return lambda f: to_int(fn(v(f)))
     if e.func in ("isnan", "isinf", "isfinite"):
         v = c.expr(e.args[0])
         if not arg_t.dtype.is_float:
