@@ -201,6 +201,39 @@ def run(quick: bool) -> list[Record]:
         quick,
         flops=4.0 * seq * seq * 64,
     )
+    small = rng.uniform(-80, 80, 2**14).astype(np.float32)
+    e_small = np.exp(small.astype(np.float64))
+    outs_s = {tool: np.zeros_like(small) for tool in ("tessera", "numba", "numpy")}
+    records += measure(
+        NAME,
+        "exp f32, flat kernel, in cache",
+        "2^14",
+        [
+            Case(
+                "tessera",
+                lambda: exp_flat[small.size](small, outs_s["tessera"]),
+                lambda: outs_s["tessera"],
+                e_small,
+                rtol=1e-6,
+            ),
+            Case(
+                "numba",
+                lambda: exp_numba(small, outs_s["numba"]),
+                lambda: outs_s["numba"],
+                e_small,
+                rtol=1e-6,
+            ),
+            Case(
+                "numpy",
+                lambda: np.exp(small, out=outs_s["numpy"]),
+                lambda: outs_s["numpy"],
+                e_small,
+                rtol=1e-6,
+            ),
+        ],
+        quick,
+        nbytes=2 * small.nbytes,
+    )
     size = 2**20 if quick else 2**24
     v = rng.uniform(-80, 80, size).astype(np.float32)
     ev = np.exp(v.astype(np.float64))
