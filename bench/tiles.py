@@ -61,6 +61,11 @@ def exp_numba(x, y):
         y[i] = math.exp(x[i])
 
 
+def checked(tool: str, run, outs: dict, want: np.ndarray, rtol: float, atol: float = 0.0) -> Case:
+    """A case whose result is ``outs[tool]``, checked against ``want``."""
+    return Case(tool, run, lambda: outs[tool], want, rtol=rtol, atol=atol)
+
+
 @njit(parallel=True)
 def gemm_numba(a, b, c):
     for i in prange(a.shape[0]):
@@ -81,7 +86,7 @@ def run(quick: bool) -> list[Record]:
     want = a.astype(np.float64) @ b.astype(np.float64)
 
     def gemm_case(tool, fn):
-        return Case(tool, fn, lambda: outs[tool], want, rtol=1e-4)
+        return checked(tool, fn, outs, want, rtol=1e-4)
 
     records = measure(
         NAME,
@@ -106,26 +111,20 @@ def run(quick: bool) -> list[Record]:
             "f32 GEMM, tile.dot 64x64x32",
             f"{s2}^3",
             [
-                Case(
+                checked(
                     "tessera",
                     lambda: gemm_tiles[(s2 // 64, s2 // 64)](a2, b2, c2["tessera"]),
-                    lambda: c2["tessera"],
+                    c2,
                     want2,
-                    rtol=1e-4,
+                    1e-4,
                 ),
-                Case(
-                    "numpy",
-                    lambda: np.matmul(a2, b2, out=c2["numpy"]),
-                    lambda: c2["numpy"],
-                    want2,
-                    rtol=1e-4,
-                ),
+                checked("numpy", lambda: np.matmul(a2, b2, out=c2["numpy"]), c2, want2, 1e-4),
             ],
             quick,
             flops=2.0 * s2**3,
         )
         a16, b16 = a2.astype(np.float16), b2.astype(np.float16)
-        c16 = np.zeros((s2, s2), np.float32)
+        c2["f16"] = np.zeros((s2, s2), np.float32)
         want16 = a16.astype(np.float64) @ b16.astype(np.float64)
         records += measure(
             NAME,
@@ -134,18 +133,12 @@ def run(quick: bool) -> list[Record]:
             [
                 Case(
                     "tessera",
-                    lambda: gemm_tiles_f16[(s2 // 64, s2 // 64)](a16, b16, c16),
-                    lambda: c16,
+                    lambda: gemm_tiles_f16[(s2 // 64, s2 // 64)](a16, b16, c2["f16"]),
+                    lambda: c2["f16"],
                     want16,
                     rtol=1e-3,
                 ),
-                Case(
-                    "numpy",
-                    lambda: np.matmul(a2, b2, out=c2["numpy"]),
-                    lambda: c2["numpy"],
-                    want2,
-                    rtol=1e-4,
-                ),
+                checked("numpy", lambda: np.matmul(a2, b2, out=c2["numpy"]), c2, want2, 1e-4),
             ],
             quick,
             flops=2.0 * s2**3,
@@ -209,27 +202,15 @@ def run(quick: bool) -> list[Record]:
         "exp f32, flat kernel, in cache",
         "2^14",
         [
-            Case(
+            checked(
                 "tessera",
                 lambda: exp_flat[small.size](small, outs_s["tessera"]),
-                lambda: outs_s["tessera"],
+                outs_s,
                 e_small,
-                rtol=1e-6,
+                1e-6,
             ),
-            Case(
-                "numba",
-                lambda: exp_numba(small, outs_s["numba"]),
-                lambda: outs_s["numba"],
-                e_small,
-                rtol=1e-6,
-            ),
-            Case(
-                "numpy",
-                lambda: np.exp(small, out=outs_s["numpy"]),
-                lambda: outs_s["numpy"],
-                e_small,
-                rtol=1e-6,
-            ),
+            checked("numba", lambda: exp_numba(small, outs_s["numba"]), outs_s, e_small, 1e-6),
+            checked("numpy", lambda: np.exp(small, out=outs_s["numpy"]), outs_s, e_small, 1e-6),
         ],
         quick,
         nbytes=2 * small.nbytes,
@@ -240,7 +221,7 @@ def run(quick: bool) -> list[Record]:
     outs_e = {tool: np.zeros_like(v) for tool in ("tessera", "numba", "numpy")}
 
     def exp_case(tool, fn):
-        return Case(tool, fn, lambda: outs_e[tool], ev, rtol=1e-6)
+        return checked(tool, fn, outs_e, ev, rtol=1e-6)
 
     records += measure(
         NAME,
