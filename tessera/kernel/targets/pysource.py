@@ -202,6 +202,15 @@ class SourceEmitter(TileSource):
         # so it meets neither a user's ``v_<name>`` nor another derived name
         return f"v{tag}_{user}" if tag else "v_" + n
 
+    def unflatten(self, linear: str, prefix: str, extents: list) -> None:
+        """Emit ``<prefix><d>`` for each axis of a row-major ``linear`` index over
+        ``extents`` (the last axis varies fastest)."""
+        rest = linear
+        for d in reversed(range(1, len(extents))):
+            self.emit(f"{prefix}{d} = {rest} % {extents[d]}")
+            rest = f"({rest} // {extents[d]})"
+        self.emit(f"{prefix}0 = {rest}")
+
     def emit(self, line: str, loc=None) -> None:
         suffix = f"  # line {loc.line}" if loc is not None else ""
         self.lines.append("    " * self.indent + line + suffix)

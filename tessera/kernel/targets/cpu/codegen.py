@@ -87,11 +87,7 @@ class CpuCodegen(SourceEmitter):
             self.emit(f"{name} = {self.scratch_array(shape, dt)}")
         self.emit("for _g in range((_c * _G) // _nchunks, ((_c + 1) * _G) // _nchunks):")
         self.indent += 1
-        rest = "_g"
-        for d in reversed(range(1, self.grid_ndim)):
-            self.emit(f"_g{d} = {rest} % _N{d}")
-            rest = f"({rest} // _N{d})"
-        self.emit(f"_g0 = {rest}")
+        self.unflatten("_g", "_g", [f"_N{d}" for d in range(self.grid_ndim)])
         self.indent -= 1
         self.lines.extend(body)
 

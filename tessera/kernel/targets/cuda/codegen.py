@@ -98,27 +98,15 @@ class CudaCodegen(SourceEmitter):
         self.emit("_lin = cuda.grid(1)")
         self.emit(f"if _lin >= {total}:")
         self.emit("    return")
-        rest = "_lin"
-        for d in reversed(range(1, self.grid_ndim)):
-            self.emit(f"_t{d} = {rest} % _N{d}")
-            rest = f"({rest} // _N{d})"
-        self.emit(f"_t0 = {rest}")
+        self.unflatten("_lin", "_t", [f"_N{d}" for d in range(self.grid_ndim)])
 
     def grouped_frame(self) -> None:
         self.emit("_lane = cuda.threadIdx.x")
         if self.keeps_copies_in_flight:
             self.emit("_cp_it = 0  # copy groups started in this tile.range iteration")
-        rest = "_lane"
-        for d in reversed(range(1, len(self.tile))):
-            self.emit(f"_l{d} = {rest} % {self.tile[d]}")
-            rest = f"({rest} // {self.tile[d]})"
-        self.emit(f"_l0 = {rest}")
+        self.unflatten("_lane", "_l", list(self.tile))
         self.emit("_g = cuda.blockIdx.x")
-        rest = "_g"
-        for d in reversed(range(1, self.grid_ndim)):
-            self.emit(f"_g{d} = {rest} % _N{d}")
-            rest = f"({rest} // _N{d})"
-        self.emit(f"_g0 = {rest}")
+        self.unflatten("_g", "_g", [f"_N{d}" for d in range(self.grid_ndim)])
         self.emit(f"s_grid_groups = {' * '.join(f'_N{d}' for d in range(self.grid_ndim))}")
         sizes = [
             (a, math.prod(int(x) for x in a.shape) * a.dtype.itemsize) for a in self.kir.allocs
@@ -194,10 +182,7 @@ class CudaCodegen(SourceEmitter):
         saved, self.element = self.element, [f"_e{d}" for d in range(len(shape))]
         self.emit(f"for _t in range(_lane, {size}, {self.lanes}):")
         self.indent += 1
-        rest = "_t"
-        for d in reversed(range(len(shape))):
-            self.emit(f"_e{d} = {rest} % {shape[d]}" if d else f"_e{d} = {rest}")
-            rest = f"({rest} // {shape[d]})"
+        self.unflatten("_t", "_e", list(shape))
         body()
         self.indent -= 1
         self.emit("cuda.syncthreads()")
