@@ -66,12 +66,17 @@ def softmax_rows(x: f32[R, 64], out: mut[f32[R, 64]]):
     tile.store_block(out, (r0, 0), e / e.sum(axis=1)[:, None])
 
 
-def _dot_in_order(a, b, acc):
-    """acc + a @ b with each element summed over k in order, in f32 (the language's order
-    for tile.dot on every target)."""
+def _dot_in_order(a, b, acc, fused=False):
+    """acc + a @ b with each element summed over k in order, in f32 (every target's order
+    for tile.dot); ``fused``: each step one fused multiply-add (the CPU's micro-kernel;
+    an f32 product is exact in f64, so only the sum is rounded, once, to f32)."""
     out = acc.astype(np.float32).copy()
     for k in range(a.shape[1]):
-        out = (out + (a[:, k : k + 1] * b[k : k + 1, :]).astype(np.float32)).astype(np.float32)
+        product = a[:, k : k + 1].astype(np.float64) * b[k : k + 1, :].astype(np.float64)
+        if fused:
+            out = (out.astype(np.float64) + product).astype(np.float32)
+        else:
+            out = (out + product.astype(np.float32)).astype(np.float32)
     return out
 
 
@@ -91,6 +96,8 @@ def _tree(values: np.ndarray, combine) -> np.float32:
 
 
 def test_tile_gemm_sums_k_in_order_on_every_target(target, rng):
+    """The order is k ascending everywhere; the CPU fuses each multiply-add (TILES.md §3
+    leaves tile.dot's rounding to the backend)."""
     a = rng.standard_normal((40, 24)).astype(np.float32)
     b = rng.standard_normal((24, 40)).astype(np.float32)
     c = np.zeros((40, 40), np.float32)
@@ -105,7 +112,10 @@ def test_tile_gemm_sums_k_in_order_on_every_target(target, rng):
             acc = np.zeros((16, 16), np.float32)
             for k0 in range(0, 24, 8):
                 acc = _dot_in_order(
-                    pa[m0 : m0 + 16, k0 : k0 + 8], pb[k0 : k0 + 8, n0 : n0 + 16], acc
+                    pa[m0 : m0 + 16, k0 : k0 + 8],
+                    pb[k0 : k0 + 8, n0 : n0 + 16],
+                    acc,
+                    fused=target == "cpu",
                 )
             want[m0 : m0 + 16, n0 : n0 + 16] = acc
     assert np.array_equal(c, want[:40, :40])

@@ -126,60 +126,26 @@ def _shuffle(cg, call, site):
 LOWERINGS.update(COMMON_LOWERINGS)
 
 
-ROWS, COLS = 4, 16  # the register block of tile.dot: 4 rows of 16 lanes of the result
-
-
 @lowering(B.dot)
 def _dot(cg, call, site):
-    """``acc + a @ b``, each element adding its products in k order (the order of every
-    target). Where the shape allows, a register block of ROWS x COLS results stays in
-    locals across the whole k loop, loaded and stored once: LLVM's SLP vectoriser turns
-    each row of COLS into one vector, so the k loop is loads of ``b`` and multiply-adds."""
+    """``acc + a @ b`` by the register-blocked micro-kernel (microkernel.py): each element
+    adds its products in k order, fused."""
     a, b, acc = call.args[:3]
-    t = call.type
-    m, n = t.shape
+    m, n = call.type.shape
     k = a.type.shape[1]
-    dest, rep = cg.name(site.target), ctor(t.dtype)
-    x, y = cg.name(a.name), cg.name(b.name)
-    init = cg.name(acc.name) if acc is not None else None
+    dest = cg.name(site.target)
+    if site.target in (a.name, b.name):  # the product reads the tile it replaces
+        dest = cg.tile_temp(call.type)
+    init = cg.name(acc.name) if acc is not None else dest
     cg.emit(f"# tile.dot: ({m}, {k}) @ ({k}, {n})", call.loc)
-    blocked_m, blocked_n = m - m % ROWS, n - n % COLS
-    if blocked_m and blocked_n:
-        _dot_blocks(cg, dest, init, x, y, rep, blocked_m, blocked_n, k)
-    for rows, cols in ((range(blocked_m, m), range(n)), (range(blocked_m), range(blocked_n, n))):
-        if len(rows) and len(cols):
-            _dot_loops(cg, dest, init, x, y, rep, rows, cols, k)
-
-
-def _dot_blocks(cg, dest, init, x, y, rep, m, n, k) -> None:
-    cg.emit(f"for _i in range(0, {m}, {ROWS}):")
-    cg.emit(f"    for _j in range(0, {n}, {COLS}):")
-    cg.indent += 2
-    cells = [(r, c) for r in range(ROWS) for c in range(COLS)]
-    for r, c in cells:
-        start = f"{init}[_i + {r}, _j + {c}]" if init is not None else f"{rep}(0)"
-        cg.emit(f"_c{r}_{c} = {start}")
-    cg.emit(f"for _k in range({k}):")
-    for c in range(COLS):
-        cg.emit(f"    _b{c} = {rep}({y}[_k, _j + {c}])")
-    for r in range(ROWS):
-        cg.emit(f"    _a{r} = {rep}({x}[_i + {r}, _k])")
-    for r, c in cells:
-        cg.emit(f"    _c{r}_{c} = {rep}(_c{r}_{c} + _a{r} * _b{c})")
-    for r, c in cells:
-        cg.emit(f"{dest}[_i + {r}, _j + {c}] = _c{r}_{c}")
-    cg.indent -= 2
-
-
-def _dot_loops(cg, dest, init, x, y, rep, rows: range, cols: range, k) -> None:
-    """The elements outside the register blocks: one element at a time, k in order."""
-    cg.emit(f"for _i in range({rows.start}, {rows.stop}):")
-    cg.emit(f"    for _j in range({cols.start}, {cols.stop}):")
-    start = f"{init}[_i, _j]" if init is not None else f"{rep}(0)"
-    cg.emit(f"        _c = {start}")
-    cg.emit(f"        for _k in range({k}):")
-    cg.emit(f"            _c = {rep}(_c + {rep}({x}[_i, _k]) * {rep}({y}[_k, _j]))")
-    cg.emit(f"        {dest}[_i, _j] = _c")
+    x, y = cg.name(a.name), cg.name(b.name)
+    cg.emit(f"_dot_tiles({dest}, {init}, {x}, {y}, {m}, {n}, {k}, {acc is None})")
+    if dest != cg.name(site.target):
+        target = cg.name(site.target)
+        cg.element_loops(
+            call.type.shape,
+            lambda: cg.emit(f"{target}[_e0, _e1] = {dest}[_e0, _e1]"),
+        )
 
 
 @lowering(B.tile_sum, B.tile_max, B.tile_min)

@@ -26,12 +26,17 @@ import numpy as np
 from .... import stats
 from ....errors import OutOfBoundsError
 from ... import disk_cache
+from ...ir import TileType
 from ...pipeline import Specialised
 from ..target import Target
 from . import native, runtime
 from .codegen import CpuCodegen
 
 JIT_OPTIONS = dict(nogil=True, error_model="numpy", fastmath=False, boundscheck=False)
+# a group holding a tile of this many elements does enough work per launch (a tile
+# statement is a loop over the elements) to pay for waking the thread pool, whatever the
+# lane count says (the parallel threshold counts lanes)
+HEAVY_TILE = 1024
 
 
 class CpuProgram:
@@ -48,6 +53,10 @@ class CpuProgram:
         self.filename = codegen.source_file("cpu")
         self.grouped = spec.kir.grouped
         self.lanes = math.prod(spec.kir.tile_shape) if self.grouped else 1
+        self.heavy_groups = any(
+            isinstance(t, TileType) and math.prod(t.shape) >= HEAVY_TILE
+            for t in spec.kir.var_types.values()
+        )
         self._entries: dict[bool, object] = {}  # variant → the compiled function
         self._dispatchers: dict[bool, tuple] = {}  # variant → (dispatcher, signature)
 
@@ -133,6 +142,12 @@ class CpuProgram:
         return args + grid + (max(chunks, 1),)
 
     def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
+        if self.heavy_groups and not parallel:
+            parallel = math.prod(grid) > 1
+        self.run_variant(args, grid, parallel)
+
+    def run_variant(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
+        """Run the parallel or the serial variant (compiled or loaded on first use)."""
         entry = self._entries.get(parallel)
         if entry is None:  # the chunk count's value does not matter to the build
             entry = self._build(parallel, args + grid + ((1,) if self.grouped else ()))
@@ -149,7 +164,7 @@ class CheckedProgram(CpuProgram):
         arrays = [p for p in kir.params if p.kind == "array"]
         work = [a.copy() if p.mutable else a for p, a in zip(arrays, args)]
         try:
-            super().run(tuple(work) + args[len(arrays) :], grid, False)
+            self.run_variant(tuple(work) + args[len(arrays) :], grid, False)
         except IndexError as exc:
             if len(exc.args) != 3:
                 raise
@@ -205,7 +220,7 @@ def argument_types(args: tuple) -> tuple[str, ...]:
 # The sources the compiled code depends on besides the generated text: this driver, the
 # runtime namespace and the Tessera modules whose functions it lends to the generated code
 # (tests/test_disk_cache.py checks that this list covers cpu_runtime.namespace()).
-RUNTIME_SOURCES = ("program.py", "runtime.py", "native.py")
+RUNTIME_SOURCES = ("program.py", "runtime.py", "native.py", "microkernel.py")
 RUNTIME_SOURCES += ("../semantics.py", "../integers.py", "../own_math.py")
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import integers, own_math
 from ..semantics import jitted
+from . import microkernel
 
 
 @functools.cache
@@ -227,5 +228,6 @@ def namespace() -> dict:
         "_check_index": d["check_index"],
         "_tree_reduce": semantics.tree_reduce,
         "_exp_f32": d["exp_f32"],
+        "_dot_tiles": microkernel.dot_tiles(),
         **integers.functions(d["numba"].njit(**d["_JIT"])),
     }

@@ -1,0 +1,175 @@
+"""``tile.dot`` on the CPU: a register-blocked micro-kernel written as LLVM vector IR.
+
+A product of two tiles is the hot loop of a GEMM, and the speed it reaches is decided by
+one thing: whether a block of results stays in vector registers across the whole ``k``
+loop, each step being a few vector loads of ``b``, one broadcast of ``a`` per row and one
+fused multiply-add per register. Written as Python for Numba, the block is scalar locals;
+LLVM's SLP vectoriser starts from stores, and the ``k`` loop has none, so it stays scalar
+(about 7 % of BLAS here). So the kernel is emitted here directly as LLVM IR with explicit
+``<W x float>`` vectors and ``llvm.fma``; LLVM maps them to AVX-512 (or pairs of AVX2)
+registers.
+
+Blocks: ``ROWS`` rows × ``VECTORS`` vectors of ``WIDTH`` lanes (8 × 32 f32 results: 16
+accumulators, two loads of ``b`` and one broadcast, which fits AVX-512's 32 registers;
+on AVX2 LLVM splits each vector in two and spills a little). Edges use narrower blocks:
+one vector, then single columns, then single rows. Every result element adds its
+products in ``k`` order, fused (TILES.md §3 leaves ``tile.dot``'s rounding to the
+backend; it is the same bits on every run and thread count). Integer tiles (i8 → i32)
+use the same blocks with integer multiply and add (wrapping, as the other targets).
+
+Shapes are constants of the call (Numba literals), so the loop bounds are known when the
+IR is made; the arrays are C-contiguous tiles (``cpu/codegen.py`` makes them).
+"""
+
+from __future__ import annotations
+
+import functools
+
+ROWS, VECTORS, WIDTH = 8, 2, 16
+
+
+def regions(m: int, n: int) -> list[tuple[int, int, int, int, int, int, int]]:
+    """Loop nests covering an ``m`` × ``n`` result, each ``(row0, row_blocks, rows, col0,
+    col_blocks, vectors, width)``: ``row_blocks`` blocks of ``rows`` rows from ``row0``
+    times ``col_blocks`` blocks of ``vectors`` × ``width`` columns from ``col0``."""
+    row_parts = []
+    full_rows = m - m % ROWS
+    if full_rows:
+        row_parts.append((0, full_rows // ROWS, ROWS))
+    if m - full_rows:
+        row_parts.append((full_rows, m - full_rows, 1))
+    col_parts = []
+    wide = VECTORS * WIDTH
+    full_wide = n - n % wide
+    if full_wide:
+        col_parts.append((0, full_wide // wide, VECTORS, WIDTH))
+    single = n - full_wide - (n - full_wide) % WIDTH
+    if single:
+        col_parts.append((full_wide, single // WIDTH, 1, WIDTH))
+    done = full_wide + single
+    if n - done:
+        col_parts.append((done, n - done, 1, 1))
+    return [(*r, *c) for r in row_parts for c in col_parts]
+
+
+@functools.cache
+def dot_tiles():
+    """The intrinsic ``dot_tiles(dest, init, a, b, m, n, k, from_zero)``:
+    ``dest = (0 if from_zero else init) + a @ b`` for C-contiguous ``a`` (m × k), ``b``
+    (k × n), ``init`` and ``dest`` (m × n, may be the same array); ``m, n, k`` and
+    ``from_zero`` are literal constants."""
+    from llvmlite import ir as llir
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    def literal(t):
+        return getattr(t, "literal_value", None)
+
+    @intrinsic(prefer_literal=True)
+    def dot(typingctx, dest, init, a, b, m, n, k, from_zero):
+        shape = tuple(literal(t) for t in (m, n, k))
+        zero = literal(from_zero)
+        if any(not isinstance(v, int) for v in shape) or not isinstance(zero, bool):
+            return None
+        sig = types.none(dest, init, a, b, m, n, k, from_zero)
+
+        def codegen(context, builder, signature, args):
+            arrays = [
+                context.make_array(t)(context, builder, v).data
+                for t, v in zip(signature.args[:4], args[:4])
+            ]
+            acc_t = context.get_data_type(signature.args[0].dtype)
+            _emit(builder, arrays, acc_t, shape, zero)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    def _emit(builder, arrays, acc_t, shape, zero):
+        dest, init, a, b = arrays
+        m, n, k = shape
+        is_float = isinstance(acc_t, (llir.FloatType, llir.DoubleType))
+        i64 = llir.IntType(64)
+
+        def const(v):
+            return llir.Constant(i64, v)
+
+        def element(ptr, row, col, cols):
+            return builder.gep(ptr, [builder.add(builder.mul(row, const(cols)), col)])
+
+        def widen(value):  # an input element as the accumulator's type
+            if value.type == acc_t:
+                return value
+            if is_float:
+                return builder.fpext(value, acc_t)
+            return builder.sext(value, acc_t)
+
+        def load_vector(ptr, width):
+            vt = llir.VectorType(ptr.type.pointee, width) if width > 1 else ptr.type.pointee
+            raw = builder.load(builder.bitcast(ptr, vt.as_pointer()), align=1)
+            if width == 1:
+                return widen(raw)
+            if raw.type.element == acc_t:
+                return raw
+            out = llir.VectorType(acc_t, width)
+            return builder.fpext(raw, out) if is_float else builder.sext(raw, out)
+
+        def splat(value, width):
+            if width == 1:
+                return value
+            vt = llir.VectorType(acc_t, width)
+            one = builder.insert_element(llir.Constant(vt, None), value, const(0))
+            return builder.shuffle_vector(
+                one,
+                llir.Constant(vt, None),
+                llir.Constant(llir.VectorType(llir.IntType(32), width), [0] * width),
+            )
+
+        def madd(x, y, c):
+            if is_float:
+                t = c.type
+                vector = isinstance(t, llir.VectorType)
+                name = f"llvm.fma.v{t.count}f32" if vector else "llvm.fma.f32"
+                fma = cgutils.get_or_insert_function(
+                    builder.module, llir.FunctionType(t, [t, t, t]), name
+                )
+                return builder.call(fma, [x, y, c])
+            return builder.add(c, builder.mul(x, y))
+
+        for row0, row_blocks, rows, col0, col_blocks, vectors, width in regions(m, n):
+            vt = llir.VectorType(acc_t, width) if width > 1 else acc_t
+            accs = [[cgutils.alloca_once(builder, vt) for _ in range(vectors)] for _ in range(rows)]
+            with cgutils.for_range(builder, const(row_blocks)) as rloop:
+                i = builder.add(const(row0), builder.mul(rloop.index, const(rows)))
+                with cgutils.for_range(builder, const(col_blocks)) as cloop:
+                    j = builder.add(const(col0), builder.mul(cloop.index, const(vectors * width)))
+                    for r in range(rows):
+                        row = builder.add(i, const(r))
+                        for v in range(vectors):
+                            if zero:
+                                start = llir.Constant(vt, [0] * width if width > 1 else 0)
+                            else:
+                                col = builder.add(j, const(v * width))
+                                start = load_vector(element(init, row, col, n), width)
+                            builder.store(start, accs[r][v])
+                    with cgutils.for_range(builder, const(k)) as kloop:
+                        kk = kloop.index
+                        bs = [
+                            load_vector(element(b, kk, builder.add(j, const(v * width)), n), width)
+                            for v in range(vectors)
+                        ]
+                        for r in range(rows):
+                            x = widen(builder.load(element(a, builder.add(i, const(r)), kk, k)))
+                            x = splat(x, width)
+                            for v in range(vectors):
+                                c = builder.load(accs[r][v])
+                                builder.store(madd(x, bs[v], c), accs[r][v])
+                    for r in range(rows):
+                        row = builder.add(i, const(r))
+                        for v in range(vectors):
+                            col = builder.add(j, const(v * width))
+                            ptr = element(dest, row, col, n)
+                            target = builder.bitcast(ptr, vt.as_pointer()) if width > 1 else ptr
+                            builder.store(builder.load(accs[r][v]), target, align=1)
+
+    return dot
