@@ -8,7 +8,7 @@ np.float32(1.5)
 See README.md for a first kernel and docs/language.md for the language.
 """
 
-from . import dist, tile
+from . import dist, graph, op, tile
 from .autotune import AutotuneError, autotune
 from .config import config
 from .decorators import kernel
@@ -96,6 +96,7 @@ __all__ = [
     "f32",
     "f64",
     "func",
+    "graph",
     "group_id",
     "group_linear_id",
     "group_tile_count",
@@ -106,6 +107,7 @@ __all__ = [
     "index_launch",
     "kernel",
     "mut",
+    "op",
     "reduce_max",
     "reduce_min",
     "reduce_sum",

@@ -14,16 +14,24 @@ from pathlib import Path
 from ..config import get as setting
 from ..errors import TesseraError
 
+# stages that layers above the kernel write (the operator layer's graph passes)
+EXTRA_STAGES: list[str] = []
+
+
+def named_dumps() -> list[str]:
+    """The stage names ``TESSERA_DUMP`` lists, as written."""
+    return [s.strip() for s in setting("dump").split(",") if s.strip()]
+
 
 def requested_dumps(known: tuple[str, ...]) -> list[str]:
-    """The stages ``TESSERA_DUMP`` names (each must be one of ``known``)."""
-    stages = [s.strip() for s in setting("dump").split(",") if s.strip()]
+    """The stages of ``known`` that ``TESSERA_DUMP`` names (a name that no layer knows is
+    an error)."""
+    stages = named_dumps()
     for s in stages:
-        if s not in known:
-            raise TesseraError(
-                f"TESSERA_DUMP names unknown stage {s!r}; choose from {', '.join(known)}"
-            )
-    return stages
+        if s not in known and s not in EXTRA_STAGES:
+            choices = ", ".join((*known, *EXTRA_STAGES))
+            raise TesseraError(f"TESSERA_DUMP names unknown stage {s!r}; choose from {choices}")
+    return [s for s in stages if s in known]
 
 
 def write(kernel: str, number: int, stage: str, content: object) -> Path:

@@ -169,6 +169,9 @@ def _dot(cg, call, site):
     t = call.type
     k = a.type.shape[1]
     dest, rep = cg.name(site.target), ctor(t.dtype)
+    replaces_input = site.target in (a.name, b.name)
+    if replaces_input:  # computed aside: other lanes still read the tile it replaces
+        dest = cg.tile_temp(t)
     x, y = cg.name(a.name), cg.name(b.name)
     start = f"{cg.name(acc.name)}[_e0, _e1]" if acc is not None else f"{rep}(0)"
     cg.emit(f"# tile.dot: {a.type.shape} @ {b.type.shape}", call.loc)
@@ -180,6 +183,9 @@ def _dot(cg, call, site):
         cg.emit(f"{dest}[_e0, _e1] = _acc")
 
     cg.element_loops(t.shape, body)
+    if replaces_input:
+        target = cg.name(site.target)
+        cg.element_loops(t.shape, lambda: cg.emit(f"{target}[_e0, _e1] = {dest}[_e0, _e1]"))
 
 
 @lowering(B.tile_sum, B.tile_max, B.tile_min)

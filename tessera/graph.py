@@ -1,0 +1,13 @@
+"""Graphs of ops (docs/ops.md): ``from tessera import graph``.
+
+``@graph.module(name)`` traces a function of arrays once per signature, fuses its ops
+into generated kernels and runs them; ``@graph.kernel`` does the same for a function
+that assigns its results into arguments (``C[:] = ...``).
+"""
+
+from __future__ import annotations
+
+from .ops.module import Module, module
+from .ops.module import graph_kernel as kernel
+
+__all__ = ["Module", "kernel", "module"]

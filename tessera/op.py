@@ -1,0 +1,93 @@
+"""Operators on whole arrays (docs/ops.md): ``from tessera import op``.
+
+Called on NumPy arrays an op runs at once, as a generated kernel, and returns a new
+array; called on the tensors of a traced function (``@graph.module``) it records a node
+of the graph, which is fused and compiled with its neighbours.
+
+>>> import numpy as np
+>>> from tessera import op
+>>> op.relu(np.array([-1.0, 2.0], np.float32))
+array([0., 2.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+from .ops.module import apply as _apply
+
+
+def matmul(a, b, tile_shape=None):
+    """``a @ b`` of 2-d arrays (f16, bf16, f32; f32 accumulation), as ``tile.dot``."""
+    if tile_shape is not None:
+        return _apply("matmul", [a, b], {"tile_shape": tuple(tile_shape)})
+    return _apply("matmul", [a, b], {})
+
+
+def transpose(x):
+    """The transpose of a 2-d array (``x.T`` on traced tensors)."""
+    return _apply("transpose", [x], {})
+
+
+def reshape(x, shape):
+    """The same elements, row-major, in ``shape`` (one dim may be -1)."""
+    return _apply("reshape", [x], {"shape": tuple(shape)})
+
+
+def _elementwise(name: str, doc: str, arity: int):
+    def fn(*args):
+        if len(args) != arity:
+            raise TypeError(f"op.{name} takes {arity} argument(s), not {len(args)}")
+        return _apply(name, list(args), {})
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {doc}, with NumPy broadcasting."
+    return fn
+
+
+add = _elementwise("add", "a + b", 2)
+sub = _elementwise("sub", "a - b", 2)
+mul = _elementwise("mul", "a * b", 2)
+div = _elementwise("div", "a / b", 2)
+neg = _elementwise("neg", "-a", 1)
+exp = _elementwise("exp", "e ** a", 1)
+log = _elementwise("log", "natural logarithm", 1)
+sqrt = _elementwise("sqrt", "square root", 1)
+tanh = _elementwise("tanh", "hyperbolic tangent", 1)
+relu = _elementwise("relu", "max(a, 0)", 1)
+gelu = _elementwise("gelu", "a · Φ(a) (erf form)", 1)
+silu = _elementwise("silu", "a · sigmoid(a)", 1)
+sigmoid = _elementwise("sigmoid", "1 / (1 + e ** -a)", 1)
+maximum = _elementwise("maximum", "max(a, b)", 2)
+minimum = _elementwise("minimum", "min(a, b)", 2)
+where = _elementwise("where", "c ? a : b", 3)
+
+
+def cast(x, dtype):
+    """``x`` converted to ``dtype`` (a Tessera dtype: ``f16``, ``f32``...)."""
+    return _apply("cast", [x], {"dtype": dtype})
+
+
+def _reduction(name: str, doc: str):
+    def fn(x, axis=None, keepdims=False):
+        return _apply(name, [x], {"axis": axis, "keepdims": bool(keepdims)})
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"The {doc} along ``axis`` (all elements when None), in index order."
+    return fn
+
+
+sum = _reduction("sum", "sum")  # noqa: A001 - the op's name
+mean = _reduction("mean", "mean")
+max = _reduction("max", "maximum")  # noqa: A001
+min = _reduction("min", "minimum")  # noqa: A001
+
+
+def softmax(x, axis=-1):
+    """``exp(x - max) / sum`` along the last axis."""
+    return _apply("softmax", [x], {"axis": axis})
+
+
+__all__ = [
+    "add", "cast", "div", "exp", "gelu", "log", "matmul", "max", "maximum", "mean", "min",
+    "minimum", "mul", "neg", "relu", "reshape", "sigmoid", "silu", "softmax", "sqrt", "sub",
+    "sum", "tanh", "transpose", "where",
+]  # fmt: skip

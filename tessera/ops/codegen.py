@@ -1,0 +1,285 @@
+"""Groups → the source of generated ``@kernel`` functions (kernel-language Python).
+
+Each group becomes one kernel whose shapes are literals (a graph is traced per shape):
+
+* elementwise: a flat kernel, one lane per element of the group's shape; inputs are
+  passed flat and read at the element's broadcast index;
+* matmul: a tile kernel, one group of lanes per ``BM × BN`` block of the result,
+  ``tile.dot`` over ``BK`` steps, the epilogue as tile expressions on the accumulator,
+  each stored value written with ``tile.store_block`` (edges masked);
+* reduce: a flat kernel, one lane per result, adding in index order (the same bits on
+  every target), the prologue computed per element inside the loop;
+* softmax: one lane per row (max, sum of exponentials, scale); transpose: one lane per
+  element.
+
+:class:`Source` says what the plan passes: each argument's value and whether it goes
+flat (1-d) or as the 2-d matrix.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import dtypes as D
+from .declare import OPS
+from .fuse import Group
+from .ir import Const, Node, Value
+
+KERNEL_GLOBALS = ("math", "tile", "group_id", "mut", "KiB", *(d.name for d in D.ALL_DTYPES))
+
+
+@dataclass
+class Arg:
+    value: Value
+    flat: bool  # passed as a 1-d view (else as the 2-d matrix)
+    written: bool = False
+
+
+@dataclass
+class Source:
+    name: str
+    text: str
+    grid: tuple[int, ...]
+    args: list[Arg]
+
+
+def _param(a: Arg, i: int) -> str:
+    dims = (math.prod(a.value.shape),) if a.flat else a.value.shape
+    t = f"{a.value.dtype.name}[{', '.join(map(str, dims))}]"
+    return f"p{i}: {'mut[' + t + ']' if a.written else t}"
+
+
+class _Emitter:
+    def __init__(self, group: Group, name: str):
+        self.group, self.name = group, name
+        self.lines: list[str] = []
+        self.args: list[Arg] = []
+        self.names: dict[int, str] = {}  # id(value) → its local name in the kernel
+
+    def arg(self, value: Value, flat: bool, written: bool = False) -> str:
+        for i, a in enumerate(self.args):
+            if a.value is value and a.flat == flat and a.written == written:
+                return f"p{i}"
+        self.args.append(Arg(value, flat, written))
+        return f"p{len(self.args) - 1}"
+
+    def emit(self, line: str, depth: int) -> None:
+        self.lines.append("    " * depth + line)
+
+    def source(self, decorator: str, grid: tuple[int, ...]) -> Source:
+        params = ", ".join(_param(a, i) for i, a in enumerate(self.args))
+        head = [decorator, f"def {self.name}({params}):"]
+        return Source(self.name, "\n".join(head + self.lines) + "\n", grid, self.args)
+
+    # ---------------------------------------------------------------- element code
+    def const(self, c: Const, dtype: D.DType) -> str:
+        if dtype is not None and dtype.is_float:
+            return repr(float(c.value))
+        return repr(c.value)
+
+    def node_code(self, n: Node, tiles: bool) -> str:
+        decl = OPS[n.op]
+        operand_dtype = next((v.dtype for v in n.inputs if not isinstance(v, Const)), n.dtype)
+        if n.op == "where":
+            operand_dtype = n.dtype
+        parts = [
+            self.const(v, operand_dtype) if isinstance(v, Const) else self.names[id(v)]
+            for v in n.inputs
+        ]
+        template = decl.tile_code if tiles and decl.tile_code else decl.code
+        return template.format(*parts, dtype=n.attrs.get("dtype", n.dtype).name)
+
+
+def _digits(shape: tuple[int, ...], index: str) -> list[str]:
+    """The multi-index of flat ``index`` in row-major ``shape``, per axis."""
+    out = []
+    for d, n in enumerate(shape):
+        stride = math.prod(shape[d + 1 :])
+        part = f"({index} // {stride})" if stride != 1 else index
+        out.append(f"({part} % {n})" if d else part)
+    return out
+
+
+def broadcast_index(shape: tuple[int, ...], out_shape: tuple[int, ...], index: str) -> str:
+    """The flat index into an array of ``shape`` broadcast to ``out_shape``."""
+    if shape == out_shape:
+        return index
+    digits = _digits(out_shape, index)
+    terms = []
+    offset = len(out_shape) - len(shape)
+    for e, n in enumerate(shape):
+        if n != 1:
+            stride = math.prod(shape[e + 1 :])
+            terms.append(digits[e + offset] + (f" * {stride}" if stride != 1 else ""))
+    return " + ".join(terms) if terms else "0"
+
+
+def _element_body(em: _Emitter, nodes: list[Node], shape, index: str, depth: int) -> None:
+    """Statements computing ``nodes`` at flat ``index`` of ``shape`` (loads first)."""
+    for n in nodes:
+        for v in n.inputs:
+            if isinstance(v, Const) or id(v) in em.names:
+                continue
+            local = f"x{len(em.names)}"
+            em.names[id(v)] = local
+            at = broadcast_index(v.shape, shape, index)
+            em.emit(f"{local} = {em.arg(v, flat=True)}[{at}]", depth)
+        local = f"v{n.number}"
+        em.emit(f"{local} = {em.node_code(n, tiles=False)}", depth)
+        em.names[id(n)] = local
+
+
+def elementwise(group: Group, name: str) -> Source:
+    em = _Emitter(group, name)
+    size = math.prod(group.shape)
+    em.emit("i = tile.linear_id()", 1)
+    em.emit(f"if i < {size}:", 1)
+    _element_body(em, group.nodes, group.shape, "i", 2)
+    for n in group.outputs:
+        em.emit(f"{em.arg(n, flat=True, written=True)}[i] = {em.names[id(n)]}", 2)
+    return em.source("@kernel", (max(size, 1),))
+
+
+def reduce(group: Group, name: str) -> Source:
+    em = _Emitter(group, name)
+    node = group.head
+    source = node.inputs[0]
+    shape, axis = source.shape, node.attrs["axis"]
+    outer = math.prod(shape[:axis]) if axis is not None else 1
+    length = shape[axis] if axis is not None else math.prod(shape)
+    inner = math.prod(shape[axis + 1 :]) if axis is not None else 1
+    acc_t = "f64" if node.dtype == D.f64 else node.dtype.name
+    if node.dtype in D.COMPUTED_IN_F32:
+        acc_t = "f32"
+    em.emit("o = tile.linear_id()", 1)
+    em.emit(f"if o < {outer * inner}:", 1)
+    em.emit(f"base = (o // {inner}) * {length * inner} + o % {inner}", 2)
+    em.emit(f"acc = {acc_t}({_identity(node.op, node.dtype)})", 2)
+    em.emit(f"for r in range({length}):", 2)
+    em.emit(f"i = base + r * {inner}", 3)
+    _element_body(em, group.nodes[:-1], shape, "i", 3)
+    if id(source) not in em.names:
+        em.names[id(source)] = "x_in"
+        em.emit(f"x_in = {em.arg(source, flat=True)}[i]", 3)
+    value = em.names[id(source)]
+    step = {"sum": f"acc + {value}", "mean": f"acc + {value}"}.get(node.op)
+    em.emit(f"acc = {step or f'{node.op}(acc, {value})'}", 3)
+    result = f"acc / {acc_t}({length})" if node.op == "mean" else "acc"
+    em.emit(f"{em.arg(node, flat=True, written=True)}[o] = {result}", 2)
+    return em.source("@kernel", (max(outer * inner, 1),))
+
+
+def _identity(op: str, dtype: D.DType) -> str:
+    if op in ("sum", "mean"):
+        return "0"
+    if dtype.is_float:
+        return "-math.inf" if op == "max" else "math.inf"
+    info = np.iinfo(dtype.np_dtype)
+    return str(info.min if op == "max" else info.max)
+
+
+def softmax(group: Group, name: str) -> Source:
+    em = _Emitter(group, name)
+    node = group.head
+    length = node.shape[-1]
+    rows = math.prod(node.shape[:-1])
+    acc_t = "f64" if node.dtype == D.f64 else "f32"
+    x, y = em.arg(node.inputs[0], flat=True), em.arg(node, flat=True, written=True)
+    em.emit("r = tile.linear_id()", 1)
+    em.emit(f"if r < {rows}:", 1)
+    em.emit(f"base = r * {length}", 2)
+    em.emit(f"m = {acc_t}(-math.inf)", 2)
+    em.emit(f"for j in range({length}):", 2)
+    em.emit(f"m = max(m, {acc_t}({x}[base + j]))", 3)
+    em.emit(f"s = {acc_t}(0)", 2)
+    em.emit(f"for j in range({length}):", 2)
+    em.emit(f"s = s + math.exp({acc_t}({x}[base + j]) - m)", 3)
+    em.emit(f"for j in range({length}):", 2)
+    em.emit(f"{y}[base + j] = math.exp({acc_t}({x}[base + j]) - m) / s", 3)
+    return em.source("@kernel", (max(rows, 1),))
+
+
+def transpose(group: Group, name: str) -> Source:
+    em = _Emitter(group, name)
+    node = group.head
+    rows, cols = node.shape
+    x, y = em.arg(node.inputs[0], flat=True), em.arg(node, flat=True, written=True)
+    em.emit("i = tile.linear_id()", 1)
+    em.emit(f"if i < {rows * cols}:", 1)
+    em.emit(f"{y}[i] = {x}[(i % {cols}) * {rows} + i // {cols}]", 2)
+    return em.source("@kernel", (max(rows * cols, 1),))
+
+
+def _block(n: int, most: int) -> int:
+    return min(most, max(8, -(-n // 8) * 8))
+
+
+def matmul(group: Group, name: str) -> Source:
+    em = _Emitter(group, name)
+    node = group.head
+    a, b = node.inputs
+    m, n = node.shape
+    k = a.shape[1] if not node.attrs.get("trans_a") else a.shape[0]
+    bm, bn, bk = node.attrs.get("tile_shape") or (_block(m, 64), _block(n, 64), _block(k, 32))
+    em.emit(f"m0 = group_id(0) * {bm}", 1)
+    em.emit(f"n0 = group_id(1) * {bn}", 1)
+    em.emit(f"acc = tile.zeros(({bm}, {bn}), f32)", 1)
+    em.emit(f"for k0 in tile.range(0, {k}, {bk}):", 1)
+    pa, pb = em.arg(a, flat=False), em.arg(b, flat=False)
+    if node.attrs.get("trans_a"):
+        em.emit(f"x = tile.load_block({pa}, (k0, m0), ({bk}, {bm})).T", 2)
+    else:
+        em.emit(f"x = tile.load_block({pa}, (m0, k0), ({bm}, {bk}))", 2)
+    if node.attrs.get("trans_b"):
+        em.emit(f"y = tile.load_block({pb}, (n0, k0), ({bn}, {bk})).T", 2)
+    else:
+        em.emit(f"y = tile.load_block({pb}, (k0, n0), ({bk}, {bn}))", 2)
+    em.emit("acc = tile.dot(x, y, acc)", 2)
+    em.names[id(node)] = "acc"
+    for e in group.nodes[1:]:
+        for v in e.inputs:
+            if isinstance(v, Const) or id(v) in em.names:
+                continue
+            local = f"t{len(em.names)}"
+            em.names[id(v)] = local
+            em.emit(f"{local} = {_tile_load(em, v, (m, n), (bm, bn))}", 1)
+        em.emit(f"v{e.number} = {em.node_code(e, tiles=True)}", 1)
+        em.names[id(e)] = f"v{e.number}"
+    for out in group.outputs:
+        value = em.names[id(out)]
+        if out.dtype != D.f32 and out.dtype != D.bool_:
+            value = f"{value}.astype({out.dtype.name})"
+        em.emit(f"tile.store_block({em.arg(out, flat=False, written=True)}, (m0, n0), {value})", 1)
+    grid = (-(-m // bm), -(-n // bn))
+    tiles = 3 * bm * bn * 4 + (bm + bn) * bk * 4
+    shared = max(48, -(-tiles // 1024))
+    return em.source(f"@kernel(tile=(64,), shared={shared} * KiB)", grid)
+
+
+def _tile_load(em: _Emitter, v: Value, shape, block) -> str:
+    """An epilogue input as a tile beside the ``block`` of the product (f32 values)."""
+    m, n = shape
+    bm, bn = block
+    if v.shape == (m, n):
+        code = f"tile.load_block({em.arg(v, flat=False)}, (m0, n0), ({bm}, {bn}))"
+    elif v.shape in ((n,), (1, n)) and n != 1:
+        code = f"tile.load_block({em.arg(v, flat=True)}, (n0,), ({bn},))[None, :]"
+    elif v.shape == (m, 1):
+        code = f"tile.load_block({em.arg(v, flat=True)}, (m0,), ({bm},))[:, None]"
+    else:  # a single element
+        code = f"tile.load_block({em.arg(v, flat=True)}, (0,), (1,))[None, :]"
+    if v.dtype in D.COMPUTED_IN_F32:
+        code += ".astype(f32)"
+    return code
+
+
+LOWER = {
+    "elementwise": elementwise,
+    "reduce": reduce,
+    "softmax": softmax,
+    "transpose": transpose,
+    "matmul": matmul,
+}

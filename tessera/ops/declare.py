@@ -1,0 +1,175 @@
+"""Every op, declared once: its kind, arity, shape/dtype rule and element code.
+
+The element code is kernel-language source with ``{0}``, ``{1}``… for the inputs' values;
+the same text is a scalar expression in a flat kernel and a tile expression in a tile
+kernel (``max(t, 0.0)``, ``math.exp(t)`` and the operators mean the same on both), but
+for the few ops whose tile spelling differs (``tile_code``). The adjoint rules live in
+``adjoints.py``; the lowering of each kind in ``codegen.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import dtypes as D
+
+
+class RuleError(Exception):
+    """An op's inputs break its rule; the tracer adds the module, op and line."""
+
+
+@dataclass(frozen=True)
+class OpDecl:
+    name: str
+    kind: str  # elementwise | matmul | reduce | softmax | transpose | reshape
+    arity: int
+    code: str = ""  # elementwise: the element's code
+    tile_code: str = ""  # elementwise: the tile spelling, where it differs
+    result: str = "same"  # elementwise dtype: same | bool | attr (the ``dtype`` attribute)
+    floats_only: bool = False
+    doc: str = ""
+
+
+OPS: dict[str, OpDecl] = {}
+
+
+def _declare(*decls: OpDecl) -> None:
+    for d in decls:
+        OPS[d.name] = d
+
+
+def _ew(name, arity, code, doc, tile_code="", result="same", floats_only=False) -> OpDecl:
+    return OpDecl(name, "elementwise", arity, code, tile_code, result, floats_only, doc)
+
+
+_declare(
+    _ew("add", 2, "({0} + {1})", "a + b"),
+    _ew("sub", 2, "({0} - {1})", "a - b"),
+    _ew("mul", 2, "({0} * {1})", "a * b"),
+    _ew("div", 2, "({0} / {1})", "a / b (true division)", floats_only=True),
+    _ew("neg", 1, "(-{0})", "-a"),
+    _ew("exp", 1, "math.exp({0})", "e ** a", floats_only=True),
+    _ew("log", 1, "math.log({0})", "natural logarithm", floats_only=True),
+    _ew("sqrt", 1, "math.sqrt({0})", "square root", floats_only=True),
+    _ew("tanh", 1, "math.tanh({0})", "hyperbolic tangent", floats_only=True),
+    _ew("relu", 1, "max({0}, 0.0)", "max(a, 0)", floats_only=True),
+    _ew(
+        "gelu",
+        1,
+        "(0.5 * {0} * (1.0 + math.erf({0} * 0.7071067811865476)))",
+        "a · Φ(a), with erf (not the tanh approximation)",
+        floats_only=True,
+    ),
+    _ew("silu", 1, "({0} / (1.0 + math.exp(-{0})))", "a · sigmoid(a)", floats_only=True),
+    _ew("sigmoid", 1, "(1.0 / (1.0 + math.exp(-{0})))", "1 / (1 + e ** -a)", floats_only=True),
+    _ew("maximum", 2, "max({0}, {1})", "elementwise max (NaN propagates)"),
+    _ew("minimum", 2, "min({0}, {1})", "elementwise min (NaN propagates)"),
+    _ew("where", 3, "({1} if {0} else {2})", "c ? a : b", tile_code="tile.where({0}, {1}, {2})"),
+    _ew("cast", 1, "{dtype}({0})", "convert", tile_code="{0}.astype({dtype})", result="attr"),
+    _ew("gt", 2, "({0} > {1})", "a > b", result="bool"),
+    _ew("ge", 2, "({0} >= {1})", "a >= b", result="bool"),
+    _ew("lt", 2, "({0} < {1})", "a < b", result="bool"),
+    _ew("le", 2, "({0} <= {1})", "a <= b", result="bool"),
+    OpDecl("matmul", "matmul", 2, doc="a @ b of 2-d arrays (f16, bf16, f32), f32 accumulation"),
+    OpDecl("sum", "reduce", 1, doc="sum along an axis (or all)"),
+    OpDecl("mean", "reduce", 1, doc="mean along an axis (or all)", floats_only=True),
+    OpDecl("max", "reduce", 1, doc="max along an axis (or all)"),
+    OpDecl("min", "reduce", 1, doc="min along an axis (or all)"),
+    OpDecl("softmax", "softmax", 1, doc="exp(x - max) / sum along the last axis", floats_only=True),
+    OpDecl("transpose", "transpose", 1, doc="the transpose of a 2-d array"),
+    OpDecl("reshape", "reshape", 1, doc="the same elements in another shape (row-major)"),
+)
+
+
+# ----------------------------------------------------------------------------- rules
+def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's broadcasting of ``shapes``."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for d in range(rank):
+        sizes = {s[len(s) - rank + d] for s in shapes if len(s) - rank + d >= 0} - {1}
+        if len(sizes) > 1:
+            raise RuleError(f"shapes {' and '.join(map(str, shapes))} do not broadcast")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def common_dtype(decl: OpDecl, dtypes: list[D.DType | None]) -> D.DType:
+    """The one dtype of the inputs (Python numbers, ``None`` here, take it)."""
+    known = {d for d in dtypes if d is not None}
+    if len(known) > 1:
+        names = " and ".join(sorted(d.name for d in known))
+        raise RuleError(f"mixes dtypes {names}; cast one with op.cast(x, dtype)")
+    if not known:
+        raise RuleError("needs at least one array or tensor")
+    dtype = known.pop()
+    if decl.floats_only and not dtype.is_float:
+        raise RuleError(f"takes float arrays, not {dtype.name}")
+    return dtype
+
+
+def elementwise_type(decl: OpDecl, inputs: list, attrs: dict) -> tuple[tuple[int, ...], D.DType]:
+    shape = broadcast(*(v.shape for v in inputs))
+    if decl.name == "where":
+        if inputs[0].dtype is not None and inputs[0].dtype != D.bool_:
+            raise RuleError(f"the condition must be bool, not {inputs[0].dtype.name}")
+        dtype = common_dtype(decl, [v.dtype for v in inputs[1:]])
+    else:
+        dtype = common_dtype(decl, [v.dtype for v in inputs])
+    if decl.result == "bool":
+        return shape, D.bool_
+    if decl.result == "attr":
+        return shape, attrs["dtype"]
+    return shape, dtype
+
+
+def matmul_type(a, b) -> tuple[tuple[int, ...], D.DType]:
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise RuleError(f"multiplies 2-d arrays, not shapes {a.shape} and {b.shape}")
+    if a.shape[1] != b.shape[0]:
+        raise RuleError(
+            f"shapes {a.shape} and {b.shape}: the inner dims {a.shape[1]} and {b.shape[0]} differ"
+        )
+    if a.dtype != b.dtype:
+        raise RuleError(f"mixes dtypes {a.dtype.name} and {b.dtype.name}")
+    if a.dtype not in (D.f16, D.bf16, D.f32):
+        raise RuleError(f"takes f16, bf16 or f32 arrays, not {a.dtype.name}")
+    return (a.shape[0], b.shape[1]), a.dtype
+
+
+def normalise_axis(axis, rank: int) -> int | None:
+    if axis is None:
+        return None
+    if not isinstance(axis, int) or isinstance(axis, bool) or not -rank <= axis < max(rank, 1):
+        raise RuleError(f"axis={axis!r} is not an axis of a {rank}-d array")
+    return axis % rank
+
+
+def reduce_type(x, axis: int | None, keepdims: bool) -> tuple[int, ...]:
+    if axis is None:
+        return (1,) * len(x.shape) if keepdims else ()
+    if keepdims:
+        return x.shape[:axis] + (1,) + x.shape[axis + 1 :]
+    return x.shape[:axis] + x.shape[axis + 1 :]
+
+
+def reshape_type(x, shape: tuple[int, ...]) -> tuple[int, ...]:
+    size = 1
+    for n in x.shape:
+        size *= n
+    known = 1
+    for n in shape:
+        if n != -1:
+            known *= n
+    if list(shape).count(-1) > 1 or any(n < -1 for n in shape):
+        raise RuleError(f"cannot reshape to {shape}")
+    if -1 in shape:
+        if known == 0 or size % known:
+            raise RuleError(f"cannot reshape {x.shape} to {shape}")
+        shape = tuple(size // known if n == -1 else n for n in shape)
+    total = 1
+    for n in shape:
+        total *= n
+    if total != size:
+        raise RuleError(f"cannot reshape {x.shape} ({size} elements) to {shape}")
+    return tuple(shape)

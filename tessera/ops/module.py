@@ -1,0 +1,160 @@
+"""``@graph.module`` and ``@graph.kernel`` objects, and eager ops on arrays.
+
+A module traces its function once per (argument shapes and dtypes, target), lowers the
+graph (passes.py) and keeps the result; later calls with the same signature only launch.
+An op called on arrays outside a graph runs at once through the same path: a one-op
+graph, lowered and cached by signature.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+
+import numpy as np
+
+from .. import dtypes as D
+from ..config import get as setting
+from ..errors import TesseraError
+from . import plan
+from .ir import Node
+from .passes import Lowered, lower
+from .tensor import Tensor, Tracer, tracing
+
+
+def dtype_of(name: str, a: np.ndarray) -> D.DType:
+    dtype = D.from_numpy(a.dtype)
+    if dtype is None:
+        raise TesseraError(f"{name}: arrays of {a.dtype} are not supported")
+    return dtype
+
+
+class Module:
+    """A traced function of arrays (``@graph.module(name)``)."""
+
+    def __init__(self, fn, name: str | None = None, writes: bool = False):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.writes = writes  # a @graph.kernel: results are assigned into arguments
+        self.params = list(inspect.signature(fn).parameters)
+        self._lowered: dict[tuple, Lowered] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        kind = "graph.kernel" if self.writes else "graph.module"
+        return f"<tessera.{kind} {self.name}>"
+
+    def lowered(self, args: tuple) -> tuple[Lowered, list[np.ndarray]]:
+        arrays = plan.host_arrays(self.name, args)
+        key = (tuple((a.shape, a.dtype.str) for a in arrays), setting("target"))
+        with self._lock:
+            made = self._lowered.get(key)
+            if made is None:
+                made = self._lowered[key] = lower(self._trace(arrays))
+        return made, arrays
+
+    def _trace(self, arrays: list[np.ndarray]):
+        if len(arrays) != len(self.params):
+            raise TesseraError(
+                f"graph module '{self.name}' takes {len(self.params)} arrays, not {len(arrays)}"
+            )
+        tracer = Tracer(
+            self.name,
+            [(p, a.shape, dtype_of(self.name, a)) for p, a in zip(self.params, arrays)],
+        )
+        with tracing(tracer):
+            result = self.fn(*tracer.tensors())
+        graph = tracer.graph
+        if self.writes:
+            if result is not None:
+                raise TesseraError(
+                    f"graph kernel '{self.name}' writes its results into arguments "
+                    "('C[:] = ...') and returns nothing"
+                )
+            if not graph.outputs:
+                raise TesseraError(f"graph kernel '{self.name}' assigns no argument")
+            return graph
+        results = result if isinstance(result, tuple) else (result,)
+        for r in results:
+            if not isinstance(r, Tensor) or r.tracer is not tracer:
+                raise TesseraError(
+                    f"graph module '{self.name}' must return tensors it computed, "
+                    f"not {type(r).__name__}"
+                )
+            graph.outputs.append(r.value)
+        graph.returns_tuple = isinstance(result, tuple)
+        return graph
+
+    def __call__(self, *args):
+        lowered, arrays = self.lowered(args)
+        results = plan.run(lowered, arrays)
+        if self.writes:
+            return None
+        return tuple(results) if lowered.graph.returns_tuple else results[0]
+
+    def graph(self, *args) -> str:
+        """The optimised graph for these arguments: nodes, fused groups, kernels."""
+        lowered, _ = self.lowered(args)
+        kernels = "\n\n".join(s.text for s in lowered.sources if s is not None)
+        return f"{lowered.text()}\n\nkernels:\n{kernels}"
+
+    def kernels(self, *args) -> list:
+        """The generated kernels these arguments run (``inspect`` works on them)."""
+        lowered, _ = self.lowered(args)
+        return [k for k in lowered.kernels if k is not None]
+
+
+def module(name: str | None = None):
+    """``@graph.module("attention")``: trace, fuse and run the function as a graph."""
+    if callable(name):
+        return Module(name)
+    return lambda fn: Module(fn, name)
+
+
+def graph_kernel(fn):
+    """``@graph.kernel``: like a module, but results are assigned into arguments
+    (``C[:] = op.relu(op.matmul(A, B) + bias)``) and nothing is returned."""
+    return Module(fn, writes=True)
+
+
+# ----------------------------------------------------------------------------- eager
+_eager: dict[tuple, Lowered] = {}
+_eager_lock = threading.Lock()
+
+
+def apply(op: str, inputs: list, attrs: dict):
+    """``op`` on ``inputs``: recorded when any input is a traced tensor, else run now."""
+    for v in inputs:
+        if isinstance(v, Tensor):
+            return v.tracer.record(op, list(inputs), dict(attrs))
+    arrays = [np.asarray(v) for v in inputs if not isinstance(v, (bool, int, float))]
+    if not arrays:
+        raise TesseraError(f"op.{op} needs at least one array")
+    parts = tuple(
+        ("c", type(v).__name__, v) if isinstance(v, (bool, int, float)) else ("a",) for v in inputs
+    )
+    key = (op, tuple(sorted(attrs.items(), key=lambda kv: kv[0])), parts)
+    key += (tuple((a.shape, a.dtype.str) for a in arrays), setting("target"))
+    with _eager_lock:
+        lowered = _eager.get(key)
+        if lowered is None:
+            lowered = _eager[key] = lower(_one_op(op, inputs, attrs, arrays))
+    return plan.run(lowered, arrays)[0]
+
+
+def _one_op(op: str, inputs: list, attrs: dict, arrays: list[np.ndarray]):
+    tracer = Tracer(
+        f"op_{op}", [(f"x{i}", a.shape, dtype_of(f"op.{op}", a)) for i, a in enumerate(arrays)]
+    )
+    tracer.graph.name = None
+    tensors = iter(tracer.tensors())
+    args = [v if isinstance(v, (bool, int, float)) else next(tensors) for v in inputs]
+    out = tracer.record(op, args, dict(attrs))
+    tracer.graph.name = f"op_{op}"
+    tracer.graph.outputs.append(out.value)
+    return tracer.graph
+
+
+__all__ = ["Module", "Node", "apply", "graph_kernel", "module"]

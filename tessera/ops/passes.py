@@ -1,0 +1,91 @@
+"""The operator layer's pass list, in order, each a named stage (``TESSERA_DUMP=graph,
+fused,kernels`` writes them; ``module.graph(...)`` prints them):
+
+* ``graph``: canonicalise — a transpose read only by matmuls becomes the matmul's
+  ``trans_a``/``trans_b`` (the tile loads read the block transposed), and nodes no output
+  needs are dropped;
+* ``fused``: fuse.py's groups;
+* ``kernels``: codegen.py's sources, defined as kernels (generated.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from ..kernel import stages
+from . import codegen, generated
+from .fuse import Group, fuse
+from .ir import Graph, Node
+
+STAGES = ("graph", "fused", "kernels")
+stages.EXTRA_STAGES.extend(s for s in STAGES if s not in stages.EXTRA_STAGES)
+_dumped = itertools.count(1)
+
+
+@dataclass
+class Lowered:
+    graph: Graph
+    groups: list[Group]
+    sources: list[codegen.Source | None]  # None: a group without a kernel (a view)
+    kernels: list  # the Kernel of each source (or None)
+
+    def text(self) -> str:
+        out = [str(self.graph), "", "fused groups:"]
+        for i, g in enumerate(self.groups):
+            made = f" -> kernel {self.sources[i].name}" if self.sources[i] else " (a view)"
+            out.append(f"  [{i}] {g.describe()}{made}")
+        return "\n".join(out)
+
+
+def canonicalise(graph: Graph) -> Graph:
+    for n in graph.nodes:
+        if n.op != "matmul":
+            continue
+        for side, operand in (("trans_a", 0), ("trans_b", 1)):
+            v = n.inputs[operand]
+            if isinstance(v, Node) and v.op == "transpose":
+                inputs = list(n.inputs)
+                inputs[operand] = v.inputs[0]
+                n.inputs = tuple(inputs)
+                n.attrs[side] = True
+    needed: set[int] = set()
+    work = [v for v in graph.outputs if isinstance(v, Node)]
+    while work:
+        n = work.pop()
+        if id(n) not in needed:
+            needed.add(id(n))
+            work.extend(v for v in n.inputs if isinstance(v, Node))
+    graph.nodes = [n for n in graph.nodes if id(n) in needed]
+    return graph
+
+
+def lower(graph: Graph) -> Lowered:
+    """Run the passes; dump the stages ``TESSERA_DUMP`` names."""
+    requested = [s for s in stages.named_dumps() if s in STAGES]
+    graph = canonicalise(graph)
+    groups = fuse(graph)
+    sources: list[codegen.Source | None] = []
+    for i, g in enumerate(groups):
+        if g.kind == "reshape":
+            sources.append(None)
+            continue
+        name = f"{_identifier(graph.name)}_{i}_{g.kind}"
+        sources.append(codegen.LOWER[g.kind](g, name))
+    kernels = [generated.define(s) if s is not None else None for s in sources]
+    lowered = Lowered(graph, groups, sources, kernels)
+    if requested:
+        number = next(_dumped)
+        texts = {
+            "graph": str(graph),
+            "fused": lowered.text(),
+            "kernels": "\n".join(s.text for s in sources if s is not None),
+        }
+        for stage in requested:
+            stages.write(_identifier(graph.name), number, stage, texts[stage])
+    return lowered
+
+
+def _identifier(name: str) -> str:
+    out = "".join(c if c.isalnum() else "_" for c in name)
+    return out if out and not out[0].isdigit() else "g_" + out

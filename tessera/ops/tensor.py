@@ -1,0 +1,194 @@
+"""Tracing: ops applied to :class:`Tensor` values record nodes into the graph being
+built, checking each op's rule at the user's line.
+
+A tensor is abstract (a shape and a dtype), so Python control flow in the traced
+function runs once, at trace time; a branch on a tensor's *value* (``if x > 0:``) cannot
+be traced and is an error naming the module, the op that made the tensor and the line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from ..dtypes import DType
+from ..errors import SourceLoc, TesseraError
+from . import declare
+from .declare import OPS, RuleError
+from .ir import Const, Graph, Input, Node, Value
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class GraphError(TesseraError):
+    """A traced function breaks an op's rule: names the module, the op and the line."""
+
+    def __init__(self, module: str, op: str, message: str, loc: SourceLoc | None):
+        self.module, self.op, self.message, self.loc = module, op, message, loc
+        where = f"\n{loc.render()}" if loc else ""
+        scope = f"in graph module '{module}', " if module else ""
+        super().__init__(f"{scope}op.{op}: {message}{where}")
+
+
+def user_loc() -> SourceLoc | None:
+    """The innermost frame outside the tessera package: the user's line."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not filename.startswith(_PACKAGE + os.sep):
+            return SourceLoc(frame.f_code.co_filename, frame.f_lineno)
+        frame = frame.f_back
+    return None
+
+
+class Tracer:
+    """The graph being traced, and the module it belongs to."""
+
+    def __init__(self, name: str, inputs: list[tuple[str, tuple[int, ...], DType]]):
+        self.graph = Graph(name, [Input(i, n, s, d) for i, (n, s, d) in enumerate(inputs)])
+
+    def tensors(self) -> list[Tensor]:
+        return [Tensor(self, i) for i in self.graph.inputs]
+
+    def fail(self, op: str, message: str) -> GraphError:
+        return GraphError(self.graph.name, op, message, user_loc())
+
+    def record(self, op: str, inputs: list, attrs: dict) -> Tensor:
+        """Apply ``op`` to ``inputs`` (tensors of this tracer or Python numbers)."""
+        decl = OPS[op]
+        values: list[Value] = []
+        for v in inputs:
+            if isinstance(v, Tensor):
+                if v.tracer is not self:
+                    raise self.fail(op, "a tensor of another traced function")
+                values.append(v.value)
+            elif isinstance(v, (bool, int, float)):
+                values.append(Const(v))
+            else:
+                raise self.fail(
+                    op,
+                    f"takes tensors or Python numbers inside a graph, not {type(v).__name__}; "
+                    "pass arrays as arguments of the module",
+                )
+        try:
+            shape, dtype = _rule(decl, values, attrs)
+        except RuleError as exc:
+            raise self.fail(op, str(exc)) from None
+        node = self.graph.add(Node(op, tuple(values), attrs, shape, dtype, user_loc()))
+        return Tensor(self, node)
+
+
+def _rule(decl, values, attrs) -> tuple[tuple[int, ...], DType]:
+    if decl.kind == "elementwise":
+        return declare.elementwise_type(decl, values, attrs)
+    x = values[0]
+    if isinstance(x, Const):
+        raise RuleError("takes a tensor, not a number")
+    if decl.kind == "matmul":
+        if isinstance(values[1], Const):
+            raise RuleError("takes a tensor, not a number")
+        return declare.matmul_type(x, values[1])
+    if decl.floats_only and not x.dtype.is_float:
+        raise RuleError(f"takes float arrays, not {x.dtype.name}")
+    if decl.kind == "reduce":
+        attrs["axis"] = declare.normalise_axis(attrs["axis"], len(x.shape))
+        return declare.reduce_type(x, attrs["axis"], attrs["keepdims"]), x.dtype
+    if decl.kind == "softmax":
+        axis = declare.normalise_axis(attrs.pop("axis"), len(x.shape))
+        if axis != len(x.shape) - 1:
+            raise RuleError("runs along the last axis (transpose first for another)")
+        return x.shape, x.dtype
+    if decl.kind == "transpose":
+        if len(x.shape) != 2:
+            raise RuleError(f"transposes 2-d arrays, not shape {x.shape}")
+        return x.shape[::-1], x.dtype
+    attrs["shape"] = declare.reshape_type(x, attrs["shape"])
+    return attrs["shape"], x.dtype
+
+
+class Tensor:
+    """A value of a traced function: shape and dtype now, an array when the graph runs."""
+
+    __array_priority__ = 100  # NumPy defers to our operators
+
+    def __init__(self, tracer: Tracer, value: Input | Node):
+        self.tracer = tracer
+        self.value = value
+
+    shape = property(lambda self: self.value.shape)
+    dtype = property(lambda self: self.value.dtype)
+    ndim = property(lambda self: len(self.value.shape))
+    T = property(lambda self: self.tracer.record("transpose", [self], {}))
+
+    def __repr__(self) -> str:
+        return f"<traced tensor {self.dtype.name}{list(self.shape)}>"
+
+    def _op(self, name: str, *others) -> Tensor:
+        return self.tracer.record(name, [self, *others], {})
+
+    def _rop(self, name: str, other) -> Tensor:
+        return self.tracer.record(name, [other, self], {})
+
+    __add__ = lambda self, o: self._op("add", o)  # noqa: E731
+    __radd__ = lambda self, o: self._rop("add", o)  # noqa: E731
+    __sub__ = lambda self, o: self._op("sub", o)  # noqa: E731
+    __rsub__ = lambda self, o: self._rop("sub", o)  # noqa: E731
+    __mul__ = lambda self, o: self._op("mul", o)  # noqa: E731
+    __rmul__ = lambda self, o: self._rop("mul", o)  # noqa: E731
+    __truediv__ = lambda self, o: self._op("div", o)  # noqa: E731
+    __rtruediv__ = lambda self, o: self._rop("div", o)  # noqa: E731
+    __neg__ = lambda self: self._op("neg")  # noqa: E731
+    __gt__ = lambda self, o: self._op("gt", o)  # noqa: E731
+    __ge__ = lambda self, o: self._op("ge", o)  # noqa: E731
+    __lt__ = lambda self, o: self._op("lt", o)  # noqa: E731
+    __le__ = lambda self, o: self._op("le", o)  # noqa: E731
+    __matmul__ = lambda self, o: self._op("matmul", o)  # noqa: E731
+    __rmatmul__ = lambda self, o: self._rop("matmul", o)  # noqa: E731
+
+    def __bool__(self) -> bool:
+        made_by = f"op.{self.value.op}" if isinstance(self.value, Node) else "an argument"
+        raise self.tracer.fail(
+            self.value.op if isinstance(self.value, Node) else "input",
+            f"a Python branch on a traced tensor's value (made by {made_by}) cannot be "
+            "traced: the graph is recorded once, for every value; use op.where(c, a, b)",
+        )
+
+    __hash__ = object.__hash__
+
+    def __setitem__(self, index, value) -> None:
+        """``C[:] = expr`` in a ``@graph.kernel``: the result is written into ``C``."""
+        graph = self.tracer.graph
+        if index != slice(None) or not isinstance(self.value, Input):
+            raise self.tracer.fail("setitem", "only 'C[:] = value' into an argument is traced")
+        if not isinstance(value, Tensor) or value.shape != self.shape:
+            shape = getattr(value, "shape", "a number")
+            raise self.tracer.fail(
+                "setitem", f"assigns {shape} into {self.value.name} of shape {self.shape}"
+            )
+        if value.dtype != self.dtype:
+            value = self.tracer.record("cast", [value], {"dtype": self.dtype})
+        graph.outputs.append(value.value)
+        graph.written[len(graph.outputs) - 1] = self.value.index
+
+
+_local = threading.local()
+
+
+def current() -> Tracer | None:
+    return getattr(_local, "tracer", None)
+
+
+class tracing:
+    """``with tracing(tracer):`` ops called on tensors record into ``tracer``."""
+
+    def __init__(self, tracer: Tracer):
+        self.tracer = tracer
+
+    def __enter__(self) -> Tracer:
+        self.saved = current()
+        _local.tracer = self.tracer
+        return self.tracer
+
+    def __exit__(self, *exc) -> None:
+        _local.tracer = self.saved

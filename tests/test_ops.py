@@ -1,0 +1,281 @@
+"""The operator layer: eager ops on arrays, traced graphs, fusion counted in launches,
+in-place graph kernels and the errors of tracing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import f16, f32, graph, op
+
+
+def launches() -> int:
+    return tessera.stats()["launches"]
+
+
+UNARY = {
+    "neg": np.negative,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "tanh": np.tanh,
+    "relu": lambda x: np.maximum(x, 0),
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "silu": lambda x: x / (1 + np.exp(-x)),
+}
+BINARY = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_eager_unary_ops_match_numpy(target, rng, name):
+    x = rng.uniform(0.1, 3.0, (7, 9)).astype(np.float32)
+    np.testing.assert_allclose(getattr(op, name)(x), UNARY[name](x), rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_eager_binary_ops_broadcast_like_numpy(target, rng, name):
+    a = rng.uniform(0.5, 2.0, (4, 1, 6)).astype(np.float32)
+    b = rng.uniform(0.5, 2.0, (3, 6)).astype(np.float32)
+    out = getattr(op, name)(a, b)
+    assert out.shape == (4, 3, 6)
+    np.testing.assert_allclose(out, BINARY[name](a, b), rtol=1e-6)
+
+
+def test_gelu_is_the_erf_form(rng):
+    x = rng.standard_normal(100).astype(np.float32)
+    from math import erf
+
+    want = np.array([0.5 * v * (1 + erf(v / np.sqrt(2))) for v in x.astype(np.float64)])
+    np.testing.assert_allclose(op.gelu(x), want, rtol=1e-5, atol=1e-6)
+
+
+def test_where_and_comparisons_select_elementwise(rng):
+    @graph.module("select")
+    def select(x, y):
+        return op.where(x > y, x, y * 2.0)
+
+    x, y = rng.standard_normal((2, 5, 5)).astype(np.float32)
+    np.testing.assert_array_equal(select(x, y), np.where(x > y, x, y * 2))
+
+
+def test_cast_rounds_to_the_target_dtype(rng):
+    x = rng.standard_normal(64).astype(np.float32)
+    out = op.cast(x, f16)
+    assert out.dtype == np.float16
+    np.testing.assert_array_equal(out, x.astype(np.float16))
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_reductions_match_numpy_along_each_axis(target, rng, name, axis):
+    x = rng.standard_normal((5, 6, 7)).astype(np.float32)
+    out = getattr(op, name)(x, axis=axis, keepdims=True)
+    want = getattr(np, name)(x.astype(np.float64), axis=axis, keepdims=True)
+    assert out.shape == want.shape
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_reduction_without_keepdims_drops_the_axis(rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    assert op.sum(x, axis=0).shape == (4,)
+    assert op.sum(x).shape == ()
+
+
+def test_softmax_matches_numpy(target, rng):
+    x = rng.standard_normal((6, 33)).astype(np.float32) * 4
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(op.softmax(x), e / e.sum(axis=-1, keepdims=True), rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(64, 32, 64), (100, 70, 90), (3, 5, 7)])
+def test_matmul_matches_numpy(target, rng, shape):
+    m, k, n = shape
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    np.testing.assert_allclose(op.matmul(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_transpose_and_reshape_are_ops(rng):
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    np.testing.assert_array_equal(op.transpose(x), x.T)
+    np.testing.assert_array_equal(op.reshape(x, (4, -1)), x.reshape(4, 6))
+
+
+@graph.module("linear_relu")
+def linear_relu(A, B, bias):
+    return op.relu(op.matmul(A, B) + bias)
+
+
+def test_relu_of_matmul_plus_bias_is_one_launch(rng):
+    a = rng.standard_normal((100, 70)).astype(np.float32)
+    b = rng.standard_normal((70, 90)).astype(np.float32)
+    bias = rng.standard_normal(90).astype(np.float32)
+    linear_relu(a, b, bias)  # traced and compiled
+    before = launches()
+    y = linear_relu(a, b, bias)
+    assert launches() - before == 1
+    np.testing.assert_allclose(y, np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_the_same_ops_run_eagerly_take_a_launch_each(rng):
+    a = rng.standard_normal((16, 8)).astype(np.float32)
+    b = rng.standard_normal((8, 16)).astype(np.float32)
+    bias = rng.standard_normal(16).astype(np.float32)
+    before = launches()
+    op.relu(op.add(op.matmul(a, b), bias))
+    assert launches() - before == 3
+
+
+def test_an_elementwise_chain_is_one_kernel(rng):
+    @graph.module("chain")
+    def chain(x, y):
+        z = op.exp(x) * 2.0 + y
+        return op.tanh(z) - op.sigmoid(y)
+
+    x, y = rng.standard_normal((2, 10, 10)).astype(np.float32)
+    assert len(chain.kernels(x, y)) == 1
+    want = np.tanh(np.exp(x) * 2 + y) - 1 / (1 + np.exp(-y))
+    np.testing.assert_allclose(chain(x, y), want, rtol=1e-5, atol=1e-6)
+
+
+def test_an_elementwise_prologue_fuses_into_its_reduction(rng):
+    @graph.module("sum_of_squares")
+    def sum_of_squares(x):
+        return op.sum(x * x, axis=1)
+
+    x = rng.standard_normal((6, 50)).astype(np.float32)
+    assert len(sum_of_squares.kernels(x)) == 1
+    np.testing.assert_allclose(sum_of_squares(x), (x.astype(np.float64) ** 2).sum(1), rtol=1e-5)
+
+
+def test_a_value_read_twice_is_stored_once_and_reused(rng):
+    @graph.module("reuse")
+    def reuse(x):
+        h = op.exp(x)
+        return op.sum(h, axis=0), h * 3.0
+
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    total, tripled = reuse(x)
+    np.testing.assert_allclose(total, np.exp(x).sum(0), rtol=1e-5)
+    np.testing.assert_allclose(tripled, np.exp(x) * 3, rtol=1e-6)
+
+
+def test_a_transposed_operand_is_read_by_the_matmul_itself(rng):
+    @graph.module("scores")
+    def scores(q, k):
+        return op.matmul(q, k.T)
+
+    q, k = rng.standard_normal((2, 40, 16)).astype(np.float32)
+    assert len(scores.kernels(q, k)) == 1
+    np.testing.assert_allclose(scores(q, k), q @ k.T, rtol=1e-4, atol=1e-5)
+
+
+def test_a_graph_kernel_writes_its_result_into_the_argument(rng):
+    @graph.kernel
+    def linear(A, B, bias, C):
+        C[:] = op.relu(op.matmul(A, B) + bias)
+
+    a = rng.standard_normal((32, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 24)).astype(np.float32)
+    bias = rng.standard_normal(24).astype(np.float32)
+    c = np.zeros((32, 24), np.float32)
+    assert linear(a, b, bias, c) is None
+    np.testing.assert_allclose(c, np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_a_module_is_traced_once_per_signature(rng):
+    calls = []
+
+    @graph.module("counted")
+    def counted(x):
+        calls.append(1)
+        return x * 2.0
+
+    x = np.ones(4, np.float32)
+    counted(x)
+    counted(x + 1)
+    counted(np.ones(5, np.float32))
+    assert len(calls) == 2
+
+
+def test_the_generated_kernels_can_be_inspected(rng):
+    a = np.ones((8, 8), np.float32)
+    (k,) = linear_relu.kernels(a, a, np.ones(8, np.float32))
+    assert isinstance(k, tessera.Kernel)
+    source = k.inspect("cpu", a, a, np.ones(8, np.float32), np.ones((8, 8), np.float32))
+    assert "_dot_tiles" in source
+
+
+def test_the_graph_text_shows_nodes_groups_and_kernels(rng):
+    a = np.ones((8, 8), np.float32)
+    text = linear_relu.graph(a, a, np.ones(8, np.float32))
+    assert "matmul(A, B)" in text
+    assert "matmul: matmul %0 → add %1 → relu %2" in text
+    assert "tile.dot(x, y, acc)" in text
+
+
+def test_a_branch_on_a_traced_value_names_module_op_and_line():
+    @graph.module("branchy")
+    def branchy(x):
+        y = op.exp(x)
+        if op.sum(y) > 1.0:  # data-dependent: cannot be traced
+            return y
+        return x
+
+    with pytest.raises(tessera.TesseraError) as err:
+        branchy(np.ones(3, np.float32))
+    text = str(err.value)
+    assert "graph module 'branchy'" in text and "op.gt" in text
+    assert "test_ops.py" in text and "if op.sum(y) > 1.0" in text
+
+
+def test_a_shape_mismatch_names_module_op_and_line():
+    @graph.module("mismatch")
+    def mismatch(a, b):
+        return op.matmul(a, b)
+
+    with pytest.raises(tessera.TesseraError) as err:
+        mismatch(np.ones((3, 4), np.float32), np.ones((5, 2), np.float32))
+    text = str(err.value)
+    assert "graph module 'mismatch', op.matmul" in text
+    assert "inner dims 4 and 5 differ" in text and "return op.matmul(a, b)" in text
+
+
+def test_a_dtype_mismatch_names_both_dtypes():
+    with pytest.raises(tessera.TesseraError, match=r"op.add: mixes dtypes f32 and f64"):
+        op.add(np.ones(3, np.float32), np.ones(3, np.float64))
+
+
+def test_dump_writes_the_graph_stages(tmp_path, monkeypatch):
+    with tessera.config(dump="graph,fused", dump_dir=str(tmp_path)):
+
+        @graph.module("dumped")
+        def dumped(x):
+            return op.relu(x) * 2.0
+
+        dumped(np.ones(3, np.float32))
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert any(n.startswith("dumped.") and n.endswith(".graph.txt") for n in names)
+    assert any(n.endswith(".fused.txt") for n in names)
+
+
+def test_f16_matmul_accumulates_in_f32_and_rounds_once(rng):
+    a = rng.standard_normal((32, 64)).astype(np.float16)
+    b = rng.standard_normal((64, 16)).astype(np.float16)
+    out = op.matmul(a, b)
+    assert out.dtype == np.float16
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
+    np.testing.assert_allclose(out.astype(np.float32), want.astype(np.float32), rtol=2e-3)
+
+
+def test_ops_on_f32_tensors_keep_f32():
+    assert op.mul(np.ones(2, np.float32), 3).dtype == np.float32
+    assert f32 is tessera.f32
