@@ -90,7 +90,8 @@ class _Emitter:
             for v in n.inputs
         ]
         template = decl.tile_code if tiles and decl.tile_code else decl.code
-        return template.format(*parts, dtype=n.attrs.get("dtype", n.dtype).name)
+        extra = {k: v for k, v in n.attrs.items() if k not in ("dtype", "shape")}
+        return template.format(*parts, dtype=n.attrs.get("dtype", n.dtype).name, **extra)
 
 
 def _digits(shape: tuple[int, ...], index: str) -> list[str]:

@@ -70,6 +70,18 @@ _declare(
     _ew("ge", 2, "({0} >= {1})", "a >= b", result="bool"),
     _ew("lt", 2, "({0} < {1})", "a < b", result="bool"),
     _ew("le", 2, "({0} <= {1})", "a <= b", result="bool"),
+    # used by adjoints (adjoints.py), not in tessera.op
+    _ew("eq", 2, "({0} == {1})", "a == b", result="bool"),
+    _ew("full", 0, "{dtype}({value})", "a constant array of attrs shape and dtype", result="attr"),
+    _ew("expand", 1, "{0}", "broadcast to attrs shape"),
+    _ew(
+        "gelu_grad",
+        1,
+        "(0.5 * (1.0 + math.erf({0} * 0.7071067811865476))"
+        " + {0} * 0.3989422804014327 * math.exp(-0.5 * {0} * {0}))",
+        "d gelu(a) / da",
+        floats_only=True,
+    ),
     OpDecl("matmul", "matmul", 2, doc="a @ b of 2-d arrays (f16, bf16, f32), f32 accumulation"),
     OpDecl("sum", "reduce", 1, doc="sum along an axis (or all)"),
     OpDecl("mean", "reduce", 1, doc="mean along an axis (or all)", floats_only=True),
@@ -109,7 +121,13 @@ def common_dtype(decl: OpDecl, dtypes: list[D.DType | None]) -> D.DType:
 
 
 def elementwise_type(decl: OpDecl, inputs: list, attrs: dict) -> tuple[tuple[int, ...], D.DType]:
+    if decl.name == "full":
+        return attrs["shape"], attrs["dtype"]
     shape = broadcast(*(v.shape for v in inputs))
+    if decl.name == "expand":
+        if broadcast(shape, attrs["shape"]) != attrs["shape"]:
+            raise RuleError(f"cannot broadcast {shape} to {attrs['shape']}")
+        shape = attrs["shape"]
     if decl.name == "where":
         if inputs[0].dtype is not None and inputs[0].dtype != D.bool_:
             raise RuleError(f"the condition must be bool, not {inputs[0].dtype.name}")

@@ -71,7 +71,9 @@ def fuse(graph: Graph) -> list[Group]:
         if last is not None and not last.closed:
             if kind == "elementwise" and n.shape == last.shape:
                 if last.kind == "elementwise" or (
-                    last.kind == "matmul" and all(_tile_operand(v, n.shape) for v in n.inputs)
+                    last.kind == "matmul"
+                    and n.op not in ("full", "expand")
+                    and all(_tile_operand(v, n.shape) for v in n.inputs)
                 ):
                     target = last
             elif kind == "reduce" and last.kind == "elementwise" and n.inputs[0] in last.nodes:

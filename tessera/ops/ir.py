@@ -64,6 +64,7 @@ class Graph:
     outputs: list[Value] = field(default_factory=list)
     written: dict[int, int] = field(default_factory=dict)  # output index → input index
     returns_tuple: bool = False  # the traced function returned a tuple of results
+    captured: list = field(default_factory=list)  # arrays read from outside: the last inputs
 
     def add(self, node: Node) -> Node:
         node.number = len(self.nodes)

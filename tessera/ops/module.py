@@ -18,6 +18,7 @@ from .. import dtypes as D
 from ..config import get as setting
 from ..errors import TesseraError
 from . import plan
+from .adjoints import backward
 from .ir import Node
 from .passes import Lowered, lower
 from .tensor import Tensor, Tracer, tracing
@@ -38,7 +39,7 @@ class Module:
         self.fn = fn
         self.name = name or fn.__name__
         self.writes = writes  # a @graph.kernel: results are assigned into arguments
-        self.params = list(inspect.signature(fn).parameters)
+        self.params, self.variadic = _parameters(fn)
         self._lowered: dict[tuple, Lowered] = {}
         self._lock = threading.Lock()
 
@@ -55,15 +56,20 @@ class Module:
                 made = self._lowered[key] = lower(self._trace(arrays))
         return made, arrays
 
-    def _trace(self, arrays: list[np.ndarray]):
-        if len(arrays) != len(self.params):
+    def _tracer(self, arrays: list[np.ndarray]) -> Tracer:
+        names = list(self.params)
+        if self.variadic is not None:
+            names += [f"{self.variadic}{i}" for i in range(len(arrays) - len(names))]
+        if len(arrays) != len(names) or len(arrays) < len(self.params):
             raise TesseraError(
                 f"graph module '{self.name}' takes {len(self.params)} arrays, not {len(arrays)}"
             )
-        tracer = Tracer(
-            self.name,
-            [(p, a.shape, dtype_of(self.name, a)) for p, a in zip(self.params, arrays)],
+        return Tracer(
+            self.name, [(p, a.shape, dtype_of(self.name, a)) for p, a in zip(names, arrays)]
         )
+
+    def _trace(self, arrays: list[np.ndarray]):
+        tracer = self._tracer(arrays)
         with tracing(tracer):
             result = self.fn(*tracer.tensors())
         graph = tracer.graph
@@ -104,6 +110,69 @@ class Module:
         """The generated kernels these arguments run (``inspect`` works on them)."""
         lowered, _ = self.lowered(args)
         return [k for k in lowered.kernels if k is not None]
+
+
+class GradModule(Module):
+    """``graph.grad(f, argnums)`` / ``graph.value_and_grad``: the traced ``f`` extended
+    with its adjoint (adjoints.py), lowered and run as one fused graph."""
+
+    def __init__(self, fn, argnums, with_value: bool):
+        super().__init__(fn, f"grad_{getattr(fn, 'name', fn.__name__)}")
+        self.fn = getattr(fn, "fn", fn)  # a @graph.module's function is traced again
+        self.params, self.variadic = _parameters(self.fn)
+        self.many = isinstance(argnums, (tuple, list))
+        self.argnums = tuple(argnums) if self.many else (argnums,)
+        self.with_value = with_value
+
+    def _trace(self, arrays: list[np.ndarray]):
+        tracer = self._tracer(arrays)
+        tensors = tracer.tensors()
+        for i in self.argnums:
+            if not isinstance(i, int) or not -len(tensors) <= i < len(tensors):
+                raise TesseraError(
+                    f"graph.grad of '{self.name}': argnums={self.argnums!r} names no "
+                    f"argument of the {len(tensors)} given"
+                )
+        with tracing(tracer):
+            result = self.fn(*tensors)
+            if not isinstance(result, Tensor) or result.tracer is not tracer:
+                raise TesseraError(
+                    f"graph.grad of '{self.name}': the function must return a scalar tensor "
+                    f"it computed, not {type(result).__name__}"
+                )
+            grads = backward(tracer, result, [tensors[i] for i in self.argnums])
+        graph = tracer.graph
+        graph.outputs = ([result.value] if self.with_value else []) + [g.value for g in grads]
+        return graph
+
+    def __call__(self, *args):
+        lowered, arrays = self.lowered(args)
+        results = plan.run(lowered, arrays)
+        value = results.pop(0) if self.with_value else None
+        grads = tuple(results) if self.many else results[0]
+        return (value, grads) if self.with_value else grads
+
+
+def _parameters(fn) -> tuple[list[str], str | None]:
+    """The names of ``fn``'s positional parameters, and of its ``*args`` if any."""
+    params, variadic = [], None
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind == inspect.Parameter.VAR_POSITIONAL:
+            variadic = p.name
+        elif p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            params.append(p.name)
+    return params, variadic
+
+
+def grad(fn, argnums=0):
+    """The gradient of ``fn`` (a function of arrays returning a scalar tensor, or a
+    ``@graph.module``) with respect to argument ``argnums`` (an int or a tuple)."""
+    return GradModule(fn, argnums, with_value=False)
+
+
+def value_and_grad(fn, argnums=0):
+    """Like :func:`grad`, returning ``(value, gradient)``."""
+    return GradModule(fn, argnums, with_value=True)
 
 
 def module(name: str | None = None):
@@ -157,4 +226,4 @@ def _one_op(op: str, inputs: list, attrs: dict, arrays: list[np.ndarray]):
     return tracer.graph
 
 
-__all__ = ["Module", "Node", "apply", "graph_kernel", "module"]
+__all__ = ["Module", "Node", "apply", "grad", "graph_kernel", "module", "value_and_grad"]

@@ -18,6 +18,7 @@ from .passes import Lowered
 
 def run(lowered: Lowered, arrays: list[np.ndarray]) -> list[np.ndarray]:
     graph = lowered.graph
+    arrays = list(arrays) + graph.captured
     env: dict[int, np.ndarray] = {}
     for inp, a in zip(graph.inputs, arrays):
         env[id(inp)] = np.ascontiguousarray(a)

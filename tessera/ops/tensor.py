@@ -12,6 +12,9 @@ import os
 import sys
 import threading
 
+import numpy as np
+
+from .. import dtypes as D
 from ..dtypes import DType
 from ..errors import SourceLoc, TesseraError
 from . import declare
@@ -51,6 +54,23 @@ class Tracer:
     def tensors(self) -> list[Tensor]:
         return [Tensor(self, i) for i in self.graph.inputs]
 
+    def capture(self, op: str, array: np.ndarray) -> Input:
+        """An array the traced function reads from outside (a closure, a global): an
+        extra input of the graph, bound to this array object on every run."""
+        graph = self.graph
+        first = len(graph.inputs) - len(graph.captured)
+        for value, held in zip(graph.inputs[first:], graph.captured):
+            if held is array:
+                return value
+        dtype = D.from_numpy(array.dtype)
+        if dtype is None:
+            raise self.fail(op, f"arrays of {array.dtype} are not supported")
+        name = f"captured{len(self.graph.captured)}"
+        value = Input(len(self.graph.inputs), name, array.shape, dtype)
+        self.graph.inputs.append(value)
+        self.graph.captured.append(array)
+        return value
+
     def fail(self, op: str, message: str) -> GraphError:
         return GraphError(self.graph.name, op, message, user_loc())
 
@@ -65,11 +85,12 @@ class Tracer:
                 values.append(v.value)
             elif isinstance(v, (bool, int, float)):
                 values.append(Const(v))
+            elif isinstance(v, np.ndarray):
+                values.append(self.capture(op, v))
             else:
                 raise self.fail(
                     op,
-                    f"takes tensors or Python numbers inside a graph, not {type(v).__name__}; "
-                    "pass arrays as arguments of the module",
+                    f"takes tensors, arrays or Python numbers, not {type(v).__name__}",
                 )
         try:
             shape, dtype = _rule(decl, values, attrs)

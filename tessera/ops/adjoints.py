@@ -1,0 +1,147 @@
+"""Reverse-mode gradients: each op's adjoint rule, applied to a traced graph.
+
+:func:`backward` walks the graph from a scalar result back to the inputs, calling each
+node's rule with the gradient flowing into it; a rule returns one gradient per input,
+written with ops on traced tensors, so the gradients are nodes of the same graph and are
+fused and compiled with it (no tape of NumPy calls). Every op is deterministic, so the
+gradients are the same bits on every run.
+
+Rules follow the usual conventions: a gradient of a broadcast operand is summed over the
+broadcast axes; ``max``/``min`` (and ``maximum``/``minimum`` at ties) send the gradient
+to every element equal to the result (the first operand at ties); comparisons, ``eq``
+and the conditions of ``where`` have no gradient.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import TesseraError
+from .ir import Const, Node
+from .tensor import Tensor, Tracer
+
+
+def _op(t: Tensor, name: str, inputs: list, **attrs) -> Tensor:
+    return t.tracer.record(name, inputs, attrs)
+
+
+def _sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``g`` summed over the axes along which an operand of ``shape`` was broadcast."""
+    while len(g.shape) > len(shape):
+        g = _op(g, "sum", [g], axis=0, keepdims=False)
+    for d, n in enumerate(shape):
+        if n == 1 and g.shape[d] != 1:
+            g = _op(g, "sum", [g], axis=d, keepdims=True)
+    return g
+
+
+def _spread(g: Tensor, node: Node, shape: tuple[int, ...]) -> Tensor:
+    """A reduction's gradient ``g`` laid back over the reduced ``shape``."""
+    axis = node.attrs["axis"]
+    kept = tuple(1 for _ in shape) if axis is None else shape[:axis] + (1,) + shape[axis + 1 :]
+    return _op(g, "expand", [_op(g, "reshape", [g], shape=kept)], shape=shape)
+
+
+def _rules(node: Node, g: Tensor, x: list, out: Tensor) -> list:
+    """The gradient of each input of ``node`` (None: none), given ``g`` = d result/d out."""
+    op = node.op
+    a = x[0]
+    b = x[1] if len(x) > 1 else None
+    if op == "add":
+        return [g, g]
+    if op == "sub":
+        return [g, -g]
+    if op == "mul":
+        return [g * b, g * a]
+    if op == "div":
+        return [g / b, -(g * out) / b]
+    if op == "neg":
+        return [-g]
+    if op == "exp":
+        return [g * out]
+    if op == "log":
+        return [g / a]
+    if op == "sqrt":
+        return [g * 0.5 / out]
+    if op == "tanh":
+        return [g * (1.0 - out * out)]
+    if op == "relu":
+        return [_op(g, "where", [a > 0.0, g, 0.0])]
+    if op == "sigmoid":
+        return [g * out * (1.0 - out)]
+    if op == "silu":
+        s = _op(g, "sigmoid", [a])
+        return [g * (s + a * s * (1.0 - s))]
+    if op == "gelu":
+        return [g * _op(g, "gelu_grad", [a])]
+    if op in ("maximum", "minimum"):
+        first = _op(g, "ge" if op == "maximum" else "le", [a, b])
+        return [_op(g, "where", [first, g, 0.0]), _op(g, "where", [first, 0.0, g])]
+    if op == "where":
+        return [None, _op(g, "where", [a, g, 0.0]), _op(g, "where", [a, 0.0, g])]
+    if op == "cast":
+        return [_op(g, "cast", [g], dtype=a.dtype)]
+    if op == "expand":
+        return [g]
+    if op == "matmul":
+        return [
+            _op(g, "matmul", [g, _op(g, "transpose", [b])]),
+            _op(g, "matmul", [_op(g, "transpose", [a]), g]),
+        ]
+    if op == "transpose":
+        return [_op(g, "transpose", [g])]
+    if op == "reshape":
+        return [_op(g, "reshape", [g], shape=a.shape)]
+    if op == "sum":
+        return [_spread(g, node, a.shape)]
+    if op == "mean":
+        count = math.prod(a.shape) if node.attrs["axis"] is None else a.shape[node.attrs["axis"]]
+        return [_spread(g, node, a.shape) * (1.0 / count)]
+    if op in ("max", "min"):
+        hit = _op(g, "eq", [a, _spread(out, node, a.shape)])
+        return [_op(g, "where", [hit, _spread(g, node, a.shape), 0.0])]
+    if op == "softmax":
+        inner = _op(g, "sum", [g * out], axis=len(out.shape) - 1, keepdims=True)
+        return [out * (g - inner)]
+    return [None] * len(x)  # comparisons and eq: no gradient
+
+
+def backward(tracer: Tracer, result: Tensor, wrt: list[Tensor]) -> list[Tensor]:
+    """d result / d each of ``wrt`` (``result`` a scalar), as nodes of ``tracer``."""
+    if result.shape != ():
+        raise TesseraError(
+            f"graph.grad of '{tracer.graph.name}': the function must return a scalar "
+            f"(shape ()), not shape {result.shape}; reduce it with op.sum or op.mean"
+        )
+    if not result.dtype.is_float:
+        raise TesseraError(f"graph.grad of '{tracer.graph.name}': the result is not a float")
+    grads: dict[int, Tensor] = {}
+    seed = tracer.record("full", [], {"shape": (), "dtype": result.dtype, "value": 1.0})
+    grads[id(result.value)] = seed
+    for node in reversed(tracer.graph.nodes[: _position(tracer, result) + 1]):
+        g = grads.get(id(node))
+        if g is None:
+            continue
+        inputs = [Tensor(tracer, v) if not isinstance(v, Const) else v.value for v in node.inputs]
+        rules = _rules(node, g, inputs, Tensor(tracer, node))
+        for value, contribution in zip(node.inputs, rules):
+            if contribution is None or isinstance(value, Const) or not value.dtype.is_float:
+                continue
+            contribution = _sum_to(contribution, value.shape)
+            if contribution.shape != value.shape:
+                contribution = _op(contribution, "expand", [contribution], shape=value.shape)
+            held = grads.get(id(value))
+            grads[id(value)] = contribution if held is None else held + contribution
+    out = []
+    for t in wrt:
+        g = grads.get(id(t.value))
+        if g is None:  # the result does not depend on it
+            g = tracer.record("full", [], {"shape": t.shape, "dtype": t.dtype, "value": 0.0})
+        out.append(g)
+    return out
+
+
+def _position(tracer: Tracer, result: Tensor) -> int:
+    if not isinstance(result.value, Node):
+        return -1
+    return tracer.graph.nodes.index(result.value)
