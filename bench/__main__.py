@@ -21,6 +21,7 @@ BENCHES = (
     "reduction",
     "matmul",
     "tiles",
+    "ops",
     "softmax",
     "stencil",
     "axpy_tiled",
@@ -60,6 +61,11 @@ def targets(records: list[dict], quick: bool) -> str:
         wanted = f"≥ {limit}×" if what.startswith("cold") else f"≤ {limit}×"
         verdict = "ok" if met else "MISSED"
         lines.append(f"  warm_start {what:<18} {value:>5.2f}×  target {wanted:<8} {verdict}")
+    from .ops import targets as ops_targets
+
+    for what, value, wanted, met in ops_targets(records):
+        verdict = "ok" if met else "MISSED"
+        lines.append(f"  ops {what:<34} {value:>7.2f}  target {wanted:<7} {verdict}")
     from .dist_allreduce import targets as dist_targets
 
     for what, value, wanted, met in dist_targets(records):
