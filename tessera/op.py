@@ -66,6 +66,19 @@ def cast(x, dtype):
     return _apply("cast", [x], {"dtype": dtype})
 
 
+def dropout(x, p, seed):
+    """Zero each element with probability ``p`` and scale the others by ``1 / (1 - p)``.
+
+    Element ``i`` is kept when Philox 4×32-10 of counter ``i`` and key ``seed`` gives a
+    uniform number ≥ ``p``: the mask depends only on ``(seed, i)``, so it is the same on
+    every target, run, thread count and rank (docs/ops.md)."""
+    if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+        raise ValueError(f"op.dropout: p={p!r} must be a number in [0, 1)")
+    if not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise ValueError(f"op.dropout: seed={seed!r} must be an int in [0, 2**63)")
+    return _apply("dropout", [x], {"p": float(p), "seed": seed, "scale": 1.0 / (1.0 - p)})
+
+
 def _reduction(name: str, doc: str):
     def fn(x, axis=None, keepdims=False):
         return _apply(name, [x], {"axis": axis, "keepdims": bool(keepdims)})
@@ -87,7 +100,7 @@ def softmax(x, axis=-1):
 
 
 __all__ = [
-    "add", "cast", "div", "exp", "gelu", "log", "matmul", "max", "maximum", "mean", "min",
-    "minimum", "mul", "neg", "relu", "reshape", "sigmoid", "silu", "softmax", "sqrt", "sub",
-    "sum", "tanh", "transpose", "where",
+    "add", "cast", "div", "dropout", "exp", "gelu", "log", "matmul", "max", "maximum",
+    "mean", "min", "minimum", "mul", "neg", "relu", "reshape", "sigmoid", "silu", "softmax",
+    "sqrt", "sub", "sum", "tanh", "transpose", "where",
 ]  # fmt: skip

@@ -83,6 +83,8 @@ def _rules(node: Node, g: Tensor, x: list, out: Tensor) -> list:
         return [_op(g, "cast", [g], dtype=a.dtype)]
     if op == "expand":
         return [g]
+    if op == "dropout":  # the same mask: it depends on the element index and seed only
+        return [_op(g, "dropout", [g], **node.attrs)]
     if op == "matmul":
         return [
             _op(g, "matmul", [g, _op(g, "transpose", [b])]),

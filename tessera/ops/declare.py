@@ -70,6 +70,14 @@ _declare(
     _ew("ge", 2, "({0} >= {1})", "a >= b", result="bool"),
     _ew("lt", 2, "({0} < {1})", "a < b", result="bool"),
     _ew("le", 2, "({0} <= {1})", "a <= b", result="bool"),
+    _ew(
+        "dropout",
+        1,
+        "({0} * {scale} if philox_uniform(i, {seed}) >= {p} else 0.0)",
+        "zero an element with probability p (Philox 4x32-10 of its index and the seed), "
+        "scale the rest by 1 / (1 - p)",
+        floats_only=True,
+    ),
     # used by adjoints (adjoints.py), not in tessera.op
     _ew("eq", 2, "({0} == {1})", "a == b", result="bool"),
     _ew("full", 0, "{dtype}({value})", "a constant array of attrs shape and dtype", result="attr"),

@@ -17,6 +17,7 @@ from .. import tile as tile_module
 from ..kernel.kernel import Kernel, kernel
 from ..tile import group_id
 from .codegen import Source
+from .philox import philox_uniform
 
 _NAMESPACE = {
     "math": math,
@@ -25,6 +26,7 @@ _NAMESPACE = {
     "kernel": kernel,
     "mut": D.mut,
     "KiB": D.KiB,
+    "philox_uniform": philox_uniform,
     **{d.name: d for d in D.ALL_DTYPES},
 }
 _kernels: dict[str, Kernel] = {}
