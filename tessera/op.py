@@ -12,7 +12,11 @@ array([0., 2.], dtype=float32)
 
 from __future__ import annotations
 
+import functools
+
+from .ops.module import Module as _Module
 from .ops.module import apply as _apply
+from .ops.tensor import Tensor as _Tensor
 
 
 def matmul(a, b, tile_shape=None):
@@ -99,8 +103,47 @@ def softmax(x, axis=-1):
     return _apply("softmax", [x], {"axis": axis})
 
 
+# ----------------------------------------------------------------------------- composites
+# Normalisations are written with the ops above, so they trace into nodes that fuse with
+# their neighbours and differentiate through the ops' adjoints; called on arrays they run
+# as a small graph module (one per eps), not op by op.
+
+
+def _layernorm(x, w, b, eps):
+    mu = mean(x, axis=-1, keepdims=True)
+    d = sub(x, mu)
+    var = mean(mul(d, d), axis=-1, keepdims=True)
+    return add(mul(div(d, sqrt(add(var, eps))), w), b)
+
+
+def _rmsnorm(x, w, eps):
+    ms = mean(mul(x, x), axis=-1, keepdims=True)
+    return mul(div(x, sqrt(add(ms, eps))), w)
+
+
+@functools.cache
+def _composite(fn, eps: float) -> _Module:
+    return _Module(functools.partial(fn, eps=eps), name=f"op_{fn.__name__.lstrip('_')}")
+
+
+def _run(fn, eps, *args):
+    if any(isinstance(a, _Tensor) for a in args):
+        return fn(*args, eps)
+    return _composite(fn, float(eps))(*args)
+
+
+def layernorm(x, w, b, eps=1e-5):
+    """``(x - mean) / sqrt(var + eps) * w + b`` over the last axis (biased variance)."""
+    return _run(_layernorm, eps, x, w, b)
+
+
+def rmsnorm(x, w, eps=1e-6):
+    """``x / sqrt(mean(x ** 2) + eps) * w`` over the last axis."""
+    return _run(_rmsnorm, eps, x, w)
+
+
 __all__ = [
-    "add", "cast", "div", "dropout", "exp", "gelu", "log", "matmul", "max", "maximum",
-    "mean", "min", "minimum", "mul", "neg", "relu", "reshape", "sigmoid", "silu", "softmax",
-    "sqrt", "sub", "sum", "tanh", "transpose", "where",
+    "add", "cast", "div", "dropout", "exp", "gelu", "layernorm", "log", "matmul", "max",
+    "maximum", "mean", "min", "minimum", "mul", "neg", "relu", "reshape", "rmsnorm",
+    "sigmoid", "silu", "softmax", "sqrt", "sub", "sum", "tanh", "transpose", "where",
 ]  # fmt: skip

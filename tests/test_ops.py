@@ -95,6 +95,17 @@ def test_softmax_matches_numpy(target, rng):
     np.testing.assert_allclose(op.softmax(x), e / e.sum(axis=-1, keepdims=True), rtol=1e-5)
 
 
+def test_layernorm_and_rmsnorm_match_numpy(target, rng):
+    x = rng.standard_normal((6, 40)).astype(np.float32)
+    w, b = rng.standard_normal((2, 40)).astype(np.float32)
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    want = (x - mu) / np.sqrt(var + 1e-5) * w + b
+    np.testing.assert_allclose(op.layernorm(x, w, b), want, rtol=1e-5, atol=1e-5)
+    rms = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * w
+    np.testing.assert_allclose(op.rmsnorm(x, w), rms, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("shape", [(64, 32, 64), (100, 70, 90), (3, 5, 7)])
 def test_matmul_matches_numpy(target, rng, shape):
     m, k, n = shape

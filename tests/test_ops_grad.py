@@ -49,6 +49,8 @@ CASES = {
     "max": (lambda a: op.max(a, axis=1), [(3, 4)], False),
     "min": (lambda a: op.min(a), [(3, 4)], False),
     "softmax": (op.softmax, [(3, 5)], False),
+    "layernorm": (lambda x, w, b: op.layernorm(x, w, b), [(3, 5), (5,), (5,)], False),
+    "rmsnorm": (lambda x, w: op.rmsnorm(x, w), [(3, 5), (5,)], False),
     "transpose": (lambda a: a.T * 3.0, [(3, 4)], False),
     "reshape": (lambda a: op.reshape(a, (2, 6)) * 3.0, [(3, 4)], False),
 }
