@@ -58,3 +58,83 @@ def test_matmul_on_the_gpu_matches_numpy():
     matmul[(16, 16)](cuda.to_device(a), cuda.to_device(b), dc)
     ts.synchronize()
     np.testing.assert_allclose(dc.copy_to_host(), a @ b, rtol=1e-4)
+
+
+def _tensor_cores() -> bool:
+    from numba import cuda
+
+    return cuda.get_current_device().compute_capability >= (8, 0)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_tile_gemm_on_tensor_cores_matches_numpy_and_repeats_its_bits(dtype):
+    """256x256x256 (f16: 64x64 blocks, groups of 128 lanes; bf16: 32x32 blocks, groups of
+    64): mma.sync m16n8k16 on sm_80+, the same bits on every run."""
+    import ml_dtypes
+    from numba import cuda
+    from test_cuda_mma import gemm_bf16, gemm_f16
+
+    np_type = np.float16 if dtype == "f16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((256, 256)).astype(np_type)
+    b = rng.standard_normal((256, 256)).astype(np_type)
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    results = []
+    for _ in range(2):
+        dc = cuda.device_array((256, 256), np.float32)
+        if dtype == "f16":
+            gemm_f16[(4, 4)](da, db, dc, 64, 64)
+            source = gemm_f16.inspect("cuda", da, db, dc, 64, 64, grid=(4, 4))
+        else:
+            gemm_bf16[(8, 8)](da, db, dc)
+            source = gemm_bf16.inspect("cuda", da, db, dc, grid=(8, 8))
+        ts.synchronize()
+        results.append(dc.copy_to_host())
+    assert ("# on tensor cores" in source) == _tensor_cores()
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(results[0], want, rtol=1e-3, atol=1e-3)
+    assert results[0].tobytes() == results[1].tobytes()  # deterministic
+
+
+def test_tf32_dot_is_allowed_on_request_and_f32_stays_exact_to_ffma():
+    from numba import cuda
+    from test_cuda_mma import gemm_f32
+
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 128)).astype(np.float32)
+    dc, dd = (cuda.device_array((128, 128), np.float32) for _ in range(2))
+    gemm_f32[(4, 4)](cuda.to_device(a), cuda.to_device(b), dc, dd)
+    ts.synchronize()
+    want = a.astype(np.float64) @ b
+    np.testing.assert_allclose(dc.copy_to_host(), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dd.copy_to_host(), want, rtol=1e-2, atol=5e-2)  # tf32 inputs
+
+
+def test_flash_attention_forward_on_the_gpu_matches_numpy():
+    """examples/flash_attention.py's kernel (f32, plain path) and its f16 twin (tensor
+    cores), 16x16 blocks so every tile fits a block's static shared memory."""
+    import math
+    import runpy
+    from pathlib import Path
+
+    from numba import cuda
+    from test_cuda_mma import attention_f16
+
+    example = runpy.run_path(str(Path(__file__).parent.parent / "examples" / "flash_attention.py"))
+    rng = np.random.default_rng(7)
+    n, d, bm, bn = 256, 64, 16, 16
+    q, k, v = (rng.standard_normal((n, d)).astype(np.float32) for _ in range(3))
+    scale = 1 / math.sqrt(d)
+    do = cuda.device_array((n, d), np.float32)
+    example["attention"][n // bm](*(cuda.to_device(x) for x in (q, k, v)), do, scale, bm, bn)
+    ts.synchronize()
+    want = example["reference"](q, k, v, scale)
+    np.testing.assert_allclose(do.copy_to_host(), want, rtol=1e-4, atol=1e-5)
+
+    q16, k16, v16 = (x.astype(np.float16) for x in (q, k, v))
+    do16 = cuda.device_array((n, d), np.float32)
+    attention_f16[n // bm](*(cuda.to_device(x) for x in (q16, k16, v16)), do16, scale, bm, bn)
+    ts.synchronize()
+    want16 = example["reference"](*(x.astype(np.float64) for x in (q16, k16, v16)), scale)
+    np.testing.assert_allclose(do16.copy_to_host(), want16, rtol=1e-2, atol=5e-3)

@@ -17,7 +17,7 @@ from ....errors import LaunchError
 from ..target import BuildOptions, Target
 from .codegen import FLAT_BLOCK
 from .lowerings import LOWERINGS
-from .program import CudaProgram, async_copies_for, cuda_signature
+from .program import CudaProgram, ampere_for, cuda_signature
 from .runtime import cuda_module, simulating
 from .streams import gpu_work_queued, synchronize_device
 
@@ -68,7 +68,7 @@ class CudaTarget(Target):
                 f"a group of tile={spec.kir.tile_shape} has {lanes} lanes; a CUDA block runs "
                 f"at most {MAX_BLOCK_THREADS} threads",
             )
-        return CudaProgram(spec, grid_ndim, self, async_copies_for(options.arch))
+        return CudaProgram(spec, grid_ndim, self, ampere_for(options.arch))
 
     def stage(self, program, name: str, call_args: tuple, grid: tuple, options: BuildOptions):
         if name == "cuda":

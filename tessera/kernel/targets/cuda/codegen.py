@@ -38,9 +38,12 @@ class CudaCodegen(SourceEmitter):
         target: Target,
         async_copies: bool = True,
         simulated: bool = False,
+        tensor_cores: bool = False,
     ):
         super().__init__(kir, grid_ndim, target)
         self.simulated = simulated  # numba-cuda's simulator: no warp shuffles
+        # mma.sync for f16/bf16 tile.dot (sm_80+; the simulator cannot run inline PTX)
+        self.tensor_cores = tensor_cores and not simulated
         self.tile_temps: list[tuple[str, TileType]] = []  # shared scratch of tile statements
         self.scratch: dict[str, int] = {}  # compute dtype ctor → elements of shared scratch
         self.dynamic_shared_bytes = 0  # > 0: shared arrays are carved from dynamic memory

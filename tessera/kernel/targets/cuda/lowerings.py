@@ -22,6 +22,7 @@ from ...typer import concrete
 from ..common_lowerings import COMMON_LOWERINGS
 from ..pysource import combine, ctor, subgroup_source
 from ..target import lowerings_table
+from . import mma
 
 LOWERINGS, lowering = lowerings_table()
 ATOMIC_DTYPES = (D.f16, D.f32, D.f64, D.i32, D.i64, D.u32, D.u64)  # CUDA's own atomics
@@ -156,33 +157,44 @@ def _shuffle(cg, call, site):
 
 
 # ----------------------------------------------------------------------------- tiles
-# The plain path: tiles live in shared memory and every lane computes its share of the
-# elements, in the order the other targets use (so the results are the same bits);
-# tensor-core fragments for tile.dot come later (docs/language.md, "Tile values").
+# Tiles live in shared memory and every lane computes its share of the elements, in the
+# order the other targets use (so the results are the same bits), except tile.dot on
+# sm_80+, which runs on tensor cores (mma.py).
 LOWERINGS.update(COMMON_LOWERINGS)
 
 
 @lowering(B.dot)
 def _dot(cg, call, site):
-    """Each lane computes whole elements of the result, k in order (the CPU's order)."""
-    a, b, acc = call.args[:3]
+    """f16/bf16 (f32 with ``allow_tf32``) on sm_80+, in whole instruction tiles and whole
+    warps: ``mma.sync`` fragments spread over the group's warps (mma.py). Otherwise the
+    plain path (FFMA): each lane computes whole elements of the result, k in order (the
+    CPU's order). A result that replaces an input is computed aside, then copied."""
+    a, b, acc, allow_tf32 = call.args[:4]
     t = call.type
-    k = a.type.shape[1]
-    dest, rep = cg.name(site.target), ctor(t.dtype)
-    replaces_input = site.target in (a.name, b.name)
-    if replaces_input:  # computed aside: other lanes still read the tile it replaces
-        dest = cg.tile_temp(t)
+    (m, k), n = a.type.shape, b.type.shape[1]
     x, y = cg.name(a.name), cg.name(b.name)
-    start = f"{cg.name(acc.name)}[_e0, _e1]" if acc is not None else f"{rep}(0)"
+    # computed aside where the result replaces an input: other lanes still read that tile
+    replaces_input = site.target in (a.name, b.name)
+    dest = cg.tile_temp(t) if replaces_input else cg.name(site.target)
+    init = cg.name(acc.name) if acc is not None else None
     cg.emit(f"# tile.dot: {a.type.shape} @ {b.type.shape}", call.loc)
+    inst = None
+    if cg.tensor_cores:
+        tf32 = allow_tf32 is not None and bool(allow_tf32.value)
+        inst = mma.instruction_for(a.type.dtype, tf32, m, n, k, cg.lanes)
+    if inst is not None:
+        mma.emit_dot(cg, inst, x, y, init, dest, (m, k, n))
+    else:
+        rep = ctor(t.dtype)
+        start = f"{init}[_e0, _e1]" if init is not None else f"{rep}(0)"
 
-    def body():
-        cg.emit(f"_acc = {start}")
-        cg.emit(f"for _k in range({k}):")
-        cg.emit(f"    _acc = {rep}(_acc + {rep}({x}[_e0, _k]) * {rep}({y}[_k, _e1]))")
-        cg.emit(f"{dest}[_e0, _e1] = _acc")
+        def body():
+            cg.emit(f"_acc = {start}")
+            cg.emit(f"for _k in range({k}):")
+            cg.emit(f"    _acc = {rep}(_acc + {rep}({x}[_e0, _k]) * {rep}({y}[_k, _e1]))")
+            cg.emit(f"{dest}[_e0, _e1] = _acc")
 
-    cg.element_loops(t.shape, body)
+        cg.element_loops(t.shape, body)
     if replaces_input:
         target = cg.name(site.target)
         cg.element_loops(t.shape, lambda: cg.emit(f"{target}[_e0, _e1] = {dest}[_e0, _e1]"))

@@ -62,37 +62,43 @@ def parse_arch(arch: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-ASYNC_COPY_ARCH = (8, 0)  # cp.async exists from sm_80 (Ampere) on
+AMPERE = (8, 0)  # cp.async and mma.sync m16n8k16 exist from sm_80 (Ampere) on
 
 
-def async_copies_for(arch: str | None) -> bool:
-    """Whether code for ``arch`` (None: this machine's GPU) uses hardware async copies:
-    sm_80 and newer do; older GPUs and the simulator copy with loads and stores."""
+def ampere_for(arch: str | None) -> bool:
+    """Whether code for ``arch`` (None: this machine's GPU) uses sm_80's instructions,
+    hardware async copies and ``mma.sync`` tensor cores: sm_80 and newer do; older GPUs
+    and the simulator copy with loads and stores and multiply on the plain path."""
     if simulating():
         return False
     if arch is None:
         try:
-            return cuda_module().get_current_device().compute_capability >= ASYNC_COPY_ARCH
+            return cuda_module().get_current_device().compute_capability >= AMPERE
         except Exception:  # no GPU here: code for the newest architectures
             return True
-    return parse_arch(arch) >= ASYNC_COPY_ARCH
+    return parse_arch(arch) >= AMPERE
 
 
 class CudaProgram:
-    """One specialisation of a kernel for CUDA (for GPUs with or without ``cp.async``)."""
+    """One specialisation of a kernel for CUDA (for GPUs with or without sm_80's
+    ``cp.async`` and ``mma.sync``)."""
 
     def __init__(
-        self, spec: Specialised, grid_ndim: int, target: Target, async_copies: bool | None = None
+        self, spec: Specialised, grid_ndim: int, target: Target, ampere: bool | None = None
     ):
         self.spec = spec
         self.kir = spec.kir
         self.grid_ndim = grid_ndim
         self.simulated = simulating()
-        if async_copies is None:
-            async_copies = async_copies_for(None)
-        self.async_copies = async_copies and not self.simulated
+        ampere = (ampere_for(None) if ampere is None else ampere) and not self.simulated
+        self.async_copies = ampere
         codegen = CudaCodegen(
-            spec.kir, grid_ndim, target, async_copies=self.async_copies, simulated=self.simulated
+            spec.kir,
+            grid_ndim,
+            target,
+            async_copies=ampere,
+            simulated=self.simulated,
+            tensor_cores=ampere,
         )
         self.align_params = codegen.align_params
         self.source = codegen.generate()
@@ -113,6 +119,11 @@ class CudaProgram:
             self._function = namespace["_kernel"]
         return self._function
 
+    def max_threads(self) -> int:
+        """The most threads a block of this kernel has: its launch bound, so ptxas keeps
+        to the registers that let a whole group run (tensor-core tile.dot holds many)."""
+        return math.prod(self.kir.tile_shape) if self.kir.grouped else FLAT_BLOCK
+
     def launch_shape(self, grid: tuple[int, ...]) -> tuple[int, int]:
         """(blocks, threads per block) of a launch over ``grid``."""
         if self.kir.grouped:
@@ -127,7 +138,8 @@ class CudaProgram:
         del parallel  # a GPU always runs groups in parallel
         stream = current_stream()
         if self._kernel is None:
-            self._kernel = cuda_module().jit(self.python_function())
+            jit_options = {} if self.simulated else {"launch_bounds": self.max_threads()}
+            self._kernel = cuda_module().jit(self.python_function(), **jit_options)
             stats.bump("compiles")
         blocks, threads = self.launch_shape(grid)
         cuda = cuda_module()
@@ -199,7 +211,12 @@ class CudaProgram:
     def ptx(self, signature: tuple, arch: str) -> str:
         """PTX for ``arch`` (NVVM; needs no GPU)."""
         cuda = cuda_module()
-        ptx, _ = cuda.compile_ptx(self.python_function(), signature, cc=parse_arch(arch))
+        ptx, _ = cuda.compile_ptx(
+            self.python_function(),
+            signature,
+            cc=parse_arch(arch),
+            launch_bounds=self.max_threads(),
+        )
         return ptx
 
     def cubin(self, signature: tuple, arch: str) -> tuple[bytes, str]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ....errors import TesseraError
 from .. import integers, own_math, semantics
-from . import async_copy, atomics
+from . import async_copy, atomics, mma
 
 
 def cuda_module():
@@ -121,4 +121,6 @@ def namespace(async_copies: bool) -> dict:
         names[f"_dt_{t}"] = np.dtype(t)
     if async_copies:
         names.update(async_copy.namespace())
+    if not simulated:  # tensor-core tile.dot (mma.sync, inline PTX)
+        names.update(mma.namespace())
     return names

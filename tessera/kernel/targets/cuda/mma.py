@@ -1,0 +1,341 @@
+"""Tensor-core fragments: ``tile.dot`` as warp-wide ``mma.sync`` instructions (sm_80+).
+
+One ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`` multiplies a 16x16 block of A
+by a 16x8 block of B and adds a 16x8 block of C, all held by the 32 lanes of one warp:
+each lane holds a few elements of each matrix (its *fragment*) in registers. Which lane
+holds which element is fixed by the PTX ISA ("Matrix Fragments for mma.m16n8k16 with
+floating point type"; m16n8k8 for tf32). For lane ``l``, with ``groupID = l >> 2`` and
+``threadID_in_group = l % 4``, element ``i`` of its fragment is at
+
+* A (16x16, f16/bf16, four .b32 registers of two elements, low half first):
+  row ``groupID + 8 * ((i >> 1) & 1)``, col ``2 * threadID_in_group + (i & 1) + 8 * (i >> 2)``
+* B (16x8, two .b32 registers of two elements):
+  row ``2 * threadID_in_group + (i & 1) + 8 * (i >> 1)``, col ``groupID``
+* C and D (16x8, four f32 registers):
+  row ``groupID + 8 * (i >> 1)``, col ``2 * threadID_in_group + (i & 1)``
+
+and for ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`` (``allow_tf32``), one
+element per register: A (16x8) row ``groupID + 8 * (i & 1)``, col ``threadID_in_group +
+4 * (i >> 1)``; B (8x8) row ``threadID_in_group + 4 * i``, col ``groupID``; C and D as above.
+
+:class:`Fragment` states these as data: :meth:`Fragment.position` answers for a lane and
+an element (what the tests check against a NumPy model of the instruction), and
+:meth:`Fragment.code` gives the same position as generated source, which is how the
+code generator loads fragments from the shared-memory tiles and stores the results.
+
+Tile values live in shared memory in their compute representation (f32 for f16 and
+bf16), so two elements are packed into one .b32 register with ``cvt.rn.f16x2.f32``
+(``.bf16x2``), exact for values that are already f16/bf16. The intrinsics are inline PTX
+in numba-cuda ``@intrinsic`` functions, like async_copy.py's ``cp.async``; numba-cuda is
+imported on first use. The simulator cannot run inline PTX: it keeps the plain path.
+Written against the PTX ISA and checked without a GPU (PTX, cubins, the NumPy model);
+not yet run on one (tests/test_cuda_gpu.py waits for a machine that has one).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from .... import dtypes as D
+
+WARP = 32
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """One operand of an ``mma.sync`` spread over a warp. Lane ``l``'s element ``i`` is at
+    (row, col) = ``base(l) + offsets[i]``, where the base is linear in ``groupID = l >> 2``
+    and ``threadID_in_group = l % 4``: ``row = row_of[0] * groupID + row_of[1] *
+    threadID_in_group`` (``col`` alike)."""
+
+    shape: tuple[int, int]
+    row_of: tuple[int, int]
+    col_of: tuple[int, int]
+    offsets: tuple[tuple[int, int], ...]  # per element of a lane's fragment
+
+    @property
+    def elements(self) -> int:
+        """Elements each lane holds."""
+        return len(self.offsets)
+
+    def position(self, lane: int, i: int) -> tuple[int, int]:
+        """(row, col) of element ``i`` of lane ``lane``'s fragment."""
+        group, thread = lane >> 2, lane % 4
+        row, col = self.offsets[i]
+        return (
+            self.row_of[0] * group + self.row_of[1] * thread + row,
+            self.col_of[0] * group + self.col_of[1] * thread + col,
+        )
+
+    def code(self, i: int, group: str, thread: str) -> tuple[str, str]:
+        """(row, col) of element ``i`` as source code over the names of the lane's
+        ``groupID`` and ``threadID_in_group``."""
+
+        def linear(coefficients: tuple[int, int], offset: int) -> str:
+            terms = [
+                name if c == 1 else f"{c} * {name}"
+                for c, name in zip(coefficients, (group, thread))
+                if c
+            ]
+            if offset or not terms:
+                terms.append(str(offset))
+            return " + ".join(terms)
+
+        row, col = self.offsets[i]
+        return linear(self.row_of, row), linear(self.col_of, col)
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One ``mma.sync`` shape and type: ``D = A @ B + C`` of (m, k) by (k, n), f32 C/D."""
+
+    ptx: str
+    a: Fragment
+    b: Fragment
+    c: Fragment  # C and D share one layout
+    per_register: int  # elements of A and B packed into one .b32 register
+    pack: str  # the generated code's name of the packing intrinsic
+    name: str  # the generated code's name of the mma intrinsic
+
+    @property
+    def m(self) -> int:
+        return self.a.shape[0]
+
+    @property
+    def n(self) -> int:
+        return self.b.shape[1]
+
+    @property
+    def k(self) -> int:
+        return self.a.shape[1]
+
+
+# m16n8k16 with .f16 / .bf16 A and B, f32 C and D
+A_16x16 = Fragment(
+    (16, 16),
+    (1, 0),
+    (0, 2),
+    tuple((8 * ((i >> 1) & 1), (i & 1) + 8 * (i >> 2)) for i in range(8)),
+)
+B_16x8 = Fragment((16, 8), (0, 2), (1, 0), tuple(((i & 1) + 8 * (i >> 1), 0) for i in range(4)))
+C_16x8 = Fragment((16, 8), (1, 0), (0, 2), tuple((8 * (i >> 1), i & 1) for i in range(4)))
+# m16n8k8 with .tf32 A and B (one element per register)
+A_16x8_TF32 = Fragment(
+    (16, 8), (1, 0), (0, 1), tuple((8 * (i & 1), 4 * (i >> 1)) for i in range(4))
+)
+B_8x8_TF32 = Fragment((8, 8), (0, 1), (1, 0), tuple((4 * i, 0) for i in range(2)))
+
+M16N8K16_F16 = Instruction(
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+    A_16x16,
+    B_16x8,
+    C_16x8,
+    2,
+    "_mma_pack_f16",
+    "_mma_f16",
+)
+M16N8K16_BF16 = Instruction(
+    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+    A_16x16,
+    B_16x8,
+    C_16x8,
+    2,
+    "_mma_pack_bf16",
+    "_mma_bf16",
+)
+M16N8K8_TF32 = Instruction(
+    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+    A_16x8_TF32,
+    B_8x8_TF32,
+    C_16x8,
+    1,
+    "_mma_to_tf32",
+    "_mma_tf32",
+)
+_PACKING = {  # the PTX converting f32 values into one .b32 register of A or B
+    "_mma_pack_f16": "cvt.rn.f16x2.f32",
+    "_mma_pack_bf16": "cvt.rn.bf16x2.f32",
+    "_mma_to_tf32": "cvt.rna.tf32.f32",
+}
+
+
+def instruction_for(
+    dtype: D.DType, allow_tf32: bool, m: int, n: int, k: int, lanes: int
+) -> Instruction | None:
+    """The ``mma.sync`` a ``tile.dot`` of ``(m, k) @ (k, n)`` runs on, or None where it
+    takes the plain path: other dtypes, f32 without ``allow_tf32``, shapes that are not
+    whole instruction tiles, or a group that is not whole warps."""
+    if lanes < WARP or lanes % WARP:
+        return None
+    inst = {D.f16: M16N8K16_F16, D.bf16: M16N8K16_BF16}.get(dtype)
+    if dtype == D.f32 and allow_tf32:
+        inst = M16N8K8_TF32
+    if inst is None or m % inst.m or n % inst.n or k % inst.k:
+        return None
+    return inst
+
+
+def n_tiles_per_job(inst: Instruction, m: int, n: int, warps: int) -> int:
+    """How many n-adjacent instruction tiles one warp computes together (sharing its A
+    fragment): as many as 4 while every warp still has a job."""
+    tiles_m, tiles_n = m // inst.m, n // inst.n
+    for width in (4, 2):
+        if tiles_n % width == 0 and tiles_m * (tiles_n // width) >= warps:
+            return width
+    return 1
+
+
+def emit_dot(cg, inst: Instruction, x: str, y: str, init: str | None, dest: str, shape) -> None:
+    """``dest = init + x @ y`` on tensor cores. The (m, n) result is cut into jobs of one
+    m-tile by ``width`` n-tiles, dealt to the group's warps round-robin (warp-uniform
+    loops, as ``mma.sync.aligned`` requires); each warp walks k in steps of the
+    instruction's k, loading its fragments from the shared-memory tiles ``x`` and ``y``,
+    and stores D into ``dest``. A lane reads ``init`` at exactly the elements it later
+    writes, so ``init`` may be ``dest`` itself. The group waits at the end."""
+    m, k, n = shape
+    warps = cg.lanes // WARP
+    width = n_tiles_per_job(inst, m, n, warps)
+    jobs_n = n // (inst.n * width)
+    jobs = (m // inst.m) * jobs_n
+    cg.emit(f"# on tensor cores: {inst.ptx}, {jobs} jobs of {inst.m}x{inst.n * width}")
+    cg.emit(f"_fg = (_lane % {WARP}) >> 2  # groupID")
+    cg.emit("_ft = _lane % 4  # threadID_in_group")
+    cg.emit(f"for _job in range(_lane // {WARP}, {jobs}, {warps}):")
+    cg.indent += 1
+    cg.emit(f"_m0 = (_job // {jobs_n}) * {inst.m}")
+    cg.emit(f"_n0 = (_job % {jobs_n}) * {inst.n * width}")
+    c = inst.c
+    for j in range(width):
+        for i in range(c.elements):
+            row, col = c.code(i, "_fg", "_ft")
+            start = f"{init}[_m0 + {row}, {_n(inst, j)} + {col}]" if init else "0"
+            cg.emit(f"_d{j}_{i} = np.float32({start})")
+    cg.emit(f"for _k0 in range(0, {k}, {inst.k}):")
+    cg.indent += 1
+    a_regs = _registers(cg, inst, inst.a, "_a", x, "_m0", "_k0")
+    for j in range(width):
+        b_regs = _registers(cg, inst, inst.b, f"_b{j}_", y, "_k0", _n(inst, j))
+        d = [f"_d{j}_{i}" for i in range(c.elements)]
+        cg.emit(f"{', '.join(d)} = {inst.name}({', '.join(a_regs + b_regs + d)})")
+    cg.indent -= 1
+    for j in range(width):
+        for i in range(c.elements):
+            row, col = c.code(i, "_fg", "_ft")
+            cg.emit(f"{dest}[_m0 + {row}, {_n(inst, j)} + {col}] = _d{j}_{i}")
+    cg.indent -= 1
+    cg.emit("cuda.syncthreads()")
+
+
+def _n(inst: Instruction, j: int) -> str:
+    """The first column of the job's ``j``-th n-tile."""
+    return f"_n0 + {inst.n * j}" if j else "_n0"
+
+
+def _registers(
+    cg, inst: Instruction, frag: Fragment, prefix: str, tile: str, row0: str, col0: str
+) -> list[str]:
+    """Emit a lane's fragment registers from the block of ``tile`` at (``row0``,
+    ``col0``): element i goes to register i // per_register, the lower-numbered element
+    in the low half. Returns the registers' names."""
+    per = inst.per_register
+    names = []
+    for r in range(frag.elements // per):
+        values = []
+        for e in range(per):
+            row, col = frag.code(r * per + e, "_fg", "_ft")
+            values.append(f"{tile}[{row0} + {row}, {col0} + {col}]")
+        names.append(f"{prefix}{r}")
+        cg.emit(f"{names[-1]} = {inst.pack}({', '.join(values)})")
+    return names
+
+
+# ----------------------------------------------------------------------------- intrinsics
+def _mma_sync(ptx: str):
+    """The intrinsic ``(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3) -> (d0, d1, d2, d3)``
+    issuing one ``ptx`` (four .b32 A registers, two .b32 B, four f32 C and D)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    asm_text = f"{ptx} {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$10, $11, $12, $13}};"
+    constraints = ",".join(["=f"] * 4 + ["r"] * 6 + ["f"] * 4)
+    result = types.UniTuple(types.float32, 4)
+
+    @intrinsic
+    def mma(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        def codegen(context, builder, signature, args):
+            f32, b32 = ir.FloatType(), ir.IntType(32)
+            kinds = [types.uint32] * 6 + [types.float32] * 4
+            values = [
+                context.cast(builder, v, t, kind) for v, t, kind in zip(args, signature.args, kinds)
+            ]
+            asm = ir.InlineAsm(
+                ir.FunctionType(ir.LiteralStructType([f32] * 4), [b32] * 6 + [f32] * 4),
+                asm_text,
+                constraints,
+                side_effect=True,  # like CUDA's asm volatile: never moved out of warp lockstep
+            )
+            out = builder.call(asm, values)
+            return context.make_tuple(
+                builder, result, [builder.extract_value(out, i) for i in range(4)]
+            )
+
+        return result(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), codegen
+
+    return mma
+
+
+def _pack_two(cvt: str):
+    """The intrinsic ``(low, high) -> .b32`` packing two f32 values as 16-bit halves
+    (``cvt`` puts its first operand in the upper half)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def pack(typingctx, low, high):
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            lo, hi = (
+                context.cast(builder, v, t, types.float32) for v, t in zip(args, signature.args)
+            )
+            asm = ir.InlineAsm(
+                ir.FunctionType(ir.IntType(32), [f32, f32]), f"{cvt} $0, $1, $2;", "=r,f,f"
+            )
+            return builder.call(asm, [hi, lo])
+
+        return types.uint32(low, high), codegen
+
+    return pack
+
+
+def _pack_one(cvt: str):
+    """The intrinsic ``(value) -> .b32`` converting one f32 (tf32 keeps 10 mantissa bits)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def pack(typingctx, value):
+        def codegen(context, builder, signature, args):
+            v = context.cast(builder, args[0], signature.args[0], types.float32)
+            asm = ir.InlineAsm(
+                ir.FunctionType(ir.IntType(32), [ir.FloatType()]), f"{cvt} $0, $1;", "=r,f"
+            )
+            return builder.call(asm, [v])
+
+        return types.uint32(value), codegen
+
+    return pack
+
+
+@functools.cache
+def namespace() -> dict:
+    """Names the generated CUDA code uses for tensor-core ``tile.dot``."""
+    names = {}
+    for inst in (M16N8K16_F16, M16N8K16_BF16, M16N8K8_TF32):
+        names[inst.name] = _mma_sync(inst.ptx)
+        cvt = _PACKING[inst.pack]
+        names[inst.pack] = _pack_two(cvt) if inst.per_register == 2 else _pack_one(cvt)
+    return names
