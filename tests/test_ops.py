@@ -189,6 +189,35 @@ def test_a_transposed_operand_is_read_by_the_matmul_itself(rng):
     np.testing.assert_allclose(scores(q, k), q @ k.T, rtol=1e-4, atol=1e-5)
 
 
+@graph.module("attention")
+def attention(q, k, v):
+    return op.matmul(op.softmax(op.matmul(q, k.T) * 0.125), v)
+
+
+@pytest.mark.parametrize("keys", [128, 100])
+def test_attention_is_one_flash_kernel_that_never_stores_the_scores(target, rng, keys):
+    q = rng.standard_normal((72, 64)).astype(np.float32)
+    k, v = rng.standard_normal((2, keys, 64)).astype(np.float32)
+    (kernel,) = attention.kernels(q, k, v)
+    assert "row_max" in attention.graph(q, k, v)
+    s = q.astype(np.float64) @ k.T * 0.125
+    p = np.exp(s - s.max(1, keepdims=True))
+    want = p / p.sum(1, keepdims=True) @ v
+    np.testing.assert_allclose(attention(q, k, v), want, rtol=1e-4, atol=1e-5)
+
+
+def test_attention_whose_probabilities_are_read_elsewhere_stays_unfused(rng):
+    @graph.module("attention_and_probabilities")
+    def both(q, k, v):
+        p = op.softmax(op.matmul(q, k.T))
+        return op.matmul(p, v), p
+
+    q, k, v = rng.standard_normal((3, 16, 8)).astype(np.float32)
+    assert len(both.kernels(q, k, v)) == 3
+    out, p = both(q, k, v)
+    np.testing.assert_allclose(out, p @ v, rtol=1e-5, atol=1e-6)
+
+
 def test_a_graph_kernel_writes_its_result_into_the_argument(rng):
     @graph.kernel
     def linear(A, B, bias, C):

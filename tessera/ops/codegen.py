@@ -277,10 +277,47 @@ def _tile_load(em: _Emitter, v: Value, shape, block) -> str:
     return code
 
 
+def attention(group: Group, name: str) -> Source:
+    """Flash attention (examples/flash_attention.py): each group owns ``BM`` query rows
+    and walks the keys in blocks of ``BN`` with an online softmax; keys past the end are
+    masked to -inf, so no score is ever stored."""
+    em = _Emitter(group, name)
+    node = group.head
+    q, k, v = node.inputs
+    n, d = q.shape
+    keys, dv = k.shape[0], v.shape[1]
+    bm, bn = _block(n, 64), _block(keys, 64)
+    pq, pk, pv = (em.arg(x, flat=False) for x in (q, k, v))
+    cast = ".astype(f32)" if q.dtype in D.COMPUTED_IN_F32 else ""
+    em.emit(f"m0 = group_id(0) * {bm}", 1)
+    em.emit(f"qb = tile.load_block({pq}, (m0, 0), ({bm}, {d})){cast}", 1)
+    em.emit(f"row_max = tile.full(({bm},), -math.inf, f32)", 1)
+    em.emit(f"row_sum = tile.zeros(({bm},), f32)", 1)
+    em.emit(f"acc = tile.zeros(({bm}, {dv}), f32)", 1)
+    em.emit(f"for n0 in tile.range(0, {keys}, {bn}):", 1)
+    em.emit(f"kb = tile.load_block({pk}, (n0, 0), ({bn}, {d})){cast}", 2)
+    em.emit(f"vb = tile.load_block({pv}, (n0, 0), ({bn}, {dv})){cast}", 2)
+    em.emit(f"s = tile.dot(qb, kb.T) * {float(node.attrs['scale'])!r}", 2)
+    if keys % bn:
+        em.emit(f"s = tile.where((tile.arange({bn}) + n0 < {keys})[None, :], s, -math.inf)", 2)
+    em.emit("new_max = max(row_max, s.max(axis=1))", 2)
+    em.emit("p = math.exp(s - new_max[:, None])", 2)
+    em.emit("rescale = math.exp(row_max - new_max)", 2)
+    em.emit("row_sum = row_sum * rescale + p.sum(axis=1)", 2)
+    em.emit("acc = acc * rescale[:, None] + tile.dot(p, vb)", 2)
+    em.emit("row_max = new_max", 2)
+    out = "acc / row_sum[:, None]"
+    if node.dtype != D.f32:
+        out = f"({out}).astype({node.dtype.name})"
+    em.emit(f"tile.store_block({em.arg(node, flat=False, written=True)}, (m0, 0), {out})", 1)
+    return em.source("@kernel(tile=(64,), shared=64 * KiB)", (-(-n // bm),))
+
+
 LOWER = {
     "elementwise": elementwise,
     "reduce": reduce,
     "softmax": softmax,
     "transpose": transpose,
     "matmul": matmul,
+    "attention": attention,
 }

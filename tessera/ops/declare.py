@@ -97,6 +97,12 @@ _declare(
     OpDecl("min", "reduce", 1, doc="min along an axis (or all)"),
     OpDecl("softmax", "softmax", 1, doc="exp(x - max) / sum along the last axis", floats_only=True),
     OpDecl("transpose", "transpose", 1, doc="the transpose of a 2-d array"),
+    OpDecl(
+        "attention",
+        "attention",
+        3,
+        doc="softmax(q @ k.T * scale) @ v in one kernel (made by canonicalise, not traced)",
+    ),
     OpDecl("reshape", "reshape", 1, doc="the same elements in another shape (row-major)"),
 )
 

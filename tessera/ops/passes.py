@@ -2,7 +2,8 @@
 fused,kernels`` writes them; ``module.graph(...)`` prints them):
 
 * ``graph``: canonicalise — a transpose read only by matmuls becomes the matmul's
-  ``trans_a``/``trans_b`` (the tile loads read the block transposed), and nodes no output
+  ``trans_a``/``trans_b`` (the tile loads read the block transposed); ``softmax(q @ k.T
+  [* c]) @ v`` becomes one ``attention`` node (a flash-attention kernel); nodes no output
   needs are dropped;
 * ``fused``: fuse.py's groups;
 * ``kernels``: codegen.py's sources, defined as kernels (generated.py).
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from ..kernel import stages
 from . import codegen, generated
 from .fuse import Group, fuse
-from .ir import Graph, Node
+from .ir import Const, Graph, Node
 
 STAGES = ("graph", "fused", "kernels")
 stages.EXTRA_STAGES.extend(s for s in STAGES if s not in stages.EXTRA_STAGES)
@@ -49,6 +50,7 @@ def canonicalise(graph: Graph) -> Graph:
                 inputs[operand] = v.inputs[0]
                 n.inputs = tuple(inputs)
                 n.attrs[side] = True
+    _fold_attention(graph)
     needed: set[int] = set()
     work = [v for v in graph.outputs if isinstance(v, Node)]
     while work:
@@ -58,6 +60,39 @@ def canonicalise(graph: Graph) -> Graph:
             work.extend(v for v in n.inputs if isinstance(v, Node))
     graph.nodes = [n for n in graph.nodes if id(n) in needed]
     return graph
+
+
+def _fold_attention(graph: Graph) -> None:
+    """``matmul(softmax(matmul(q, k.T) [* c]), v)`` → one ``attention`` node (a flash-
+    attention kernel: the scores are never stored), when nothing else reads the scores
+    or the probabilities."""
+    users = graph.users()
+    results = {id(v) for v in graph.outputs}
+
+    def only_for(n: Node, reader: Node) -> bool:
+        return id(n) not in results and users[n] == [reader]
+
+    for n in graph.nodes:
+        if n.op != "matmul" or n.attrs.get("trans_a") or n.attrs.get("trans_b"):
+            continue
+        p, v = n.inputs
+        if not (isinstance(p, Node) and p.op == "softmax" and only_for(p, n)):
+            continue
+        s, scale = p.inputs[0], 1.0
+        if isinstance(s, Node) and s.op == "mul" and only_for(s, p):
+            consts = [c for c in s.inputs if isinstance(c, Const)]
+            if len(consts) != 1:
+                continue
+            scale = float(consts[0].value)
+            (s,) = [x for x in s.inputs if not isinstance(x, Const)]
+        if not (isinstance(s, Node) and s.op == "matmul" and s.attrs.get("trans_b")):
+            continue
+        if s.attrs.get("trans_a") or id(s) in results or len(users[s]) != 1:
+            continue
+        q, k = s.inputs
+        if v.dtype != q.dtype or k.dtype != q.dtype or q.shape[1] > 128 or v.shape[1] > 128:
+            continue
+        n.op, n.inputs, n.attrs = "attention", (q, k, v), {"scale": scale}
 
 
 def lower(graph: Graph) -> Lowered:
