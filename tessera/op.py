@@ -103,6 +103,15 @@ def softmax(x, axis=-1):
     return _apply("softmax", [x], {"axis": axis})
 
 
+def flash_attention(q, k, v, causal=False, scale=None):
+    """``softmax(q @ k.T * scale) @ v`` as one flash-attention kernel (online softmax, the
+    scores never stored); ``causal``: query ``i`` sees keys ``0..i``; ``scale`` defaults to
+    ``1 / sqrt(d)``. q ``(N, d)``, k ``(M, d)``, v ``(M, dv)``; f16, bf16 or f32."""
+    if scale is None:
+        scale = 1.0 / float(q.shape[-1]) ** 0.5
+    return _apply("attention", [q, k, v], {"scale": float(scale), "causal": bool(causal)})
+
+
 # ----------------------------------------------------------------------------- composites
 # Normalisations are written with the ops above, so they trace into nodes that fuse with
 # their neighbours and differentiate through the ops' adjoints; called on arrays they run
@@ -143,7 +152,8 @@ def rmsnorm(x, w, eps=1e-6):
 
 
 __all__ = [
-    "add", "cast", "div", "dropout", "exp", "gelu", "layernorm", "log", "matmul", "max",
-    "maximum", "mean", "min", "minimum", "mul", "neg", "relu", "reshape", "rmsnorm",
-    "sigmoid", "silu", "softmax", "sqrt", "sub", "sum", "tanh", "transpose", "where",
+    "add", "cast", "div", "dropout", "exp", "flash_attention", "gelu", "layernorm", "log",
+    "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "neg", "relu", "reshape",
+    "rmsnorm", "sigmoid", "silu", "softmax", "sqrt", "sub", "sum", "tanh", "transpose",
+    "where",
 ]  # fmt: skip

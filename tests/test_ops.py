@@ -206,6 +206,22 @@ def test_attention_is_one_flash_kernel_that_never_stores_the_scores(target, rng,
     np.testing.assert_allclose(attention(q, k, v), want, rtol=1e-4, atol=1e-5)
 
 
+def attention_reference(q, k, v, causal):
+    s = q.astype(np.float64) @ k.T / np.sqrt(q.shape[1])
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape, bool)), s, -np.inf)
+    p = np.exp(s - s.max(1, keepdims=True))
+    return p / p.sum(1, keepdims=True) @ v
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_flash_attention_matches_numpy(target, rng, causal):
+    q, k = rng.standard_normal((2, 100, 32)).astype(np.float32)
+    v = rng.standard_normal((100, 16)).astype(np.float32)
+    out = op.flash_attention(q, k, v, causal=causal)
+    np.testing.assert_allclose(out, attention_reference(q, k, v, causal), rtol=1e-4, atol=1e-5)
+
+
 def test_attention_whose_probabilities_are_read_elsewhere_stays_unfused(rng):
     @graph.module("attention_and_probabilities")
     def both(q, k, v):

@@ -136,6 +136,28 @@ def test_attention_gradients_match_numpy():
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_flash_attention_gradients_match_numpy(causal):
+    rng = np.random.default_rng(6)
+    q, k = rng.standard_normal((2, 40, 16)).astype(np.float32)
+    v = rng.standard_normal((40, 8)).astype(np.float32)
+    probe = rng.standard_normal((40, 8)).astype(np.float32)
+
+    def loss(q, k, v):
+        return op.sum(op.flash_attention(q, k, v, causal=causal) * probe)
+
+    gq, gk, gv = graph.grad(loss, argnums=(0, 1, 2))(q, k, v)
+    s = q.astype(np.float64) @ k.T / 4.0
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape, bool)), s, -np.inf)
+    p = np.exp(s - s.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    dp = probe @ v.T
+    ds = p * (dp - (dp * p).sum(1, keepdims=True)) / 4.0
+    for g, w in zip((gq, gk, gv), (ds @ k, ds.T @ q, p.T @ probe)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
 def test_gradients_are_the_same_bits_on_every_run():
     rng = np.random.default_rng(4)
     args = [rng.standard_normal(s).astype(np.float32) for s in [(32, 16), (32, 4)]]

@@ -102,6 +102,20 @@ def _rules(node: Node, g: Tensor, x: list, out: Tensor) -> list:
     if op in ("max", "min"):
         hit = _op(g, "eq", [a, _spread(out, node, a.shape)])
         return [_op(g, "where", [hit, _spread(g, node, a.shape), 0.0])]
+    if op == "attention":  # recomputed: the probabilities were never stored
+        scale = node.attrs["scale"]
+        s = _op(g, "matmul", [a, _op(g, "transpose", [b])]) * scale
+        if node.attrs["causal"]:
+            s = _op(g, "causal", [s], cols=s.shape[1])
+        p = _op(g, "softmax", [s], axis=-1)
+        v = x[2]
+        dp = _op(g, "matmul", [g, _op(g, "transpose", [v])])
+        ds = p * (dp - _op(g, "sum", [dp * p], axis=1, keepdims=True)) * scale
+        return [
+            _op(g, "matmul", [ds, b]),
+            _op(g, "matmul", [_op(g, "transpose", [ds]), a]),
+            _op(g, "matmul", [_op(g, "transpose", [p]), g]),
+        ]
     if op == "softmax":
         inner = _op(g, "sum", [g * out], axis=len(out.shape) - 1, keepdims=True)
         return [out * (g - inner)]

@@ -294,11 +294,17 @@ def attention(group: Group, name: str) -> Source:
     em.emit(f"row_max = tile.full(({bm},), -math.inf, f32)", 1)
     em.emit(f"row_sum = tile.zeros(({bm},), f32)", 1)
     em.emit(f"acc = tile.zeros(({bm}, {dv}), f32)", 1)
-    em.emit(f"for n0 in tile.range(0, {keys}, {bn}):", 1)
+    causal = node.attrs.get("causal", False)
+    end = f"min({keys}, m0 + {bm})" if causal else f"{keys}"  # causal: no key past the rows
+    em.emit(f"for n0 in tile.range(0, {end}, {bn}):", 1)
     em.emit(f"kb = tile.load_block({pk}, (n0, 0), ({bn}, {d})){cast}", 2)
     em.emit(f"vb = tile.load_block({pv}, (n0, 0), ({bn}, {dv})){cast}", 2)
     em.emit(f"s = tile.dot(qb, kb.T) * {float(node.attrs['scale'])!r}", 2)
-    if keys % bn:
+    if causal:  # (also masks keys past the end: a key past the end is past every row)
+        em.emit(f"cols = (tile.arange({bn}) + n0)[None, :]", 2)
+        em.emit(f"rows = (tile.arange({bm}) + m0)[:, None]", 2)
+        em.emit("s = tile.where((cols <= rows) & (cols < " + str(keys) + "), s, -math.inf)", 2)
+    elif keys % bn:
         em.emit(f"s = tile.where((tile.arange({bn}) + n0 < {keys})[None, :], s, -math.inf)", 2)
     em.emit("new_max = max(row_max, s.max(axis=1))", 2)
     em.emit("p = math.exp(s - new_max[:, None])", 2)

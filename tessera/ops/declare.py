@@ -83,6 +83,13 @@ _declare(
     _ew("full", 0, "{dtype}({value})", "a constant array of attrs shape and dtype", result="attr"),
     _ew("expand", 1, "{0}", "broadcast to attrs shape"),
     _ew(
+        "causal",
+        1,
+        "({0} if i % {cols} <= i // {cols} else -math.inf)",
+        "-inf above the diagonal of a (queries, keys) matrix",
+        floats_only=True,
+    ),
+    _ew(
         "gelu_grad",
         1,
         "(0.5 * (1.0 + math.erf({0} * 0.7071067811865476))"
@@ -101,7 +108,7 @@ _declare(
         "attention",
         "attention",
         3,
-        doc="softmax(q @ k.T * scale) @ v in one kernel (made by canonicalise, not traced)",
+        doc="softmax(q @ k.T * scale [causal mask]) @ v in one flash-attention kernel",
     ),
     OpDecl("reshape", "reshape", 1, doc="the same elements in another shape (row-major)"),
 )
@@ -167,6 +174,18 @@ def matmul_type(a, b) -> tuple[tuple[int, ...], D.DType]:
     if a.dtype not in (D.f16, D.bf16, D.f32):
         raise RuleError(f"takes f16, bf16 or f32 arrays, not {a.dtype.name}")
     return (a.shape[0], b.shape[1]), a.dtype
+
+
+def attention_type(q, k, v) -> tuple[tuple[int, ...], D.DType]:
+    if len(q.shape) != 2 or len(k.shape) != 2 or len(v.shape) != 2:
+        raise RuleError(f"takes 2-d q, k, v, not shapes {q.shape}, {k.shape}, {v.shape}")
+    if q.shape[1] != k.shape[1] or k.shape[0] != v.shape[0]:
+        raise RuleError(f"q {q.shape}, k {k.shape} and v {v.shape} do not fit q @ k.T @ v")
+    if not q.dtype == k.dtype == v.dtype or q.dtype not in (D.f16, D.bf16, D.f32):
+        raise RuleError("takes q, k, v of one dtype: f16, bf16 or f32")
+    if q.shape[1] > 128 or v.shape[1] > 128:
+        raise RuleError("head dims up to 128")
+    return (q.shape[0], v.shape[1]), q.dtype
 
 
 def normalise_axis(axis, rank: int) -> int | None:

@@ -92,7 +92,7 @@ def _fold_attention(graph: Graph) -> None:
         q, k = s.inputs
         if v.dtype != q.dtype or k.dtype != q.dtype or q.shape[1] > 128 or v.shape[1] > 128:
             continue
-        n.op, n.inputs, n.attrs = "attention", (q, k, v), {"scale": scale}
+        n.op, n.inputs, n.attrs = "attention", (q, k, v), {"scale": scale, "causal": False}
 
 
 def lower(graph: Graph) -> Lowered:

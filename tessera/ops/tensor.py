@@ -106,10 +106,12 @@ def _rule(decl, values, attrs) -> tuple[tuple[int, ...], DType]:
     x = values[0]
     if isinstance(x, Const):
         raise RuleError("takes a tensor, not a number")
+    if any(isinstance(v, Const) for v in values):
+        raise RuleError("takes tensors, not numbers")
     if decl.kind == "matmul":
-        if isinstance(values[1], Const):
-            raise RuleError("takes a tensor, not a number")
         return declare.matmul_type(x, values[1])
+    if decl.kind == "attention":
+        return declare.attention_type(*values)
     if decl.floats_only and not x.dtype.is_float:
         raise RuleError(f"takes float arrays, not {x.dtype.name}")
     if decl.kind == "reduce":
