@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from mpi_run import mpi_missing, run_mpi
 
 import tessera
 from tessera import f16, f32, graph, op
@@ -335,3 +336,11 @@ def test_f16_matmul_accumulates_in_f32_and_rounds_once(rng):
 def test_ops_on_f32_tensors_keep_f32():
     assert op.mul(np.ones(2, np.float32), 3).dtype == np.float32
     assert f32 is tessera.f32
+
+
+@pytest.mark.skipif(mpi_missing(), reason="needs mpi4py and mpiexec")
+def test_ops_feed_collectives_on_2_ranks(tmp_path):
+    result = run_mpi("mpi_ops_script.py", 2, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    reports = {r: (tmp_path / f"rank{r}.txt").read_text() for r in range(2)}
+    assert reports == {0: "ok", 1: "ok"}, reports
