@@ -20,10 +20,16 @@ from .ops.tensor import Tensor as _Tensor
 
 
 def matmul(a, b, tile_shape=None):
-    """``a @ b`` of 2-d arrays (f16, bf16, f32; f32 accumulation), as ``tile.dot``."""
-    if tile_shape is not None:
-        return _apply("matmul", [a, b], {"tile_shape": tuple(tile_shape)})
-    return _apply("matmul", [a, b], {})
+    """``a @ b`` (f16, bf16, f32; f32 accumulation), as ``tile.dot`` on blocks of
+    ``tile_shape = (BM, BN, BK)`` (default 64, 64, 32). ``a`` may have leading batch dims
+    when ``b`` is 2-d (a linear layer): they are folded into the rows (reshapes are
+    views, so it is still one kernel)."""
+    attrs = {"tile_shape": tuple(tile_shape)} if tile_shape is not None else {}
+    a_shape, b_shape = getattr(a, "shape", ()), getattr(b, "shape", ())
+    if len(a_shape) > 2 and len(b_shape) == 2:
+        rows = reshape(a, (-1, a_shape[-1]))
+        return reshape(_apply("matmul", [rows, b], attrs), (*a_shape[:-1], b_shape[1]))
+    return _apply("matmul", [a, b], attrs)
 
 
 def transpose(x):

@@ -115,6 +115,15 @@ def test_matmul_matches_numpy(target, rng, shape):
     np.testing.assert_allclose(op.matmul(a, b), a @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_leading_dims_of_a_fold_into_the_rows_of_one_matmul(rng):
+    x = rng.standard_normal((2, 5, 8)).astype(np.float32)
+    w = rng.standard_normal((8, 3)).astype(np.float32)
+    before = launches()
+    out = op.matmul(x, w)
+    assert launches() - before == 1
+    np.testing.assert_allclose(out, x @ w, rtol=1e-5, atol=1e-6)
+
+
 def test_transpose_and_reshape_are_ops(rng):
     x = rng.standard_normal((3, 8)).astype(np.float32)
     np.testing.assert_array_equal(op.transpose(x), x.T)
