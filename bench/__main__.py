@@ -61,6 +61,11 @@ def targets(records: list[dict], quick: bool) -> str:
         wanted = f"≥ {limit}×" if what.startswith("cold") else f"≤ {limit}×"
         verdict = "ok" if met else "MISSED"
         lines.append(f"  warm_start {what:<18} {value:>5.2f}×  target {wanted:<8} {verdict}")
+    from .tiles import targets as math_targets
+
+    for what, value, limit, met in math_targets(records):
+        verdict = "ok" if met else "MISSED"
+        lines.append(f"  {what:<42} {value:>5.2f}× numba  target ≥ {limit}×  {verdict}")
     from .ops import targets as ops_targets
 
     for what, value, wanted, met in ops_targets(records):

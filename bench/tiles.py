@@ -1,5 +1,7 @@
 """Tile values: f32 GEMM through ``tile.dot`` and row softmax with tiles, against NumPy
-(BLAS ``a @ b``; the unfused ``exp(x - max) / sum``) and a Numba ``prange`` loop."""
+(BLAS ``a @ b``; the unfused ``exp(x - max) / sum``) and a Numba ``prange`` loop; the
+language's own exp, log, tanh and erf in a flat kernel against Numba's scalar libm loop and
+NumPy."""
 
 from __future__ import annotations
 
@@ -55,10 +57,65 @@ def exp_flat(x: f32[n], y: mut[f32[n]]):
         y[i] = math.exp(x[i])
 
 
+@kernel
+def log_flat(x: f32[n], y: mut[f32[n]]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = math.log(x[i])
+
+
+@kernel
+def tanh_flat(x: f32[n], y: mut[f32[n]]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = math.tanh(x[i])
+
+
+@kernel
+def erf_flat(x: f32[n], y: mut[f32[n]]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = math.erf(x[i])
+
+
+# the scalar libm loops (Numba's, without SVML: one call per element)
 @njit(parallel=True)
 def exp_numba(x, y):
     for i in prange(x.size):
         y[i] = math.exp(x[i])
+
+
+@njit(parallel=True)
+def log_numba(x, y):
+    for i in prange(x.size):
+        y[i] = math.log(x[i])
+
+
+@njit(parallel=True)
+def tanh_numba(x, y):
+    for i in prange(x.size):
+        y[i] = math.tanh(x[i])
+
+
+@njit(parallel=True)
+def erf_numba(x, y):
+    for i in prange(x.size):
+        y[i] = math.erf(x[i])
+
+
+# name: (flat kernel, scalar loop, NumPy's ufunc or None, inputs from a generator, f64 exact)
+FLAT_MATH = {
+    "exp": (exp_flat, exp_numba, np.exp, lambda rng, n: rng.uniform(-80, 80, n), np.exp),
+    "log": (log_flat, log_numba, np.log, lambda rng, n: np.exp(rng.uniform(-80, 80, n)), np.log),
+    "tanh": (tanh_flat, tanh_numba, np.tanh, lambda rng, n: rng.uniform(-5, 5, n), np.tanh),
+    "erf": (
+        erf_flat,
+        erf_numba,
+        None,  # NumPy has no erf
+        lambda rng, n: rng.uniform(-3, 3, n),
+        lambda x: np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64),
+    ),
+}
 
 
 def checked(tool: str, run, outs: dict, want: np.ndarray, rtol: float, atol: float = 0.0) -> Case:
@@ -194,48 +251,52 @@ def run(quick: bool) -> list[Record]:
         quick,
         flops=4.0 * seq * seq * 64,
     )
-    small = rng.uniform(-80, 80, 2**14).astype(np.float32)
-    e_small = np.exp(small.astype(np.float64))
-    outs_s = {tool: np.zeros_like(small) for tool in ("tessera", "numba", "numpy")}
-    records += measure(
-        NAME,
-        "exp f32, flat kernel, in cache",
-        "2^14",
-        [
-            checked(
-                "tessera",
-                lambda: exp_flat[small.size](small, outs_s["tessera"]),
-                outs_s,
-                e_small,
-                1e-6,
-            ),
-            checked("numba", lambda: exp_numba(small, outs_s["numba"]), outs_s, e_small, 1e-6),
-            checked("numpy", lambda: np.exp(small, out=outs_s["numpy"]), outs_s, e_small, 1e-6),
-        ],
-        quick,
-        nbytes=2 * small.nbytes,
-    )
-    size = 2**20 if quick else 2**24
-    v = rng.uniform(-80, 80, size).astype(np.float32)
-    ev = np.exp(v.astype(np.float64))
-    outs_e = {tool: np.zeros_like(v) for tool in ("tessera", "numba", "numpy")}
-
-    def exp_case(tool, fn):
-        return checked(tool, fn, outs_e, ev, rtol=1e-6)
-
-    records += measure(
-        NAME,
-        "exp f32, flat kernel",
-        f"2^{size.bit_length() - 1}",
-        [
-            exp_case("tessera", lambda: exp_flat[size](v, outs_e["tessera"])),
-            exp_case("numba", lambda: exp_numba(v, outs_e["numba"])),
-            exp_case("numpy", lambda: np.exp(v, out=outs_e["numpy"])),
-        ],
-        quick,
-        nbytes=2 * v.nbytes,
-    )
+    records += flat_math(quick, rng)
     return records
+
+
+def math_cases(name: str, x: np.ndarray) -> list[Case]:
+    """The checked cases of one math function on ``x``: Tessera, the scalar loop, NumPy."""
+    flat, scalar, ufunc, _, exact = FLAT_MATH[name]
+    want = exact(x.astype(np.float64))
+    outs = {tool: np.zeros_like(x) for tool in ("tessera", "numba", "numpy")}
+    cases = [
+        checked("tessera", lambda: flat[x.size](x, outs["tessera"]), outs, want, 1e-6),
+        checked("numba", lambda: scalar(x, outs["numba"]), outs, want, 1e-6),
+    ]
+    if ufunc is not None:
+        cases.append(checked("numpy", lambda: ufunc(x, out=outs["numpy"]), outs, want, 1e-6))
+    return cases
+
+
+def flat_math(quick: bool, rng: np.random.Generator) -> list[Record]:
+    """Each own math function in a flat kernel beside the scalar libm loop and NumPy: on an
+    in-cache array (2^14, bound by the arithmetic) and a large one."""
+    records = []
+    for name, (*_, inputs, _exact) in FLAT_MATH.items():
+        for size, where in ((2**14, ", in cache"), (2**20 if quick else 2**24, "")):
+            x = inputs(rng, size).astype(np.float32)
+            records += measure(
+                NAME,
+                f"{name} f32, flat kernel{where}",
+                f"2^{size.bit_length() - 1}",
+                math_cases(name, x),
+                quick,
+                nbytes=2 * x.nbytes,
+            )
+    return records
+
+
+def targets(records: list[dict]) -> list[tuple[str, float, float, bool]]:
+    """(what, speedup, limit, met) for the vector math target: each function in a flat
+    kernel at least 4x faster than the scalar libm loop."""
+    med = {(r["tool"], r["kernel"], r["size"]): r["median_s"] for r in records}
+    found = []
+    for (tool, what, size), seconds in med.items():
+        if tool == "tessera" and what.split()[0] in FLAT_MATH and "flat kernel" in what:
+            speedup = med["numba", what, size] / seconds
+            found.append((f"{what} {size}", speedup, 4.0, speedup >= 4.0))
+    return found
 
 
 if __name__ == "__main__":

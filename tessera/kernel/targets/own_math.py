@@ -1,18 +1,38 @@
 """Math functions the language computes itself, so every target gives the same bits and
 the CPU's loops vectorise (a call into libm stops LLVM's vectoriser).
 
-``exp`` of f32 (and of f16/bf16, which compute in f32): Cody–Waite range reduction
-``x = n ln2 + r`` with ``|r| <= ln2 / 2`` (ln2 split in a high part exact in f32 products
-and a low part), the degree-7 Taylor polynomial of ``exp(r)`` by Horner's rule, and the
-scale ``2**n`` built from exponent bits in two halves (so results down to the subnormals
-are reached without a bits pattern out of range). Measured against f64 over 127,000
-inputs from -104 to 89 (subnormal results included): at most 0.97 ulp
-(tests/test_own_math.py checks ≤ 1 ulp). Overflow gives inf, inputs below -104 give 0,
-NaN gives NaN.
+f32 ``exp``, ``log``, ``tanh`` and ``erf`` (and the same of f16/bf16, which compute in
+f32), built from f32 arithmetic and integer operations on the bits only (no fused
+multiply-adds, no libm), so NumPy, LLVM and the simulator round every step alike. LLVM
+turns the branches into selects, so a loop calling these functions vectorises, with one
+exception found by reading the assembly: an early return before a division keeps a loop
+from vectorising, so ``log``, ``tanh`` and ``erf`` compute every piece and select at the
+end. The largest errors against f64, measured over every f32 input, are in
+docs/language.md (exp 1.03 ulp, log 0.84, tanh 1.34, erf 1.32) and tested in
+tests/test_own_math.py. The coefficients called minimax below were fitted for these
+intervals (Lawson's iteration on a least-squares fit, in f64, then rounded to f32).
 
-Each target supplies ``bits_f32`` (uint32 bits → f32): NumPy's view in the debug target,
-an LLVM bitcast on the CPU, libdevice on CUDA. Plain arithmetic on ``np.float32`` values,
-so Numba compiles it and the debug target runs it as it is.
+* ``exp``: Cody–Waite range reduction ``x = n ln2 + r`` with ``|r| <= ln2 / 2`` (ln2
+  split in a high part exact in f32 products and a low part), the degree-7 Taylor
+  polynomial of ``exp(r)`` by Horner's rule, and the scale ``2**n`` built from exponent
+  bits in two halves (so results down to the subnormals are reached without a bits pattern
+  out of range). Overflow gives inf, inputs below -104 give 0, NaN gives NaN.
+* ``log``: ``x = 2**k m`` with ``m`` in ``[sqrt(1/2), sqrt(2))`` read off the bits
+  (subnormals scaled by ``2**25`` first), ``f = m - 1`` (exact), ``s = f / (2 + f)`` and
+  ``log(1 + f) = f - f²/2 + s (f²/2 + R(s²))`` with FreeBSD's ``logf`` polynomial ``R``,
+  plus ``k ln2`` in two parts. 0 gives -inf, negatives NaN, inf inf.
+* ``tanh``: below 0.625 ``x + x³ P(x²)`` (a degree-4 minimax ``P``), above
+  ``1 - 2 / (exp(2|x|) + 1)`` with the own ``exp``, which is 1 from 9.01 on (also where
+  ``exp`` overflows to inf).
+* ``erf``: below 0.9 ``x + x Q(x²)`` (degree-6 minimax ``Q``), above
+  ``1 - exp(p(|x|))`` with ``p`` a degree-9 minimax polynomial of ``log(erfc)`` on
+  ``[0.9, 4]``, ``|x|`` clamped to 4 (the result is 1 from 3.92 on).
+
+Each target supplies ``bits_f32`` (uint32 bits → f32) and ``f32_bits`` (f32 → uint32):
+NumPy's view in the debug target and the simulator, an LLVM bitcast on the CPU, libdevice
+on CUDA. Plain arithmetic on ``np.float32`` values, so Numba compiles it and the debug
+target runs it as it is (where the pieces not selected may overflow: callers there turn
+NumPy's warnings off).
 """
 
 from __future__ import annotations
@@ -23,12 +43,32 @@ import numpy as np
 
 _F = np.float32
 LOG2E = _F(1.4426950408889634)
-HALF, ONE = _F(0.5), _F(1.0)
+HALF, ONE, TWO = _F(0.5), _F(1.0), _F(2.0)
 LN2_HI = _F(0.693145751953125)  # few bits: n * LN2_HI is exact for the n that occur
 LN2_LO = _F(0.6931471805599453 - 0.693145751953125)
 C7, C6, C5, C4, C3, C2 = (_F(1 / 5040), _F(1 / 720), _F(1 / 120), _F(1 / 24), _F(1 / 6), HALF)
 OVERFLOW, UNDERFLOW = _F(89.0), _F(-104.0)
 INF, ZERO = _F(np.inf), _F(0.0)
+NAN, NEG_INF = _F(np.nan), _F(-np.inf)
+
+# log: FreeBSD's e_logf.c polynomial in s² (exact f32 values, written as fractions)
+LG1, LG2 = _F(0xAAAAAA / 2**24), _F(0xCCCE13 / 2**25)
+LG3, LG4 = _F(0x91E9EE / 2**25), _F(0xF89E26 / 2**26)
+TWO25 = _F(2.0**25)
+SQRT_HALF_BITS = 0x3F3504F3  # the bits of sqrt(1/2) in f32
+
+# tanh: x + x³ P(x²) on [0, 0.625], minimax for the relative error
+TANH_SMALL = _F(0.625)
+T0, T1, T2 = _F(-0.3333328), _F(0.13331442), _F(-0.053739704)
+T3, T4 = _F(0.020639053), _F(-0.005704947)
+
+# erf: x + x Q(x²) on [0, 0.9]; 1 - exp(p(x)) on [0.9, 4], p ≈ log(erfc), both minimax
+ERF_SMALL, ERF_ONE = _F(0.9), _F(4.0)
+E0, E1, E2, E3 = _F(0.12837917), _F(-0.37612635), _F(0.11283715), _F(-0.026860509)
+E4, E5, E6 = _F(0.0052038585), _F(-0.00081756315), _F(8.5130705e-05)
+P0, P1, P2, P3 = _F(8.3978404e-05), _F(-1.1289679), _F(-0.63478476), _F(-0.10612039)
+P4, P5, P6 = _F(0.02307826), _F(-0.0029132282), _F(-7.0536946e-05)
+P7, P8, P9 = _F(0.00010618843), _F(-1.826305e-05), _F(1.1358343e-06)
 
 
 def make_exp_f32(bits_f32):
@@ -53,10 +93,94 @@ def make_exp_f32(bits_f32):
     return exp_f32
 
 
+def make_log_f32(bits_f32, f32_bits):
+    """``log`` of an f32 value, with the target's bit casts both ways."""
+
+    def log_f32(x):
+        b = np.int64(f32_bits(x))
+        k = np.int64(0)
+        if b < 0x00800000:  # zero or subnormal: scale into the normal range first
+            b = np.int64(f32_bits(x * TWO25))
+            k = np.int64(-25)
+        b += 0x3F800000 - SQRT_HALF_BITS  # moves the exponent step to m = sqrt(1/2)
+        k += (b >> 23) - 127
+        f = bits_f32(np.uint32((b & 0x007FFFFF) + SQRT_HALF_BITS)) - ONE
+        s = f / (TWO + f)
+        z = s * s
+        w = z * z
+        r = z * (LG1 + w * LG3) + w * (LG2 + w * LG4)
+        hfsq = HALF * f * f
+        dk = _F(k)
+        y = s * (hfsq + r) + dk * LN2_LO - hfsq + f + dk * LN2_HI
+        # the special cases after the arithmetic (finite for every input): returning
+        # before it would keep LLVM from vectorising a loop over log (the division)
+        if x == ZERO:
+            y = NEG_INF
+        if x == INF:
+            y = x
+        if x < ZERO:
+            y = NAN
+        if x != x:
+            y = x
+        return y
+
+    return log_f32
+
+
+def make_tanh_f32(exp_f32):
+    """``tanh`` of an f32 value, with the target's own ``exp_f32``."""
+
+    def tanh_f32(x):
+        a = abs(x)
+        z = a * a
+        p = (((T4 * z + T3) * z + T2) * z + T1) * z + T0
+        small = a + a * z * p
+        # 1 from |x| > 9.01 on (2 / (exp + 1) is below half an ulp), also when exp is inf
+        big = ONE - TWO / (exp_f32(a + a) + ONE)
+        t = small if a < TANH_SMALL else big
+        return t if x > ZERO else (-t if x < ZERO else x)  # x: NaN, and -0.0 stays -0.0
+
+    return tanh_f32
+
+
+def make_erf_f32(exp_f32):
+    """``erf`` of an f32 value, with the target's own ``exp_f32``."""
+
+    def erf_f32(x):
+        a = abs(x)
+        s = x * x
+        q = (((((E6 * s + E5) * s + E4) * s + E3) * s + E2) * s + E1) * s + E0
+        t = a if a < ERF_ONE else ERF_ONE  # from 4 on the result is 1 (erfc(4) is 1.5e-8)
+        p = ((((P9 * t + P8) * t + P7) * t + P6) * t + P5) * t + P4
+        p = ((((p * t + P3) * t + P2) * t + P1) * t) + P0
+        e = ONE - exp_f32(p)
+        r = x + x * q if a < ERF_SMALL else (e if x > ZERO else -e)
+        return x if x != x else r
+
+    return erf_f32
+
+
 def numpy_bits_f32(bits):
     """uint32 bits → f32 by NumPy (the debug target, the simulator)."""
     return np.uint32(bits).view(np.float32)
 
 
+def numpy_f32_bits(value):
+    """f32 → its uint32 bits by NumPy (the debug target, the simulator)."""
+    return np.float32(value).view(np.uint32)
+
+
+def functions(bits_f32, f32_bits, jit) -> dict:
+    """The own functions by their names in generated code, each passed through ``jit``
+    (the target's compiler; the identity where kernels run as Python)."""
+    exp_f32 = jit(make_exp_f32(bits_f32))
+    return {
+        "_exp_f32": exp_f32,
+        "_log_f32": jit(make_log_f32(bits_f32, f32_bits)),
+        "_tanh_f32": jit(make_tanh_f32(exp_f32)),
+        "_erf_f32": jit(make_erf_f32(exp_f32)),
+    }
+
+
 # what generated code calls for a math function of a dtype, where the language has its own
-OWN = {("exp", "float32"): "_exp_f32"}
+OWN = {(name, "float32"): f"_{name}_f32" for name in ("exp", "log", "tanh", "erf")}

@@ -194,7 +194,7 @@ def _definitions() -> dict:
 
         return make
 
-    exp_f32 = numba.njit(**_JIT)(own_math.make_exp_f32(bits_f32))
+    own = own_math.functions(bits_f32, f32_bits, numba.njit(**_JIT))  # exp, log, ...
 
     return dict(locals())
 
@@ -227,7 +227,7 @@ def namespace() -> dict:
         "_add_i64": semantics.add_i64,
         "_check_index": d["check_index"],
         "_tree_reduce": semantics.tree_reduce,
-        "_exp_f32": d["exp_f32"],
+        **d["own"],
         "_dot_tiles": microkernel.dot_tiles(),
         **integers.functions(d["numba"].njit(**d["_JIT"])),
     }

@@ -38,13 +38,18 @@ def _simulator_math():
     is NaN. This stand-in gives the GPU's answers (NaN or inf), computed by NumPy."""
     shim = types.SimpleNamespace(**{n: getattr(math, n) for n in dir(math) if n[0] != "_"})
     for name, fn in semantics.NUMPY_MATH.items():
-
-        def quiet(*args, _fn=fn):
-            with np.errstate(all="ignore"):
-                return _fn(*args)
-
-        setattr(shim, name, quiet)
+        setattr(shim, name, _quiet(fn))
     return shim
+
+
+def _quiet(fn):
+    """``fn`` with NumPy's floating-point warnings off (a GPU overflows to inf silently)."""
+
+    def quiet(*args):
+        with np.errstate(all="ignore"):
+            return fn(*args)
+
+    return quiet
 
 
 def _bf16_conversions(cuda, simulated: bool) -> dict:
@@ -83,17 +88,21 @@ def _bf16_conversions(cuda, simulated: bool) -> dict:
     return {"_b2f": b2f_device, "_f2b": f2b_device, "_round_bf16": round_bf16_device}
 
 
-def _own_math(cuda, simulated: bool):
-    """The language's own exp (own_math.py), with the target's bit cast."""
+def _own_math(cuda, simulated: bool) -> dict:
+    """The language's own math functions (own_math.py), with the target's bit casts."""
     if simulated:
-        return own_math.make_exp_f32(own_math.numpy_bits_f32)
+        return own_math.functions(own_math.numpy_bits_f32, own_math.numpy_f32_bits, _quiet)
     from numba.cuda import libdevice
 
     @cuda.jit(device=True, inline="always")
     def bits_f32(bits):
         return libdevice.int_as_float(np.int32(bits))
 
-    return cuda.jit(device=True, inline="always")(own_math.make_exp_f32(bits_f32))
+    @cuda.jit(device=True, inline="always")
+    def f32_bits(value):
+        return np.uint32(libdevice.float_as_int(value))
+
+    return own_math.functions(bits_f32, f32_bits, cuda.jit(device=True, inline="always"))
 
 
 def namespace(async_copies: bool) -> dict:
@@ -112,7 +121,7 @@ def namespace(async_copies: bool) -> dict:
     }
     names.update(integers.functions(lambda fn: fn if simulated else cuda.jit(device=True)(fn)))
     names.update(_bf16_conversions(cuda, simulated))
-    names["_exp_f32"] = _own_math(cuda, simulated)
+    names.update(_own_math(cuda, simulated))
     names.update(atomics.namespace(cuda, simulated, names["_b2f"], names["_f2b"]))
     # dynamic shared arrays take dtype instances (the simulator needs .itemsize)
     for t in ("float16", "float32", "float64", "int8", "int16", "int32", "int64"):

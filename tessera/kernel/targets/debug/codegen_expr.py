@@ -19,7 +19,7 @@ from .. import integers, own_math, semantics
 from . import tiles
 from .values import BINARY, COMPARE, HALF, INTEGER_RULES, NUMPY_MATH, cast_function, convert
 
-OWN_EXP_F32 = own_math.make_exp_f32(own_math.numpy_bits_f32)
+OWN = own_math.functions(own_math.numpy_bits_f32, own_math.numpy_f32_bits, lambda f: f)
 
 
 def compile_expr(c, e: ir.Expr):
@@ -181,8 +181,9 @@ def _math(c, e: ir.MathCall):
         return lambda f: np.bool_(fn(v(f)))
     args = [convert(c.expr(a), a.type, t) for a in e.args]
     fn, rep = NUMPY_MATH[e.func], np.float32 if t.dtype in HALF else t.dtype.np_dtype.type
-    if (e.func, np.dtype(rep).name) in own_math.OWN:  # the language's own (own_math.py)
-        fn = OWN_EXP_F32
+    own = own_math.OWN.get((e.func, np.dtype(rep).name))
+    if own is not None:  # the language's own (own_math.py)
+        fn = OWN[own]
     loc = e.loc
 
     def call(frame):
