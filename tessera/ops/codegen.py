@@ -7,8 +7,9 @@ Each group becomes one kernel whose shapes are literals (a graph is traced per s
 * matmul: a tile kernel, one group of lanes per ``BM × BN`` block of the result,
   ``tile.dot`` over ``BK`` steps, the epilogue as tile expressions on the accumulator,
   each stored value written with ``tile.store_block`` (edges masked);
-* reduce: a flat kernel, one lane per result, adding in index order (the same bits on
-  every target), the prologue computed per element inside the loop;
+* reduce: a flat kernel, one lane per result, in index order (the same bits on every
+  target; float sums accumulate in f64 and round once), the prologue computed per
+  element inside the loop;
 * softmax: one lane per row (max, sum of exponentials, scale); transpose: one lane per
   element.
 
@@ -152,9 +153,9 @@ def reduce(group: Group, name: str) -> Source:
     outer = math.prod(shape[:axis]) if axis is not None else 1
     length = shape[axis] if axis is not None else math.prod(shape)
     inner = math.prod(shape[axis + 1 :]) if axis is not None else 1
-    acc_t = "f64" if node.dtype == D.f64 else node.dtype.name
-    if node.dtype in D.COMPUTED_IN_F32:
-        acc_t = "f32"
+    acc_t = "f32" if node.dtype in D.COMPUTED_IN_F32 else node.dtype.name
+    if node.dtype.is_float and node.op in ("sum", "mean"):
+        acc_t = "f64"  # float sums add in f64, in index order, and round once at the end
     em.emit("o = tile.linear_id()", 1)
     em.emit(f"if o < {outer * inner}:", 1)
     em.emit(f"base = (o // {inner}) * {length * inner} + o % {inner}", 2)
@@ -166,7 +167,7 @@ def reduce(group: Group, name: str) -> Source:
         em.names[id(source)] = "x_in"
         em.emit(f"x_in = {em.arg(source, flat=True)}[i]", 3)
     value = em.names[id(source)]
-    step = {"sum": f"acc + {value}", "mean": f"acc + {value}"}.get(node.op)
+    step = {"sum": f"acc + {acc_t}({value})", "mean": f"acc + {acc_t}({value})"}.get(node.op)
     em.emit(f"acc = {step or f'{node.op}(acc, {value})'}", 3)
     result = f"acc / {acc_t}({length})" if node.op == "mean" else "acc"
     em.emit(f"{em.arg(node, flat=True, written=True)}[o] = {result}", 2)
