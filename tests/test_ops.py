@@ -257,6 +257,23 @@ def test_a_graph_kernel_writes_its_result_into_the_argument(rng):
     np.testing.assert_allclose(c, np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
 
 
+def test_launches_inside_a_named_stream_run_in_order(target, rng):
+    a = rng.standard_normal((24, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 8)).astype(np.float32)
+    bias = rng.standard_normal(8).astype(np.float32)
+    with graph.stream("compute"):
+        y = linear_relu(a, b, bias)
+        z = op.sum(y, axis=0)
+    tessera.synchronize()
+    np.testing.assert_allclose(z, np.maximum(a @ b + bias, 0).sum(0), rtol=1e-4, atol=1e-4)
+
+
+def test_a_stream_needs_a_name():
+    with pytest.raises(ValueError, match="non-empty string"):
+        with graph.stream(""):
+            pass
+
+
 def test_a_module_is_traced_once_per_signature(rng):
     calls = []
 

@@ -9,9 +9,14 @@ end (the kernels never read and write one buffer through different indices).
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
+from ..config import get as setting
 from ..errors import TesseraError
+from ..kernel.targets import resolve
+from . import streams
 from .ir import Const, Input, Node
 from .passes import Lowered
 
@@ -32,6 +37,23 @@ def run(lowered: Lowered, arrays: list[np.ndarray]) -> list[np.ndarray]:
             and id(graph.inputs[index]) not in read
         ):
             direct[id(value)] = target
+    with _stream_scope(arrays):
+        _launch(lowered, env, direct)
+    results = []
+    for i, value in enumerate(graph.outputs):
+        if isinstance(value, Const):
+            results.append(np.full((), value.value))
+            continue
+        array = env[id(value)]
+        if i in graph.written and array is not arrays[graph.written[i]]:
+            np.copyto(arrays[graph.written[i]], array)
+            array = arrays[graph.written[i]]
+        results.append(array)
+    return results
+
+
+def _launch(lowered: Lowered, env: dict, direct: dict) -> None:
+    """One launch per kernel, in the groups' order, filling ``env`` with stored values."""
     for group, source, kernel in zip(lowered.groups, lowered.sources, lowered.kernels):
         if source is None:  # a reshape: a view
             node = group.head
@@ -47,17 +69,14 @@ def run(lowered: Lowered, arrays: list[np.ndarray]) -> list[np.ndarray]:
             array = env[id(a.value)]
             args.append(array.reshape(-1) if a.flat else array)
         kernel[source.grid](*args)
-    results = []
-    for i, value in enumerate(graph.outputs):
-        if isinstance(value, Const):
-            results.append(np.full((), value.value))
-            continue
-        array = env[id(value)]
-        if i in graph.written and array is not arrays[graph.written[i]]:
-            np.copyto(arrays[graph.written[i]], array)
-            array = arrays[graph.written[i]]
-        results.append(array)
-    return results
+
+
+def _stream_scope(arrays: list[np.ndarray]):
+    """The target's scope for ``graph.stream``'s current stream (or nothing)."""
+    name = streams.current()
+    if name is None:
+        return contextlib.nullcontext()
+    return resolve(setting("target"), tuple(arrays), "graph.stream").stream_scope(name)
 
 
 def host_arrays(name: str, args: tuple) -> list[np.ndarray]:

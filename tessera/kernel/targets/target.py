@@ -10,6 +10,7 @@ to wait for its work. Everything target-specific lives behind this interface, in
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -97,6 +98,11 @@ class Target:
 
     def synchronize(self) -> None:
         """Wait until this target's queued work is done (synchronous targets: nothing)."""
+
+    def stream_scope(self, name: str):
+        """A context in which this thread's launches go to the stream called ``name``
+        (``tessera.graph.stream``); a synchronous target's launches are ordered anyway."""
+        return contextlib.nullcontext()
 
     def availability(self) -> list[tuple[str, str]]:
         """(what, state) lines for ``tessera info``."""

@@ -19,7 +19,7 @@ from .codegen import FLAT_BLOCK
 from .lowerings import LOWERINGS
 from .program import CudaProgram, ampere_for, cuda_signature
 from .runtime import cuda_module, simulating
-from .streams import gpu_work_queued, synchronize_device
+from .streams import gpu_work_queued, stream, synchronize_device
 
 _BITS = np.dtype(np.uint16)
 MAX_BLOCKS = 2**31 - 1
@@ -84,6 +84,9 @@ class CudaTarget(Target):
     def synchronize(self) -> None:
         if gpu_work_queued():
             synchronize_device()
+
+    def stream_scope(self, name: str):
+        return stream(name)  # the named stream, made once (streams.py)
 
     def availability(self) -> list[tuple[str, str]]:
         try:
