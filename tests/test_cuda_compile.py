@@ -4,6 +4,7 @@ without a GPU, and the kernel metadata read from the cubin."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 
 import numpy as np
@@ -232,3 +233,28 @@ def test_a_group_larger_than_a_cuda_block_is_a_launch_error_on_cuda():
 
     with pytest.raises(LaunchError, match="at most 1024 threads"):
         wide.inspect("ptx", np.zeros(2048, np.float32), arch="sm_90")
+
+
+@kernel
+def axpy_plus(a: f32, x: f32[n], y: mut[f32[n]]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = a * x[i] + y[i]
+
+
+@kernel
+def own_math_functions(x: f32[n], y: mut[f32[n]]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = math.exp(x[i]) + math.log(x[i]) + math.tanh(x[i]) + math.erf(x[i])
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_products_are_rounded_on_their_own_as_on_every_target(arch):
+    """NVVM would contract ``a * x + y`` into an FMA (one rounding, not the language's
+    two): kernel code and the own math functions keep ``mul.rn.f32``."""
+    x = np.ones(64, np.float32)
+    ptx = axpy_plus.inspect("ptx", np.float32(2), x, x, grid=1, arch=arch)
+    assert "fma.rn.f32" not in ptx and "mul.rn.f32" in ptx
+    ptx = own_math_functions.inspect("ptx", x, x, grid=1, arch=arch)
+    assert "fma.rn.f32" not in ptx and "mul.rn.f32" in ptx

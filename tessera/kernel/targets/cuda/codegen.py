@@ -17,8 +17,10 @@ from .... import dtypes as D
 from ... import ir
 from ...ir import TileType
 from ...passes.prefetch import keep_in_flight
+from ...typer import concrete
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
+from .rounding import PRODUCTS
 
 FLAT_BLOCK = 256  # threads per block of a flat kernel
 STATIC_SHARED_LIMIT = 48 * 1024  # above this a block's shared memory must be dynamic
@@ -195,6 +197,14 @@ class CudaCodegen(SourceEmitter):
         name = f"_tt{len(self.tile_temps)}"
         self.tile_temps.append((name, t))
         return name
+
+    def arith(self, a: str, op: str, b: str, t: ir.Type) -> str:
+        """A float product is rounded on its own, never contracted into an FMA
+        (rounding.py); everything else as on every target."""
+        product = PRODUCTS.get(concrete(t).dtype) if op == "*" and not self.simulated else None
+        if product is not None:
+            return f"{product}({a}, {b})"
+        return super().arith(a, op, b, t)
 
     def scratch_for(self, dtype: D.DType, size: int) -> str:
         key = ctor(dtype)

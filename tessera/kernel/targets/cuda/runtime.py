@@ -14,7 +14,7 @@ import numpy as np
 
 from ....errors import TesseraError
 from .. import integers, own_math, semantics
-from . import async_copy, atomics, mma
+from . import async_copy, atomics, mma, rounding
 
 
 def cuda_module():
@@ -102,7 +102,11 @@ def _own_math(cuda, simulated: bool) -> dict:
     def f32_bits(value):
         return np.uint32(libdevice.float_as_int(value))
 
-    return own_math.functions(bits_f32, f32_bits, cuda.jit(device=True, inline="always"))
+    def compile_device(fn):  # products rounded on their own, as on every target
+        fn = rounding.separate_products(fn, libdevice.fmul_rn)
+        return cuda.jit(device=True, inline="always")(fn)
+
+    return own_math.functions(bits_f32, f32_bits, compile_device)
 
 
 def namespace(async_copies: bool) -> dict:
@@ -122,6 +126,8 @@ def namespace(async_copies: bool) -> dict:
     names.update(integers.functions(lambda fn: fn if simulated else cuda.jit(device=True)(fn)))
     names.update(_bf16_conversions(cuda, simulated))
     names.update(_own_math(cuda, simulated))
+    if not simulated:
+        names.update(rounding.functions())
     names.update(atomics.namespace(cuda, simulated, names["_b2f"], names["_f2b"]))
     # dynamic shared arrays take dtype instances (the simulator needs .itemsize)
     for t in ("float16", "float32", "float64", "int8", "int16", "int32", "int64"):
