@@ -270,8 +270,7 @@ def test_launches_inside_a_named_stream_run_in_order(target, rng):
 
 def test_a_stream_needs_a_name():
     with pytest.raises(ValueError, match="non-empty string"):
-        with graph.stream(""):
-            pass
+        graph.stream("").__enter__()
 
 
 def test_a_module_is_traced_once_per_signature(rng):
