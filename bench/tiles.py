@@ -79,28 +79,19 @@ def erf_flat(x: f32[n], y: mut[f32[n]]):
 
 
 # the scalar libm loops (Numba's, without SVML: one call per element)
-@njit(parallel=True)
-def exp_numba(x, y):
-    for i in prange(x.size):
-        y[i] = math.exp(x[i])
+def scalar_loop(fn):
+    """``y[i] = fn(x[i])`` over all cores, one libm call per element."""
+
+    @njit(parallel=True)
+    def loop(x, y):
+        for i in prange(x.size):
+            y[i] = fn(x[i])
+
+    return loop
 
 
-@njit(parallel=True)
-def log_numba(x, y):
-    for i in prange(x.size):
-        y[i] = math.log(x[i])
-
-
-@njit(parallel=True)
-def tanh_numba(x, y):
-    for i in prange(x.size):
-        y[i] = math.tanh(x[i])
-
-
-@njit(parallel=True)
-def erf_numba(x, y):
-    for i in prange(x.size):
-        y[i] = math.erf(x[i])
+exp_numba, log_numba = scalar_loop(math.exp), scalar_loop(math.log)
+tanh_numba, erf_numba = scalar_loop(math.tanh), scalar_loop(math.erf)
 
 
 # name: (flat kernel, scalar loop, NumPy's ufunc or None, inputs from a generator, f64 exact)
