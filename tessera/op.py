@@ -21,9 +21,10 @@ from .ops.tensor import Tensor as _Tensor
 
 def matmul(a, b, tile_shape=None):
     """``a @ b`` (f16, bf16, f32; f32 accumulation), as ``tile.dot`` on blocks of
-    ``tile_shape = (BM, BN, BK)`` (default 64, 64, 32). ``a`` may have leading batch dims
-    when ``b`` is 2-d (a linear layer): they are folded into the rows (reshapes are
-    views, so it is still one kernel)."""
+    ``tile_shape = (BM, BN, BK)`` (default 64, 64, 32). As NumPy's matmul, the last two
+    dims are the matrices and the leading (batch) dims broadcast: one launch runs every
+    product of the batch. When only ``a`` has batch dims (a linear layer) they are
+    folded into its rows instead (reshapes are views), making one larger product."""
     attrs = {"tile_shape": tuple(tile_shape)} if tile_shape is not None else {}
     a_shape, b_shape = getattr(a, "shape", ()), getattr(b, "shape", ())
     if len(a_shape) > 2 and len(b_shape) == 2:
@@ -33,7 +34,8 @@ def matmul(a, b, tile_shape=None):
 
 
 def transpose(x):
-    """The transpose of a 2-d array (``x.T`` on traced tensors)."""
+    """The transpose of a matrix (``x.T`` on traced tensors); of a batch of matrices,
+    each one's (the last two dims swap, ``x.mT``)."""
     return _apply("transpose", [x], {})
 
 

@@ -124,6 +124,56 @@ def test_leading_dims_of_a_fold_into_the_rows_of_one_matmul(rng):
     np.testing.assert_allclose(out, x @ w, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize(
+    "shapes",
+    [((3, 20, 30), (3, 30, 17)), ((2, 1, 9, 5), (4, 5, 7)), ((9, 5), (3, 5, 7))],
+    ids=["same-batch", "broadcast-batch", "2d-times-batch"],
+)
+def test_batched_matmul_runs_every_product_in_one_launch(target, rng, shapes):
+    a = rng.standard_normal(shapes[0]).astype(np.float32)
+    b = rng.standard_normal(shapes[1]).astype(np.float32)
+    before = launches()
+    out = op.matmul(a, b)
+    assert launches() - before == 1
+    np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-4, atol=1e-5)
+
+
+def test_a_batched_product_never_reads_the_next_matrix_of_the_batch(rng):
+    @graph.module("batched_scores")
+    def scores(q, k, bias):
+        return op.relu(q @ k.mT + bias)
+
+    # 20 rows and k = 33: the 24-row and 32-deep blocks reach into the next matrix,
+    # whose values are huge; none of them may reach the result
+    q = rng.standard_normal((3, 20, 33)).astype(np.float32)
+    k = rng.standard_normal((3, 17, 33)).astype(np.float32)
+    bias = rng.standard_normal((3, 1, 17)).astype(np.float32)
+    q[2], k[2] = 1e30, 1e30
+    want = np.maximum(q[:2] @ k[:2].transpose(0, 2, 1) + bias[:2], 0)
+    np.testing.assert_allclose(scores(q, k, bias)[:2], want, rtol=1e-4, atol=1e-5)
+    assert len(scores.kernels(q, k, bias)) == 1
+
+
+def test_transposed_batched_operand_zeroes_the_depth_past_its_matrix(rng):
+    @graph.module("batched_gram")
+    def gram(a, b):
+        return op.transpose(a) @ b
+
+    a = rng.standard_normal((2, 33, 20)).astype(np.float32)
+    b = rng.standard_normal((2, 33, 7)).astype(np.float32)
+    a[1], b[1] = 1e30, np.inf
+    np.testing.assert_allclose(gram(a, b)[0], a[0].T @ b[0], rtol=1e-4, atol=1e-5)
+
+
+def test_dot_t_of_a_batch_is_an_error_naming_mt(rng):
+    @graph.module("ambiguous_t")
+    def bad(x):
+        return x.T
+
+    with pytest.raises(tessera.TesseraError, match=r"\.mT"):
+        bad(rng.standard_normal((2, 3, 4)).astype(np.float32))
+
+
 def test_transpose_and_reshape_are_ops(rng):
     x = rng.standard_normal((3, 8)).astype(np.float32)
     np.testing.assert_array_equal(op.transpose(x), x.T)

@@ -91,6 +91,21 @@ def test_matmul_adjoint_matches_finite_differences():
     np.testing.assert_allclose(gb, finite_difference(f64_loss, [a64, b64], 1, 1e-6), rtol=1e-4)
 
 
+def test_batched_matmul_adjoint_sums_over_the_broadcast_batch():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((3, 4, 5))
+    b = rng.standard_normal((5, 2))
+    probe = rng.standard_normal((3, 4, 2)).astype(np.float32)
+
+    def loss(a, b):
+        return op.sum((a @ b) * probe)
+
+    ga, gb = graph.grad(loss, argnums=(0, 1))(a.astype(np.float32), b.astype(np.float32))
+    f64_loss = lambda a, b: np.sum(np.matmul(a, b) * probe)  # noqa: E731
+    np.testing.assert_allclose(ga, finite_difference(f64_loss, [a, b], 0, 1e-6), rtol=1e-4)
+    np.testing.assert_allclose(gb, finite_difference(f64_loss, [a, b], 1, 1e-6), rtol=1e-4)
+
+
 def mlp_loss(x, y, w1, b1, w2, b2):
     h = op.relu(op.matmul(x, w1) + b1)
     err = op.matmul(h, w2) + b2 - y

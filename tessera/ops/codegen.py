@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .declare import OPS
-from .fuse import Group
+from .fuse import Group, epilogue_layout
 from .ir import Const, Node, Value
 
 KERNEL_GLOBALS = ("math", "tile", "group_id", "mut", "KiB", *(d.name for d in D.ALL_DTYPES))
@@ -35,7 +35,7 @@ KERNEL_GLOBALS = ("math", "tile", "group_id", "mut", "KiB", *(d.name for d in D.
 @dataclass
 class Arg:
     value: Value
-    flat: bool  # passed as a 1-d view (else as the 2-d matrix)
+    flat: bool  # passed as a 1-d view (else as a matrix: the leading dims folded into rows)
     written: bool = False
 
 
@@ -48,7 +48,8 @@ class Source:
 
 
 def _param(a: Arg, i: int) -> str:
-    dims = (math.prod(a.value.shape),) if a.flat else a.value.shape
+    shape = a.value.shape
+    dims = (math.prod(shape),) if a.flat else (math.prod(shape[:-1]), shape[-1])
     t = f"{a.value.dtype.name}[{', '.join(map(str, dims))}]"
     return f"p{i}: {'mut[' + t + ']' if a.written else t}"
 
@@ -205,40 +206,77 @@ def softmax(group: Group, name: str) -> Source:
 
 
 def transpose(group: Group, name: str) -> Source:
+    """One lane per element; a batch of matrices is transposed matrix by matrix."""
     em = _Emitter(group, name)
     node = group.head
-    rows, cols = node.shape
+    rows, cols = node.shape[-2:]
+    size = math.prod(node.shape)
     x, y = em.arg(node.inputs[0], flat=True), em.arg(node, flat=True, written=True)
     em.emit("i = tile.linear_id()", 1)
-    em.emit(f"if i < {rows * cols}:", 1)
-    em.emit(f"{y}[i] = {x}[(i % {cols}) * {rows} + i // {cols}]", 2)
-    return em.source("@kernel", (max(rows * cols, 1),))
+    em.emit(f"if i < {size}:", 1)
+    em.emit(f"z = i - i % {rows * cols}", 2)
+    em.emit(f"r = (i % {rows * cols}) // {cols}", 2)
+    em.emit(f"{y}[i] = {x}[z + (i % {cols}) * {rows} + r]", 2)
+    return em.source("@kernel", (max(size, 1),))
 
 
 def _block(n: int, most: int) -> int:
     return min(most, max(8, -(-n // 8) * 8))
 
 
+def _batch_index(shape: tuple[int, ...], batch: list[int]) -> str:
+    """The index of an operand's matrix (batch dims ``shape``) in product ``z``."""
+    return "0" if math.prod(batch) == 1 else broadcast_index(shape, tuple(batch), "z")
+
+
+def _plus(offset: str, start: str) -> str:
+    return start if offset == "0" else f"{offset} + {start}"
+
+
 def matmul(group: Group, name: str) -> Source:
+    """One group per ``BM × BN`` block of one product of the batch (``group_id(2)``).
+
+    Every operand is passed as a matrix (its batch dims folded into the rows), so a
+    block can reach past its own matrix into the next one; such rows of the result are
+    not stored, and rows of the ``k`` dimension past the end are zeroed before the
+    product (they would otherwise add the next matrix's values)."""
     em = _Emitter(group, name)
     node = group.head
     a, b = node.inputs
-    m, n = node.shape
-    k = a.shape[1] if not node.attrs.get("trans_a") else a.shape[0]
+    *batch, m, n = node.shape
+    trans_a, trans_b = node.attrs.get("trans_a"), node.attrs.get("trans_b")
+    k = a.shape[-1] if not trans_a else a.shape[-2]
     bm, bn, bk = node.attrs.get("tile_shape") or (_block(m, 64), _block(n, 64), _block(k, 32))
+    count = math.prod(batch)
     em.emit(f"m0 = group_id(0) * {bm}", 1)
     em.emit(f"n0 = group_id(1) * {bn}", 1)
+    if count > 1:
+        em.emit("z = group_id(2)", 1)
+    za, zb = _batch_index(a.shape[:-2], batch), _batch_index(b.shape[:-2], batch)
     em.emit(f"acc = tile.zeros(({bm}, {bn}), f32)", 1)
     em.emit(f"for k0 in tile.range(0, {k}, {bk}):", 1)
     pa, pb = em.arg(a, flat=False), em.arg(b, flat=False)
-    if node.attrs.get("trans_a"):
-        em.emit(f"x = tile.load_block({pa}, (k0, m0), ({bk}, {bm})).T", 2)
+    rows_a, rows_b = a.shape[-2], b.shape[-2]
+    if trans_a:
+        em.emit(
+            f"xt = tile.load_block({pa}, ({_plus(f'{za} * {rows_a}', 'k0')}, m0), ({bk}, {bm}))", 2
+        )
+        _zero_past_k(em, "xt", za, k, bk, a.dtype)
+        em.emit("x = xt.T", 2)
     else:
-        em.emit(f"x = tile.load_block({pa}, (m0, k0), ({bm}, {bk}))", 2)
-    if node.attrs.get("trans_b"):
-        em.emit(f"y = tile.load_block({pb}, (n0, k0), ({bn}, {bk})).T", 2)
+        em.emit(
+            f"x = tile.load_block({pa}, ({_plus(f'{za} * {rows_a}', 'm0')}, k0), ({bm}, {bk}))", 2
+        )
+    if trans_b:
+        em.emit(
+            f"yt = tile.load_block({pb}, ({_plus(f'{zb} * {rows_b}', 'n0')}, k0), ({bn}, {bk}))", 2
+        )
+        em.emit("y = yt.T", 2)
     else:
-        em.emit(f"y = tile.load_block({pb}, (k0, n0), ({bk}, {bn}))", 2)
+        em.emit(
+            f"y = tile.load_block({pb}, ({_plus(f'{zb} * {rows_b}', 'k0')}, n0), ({bk}, {bn}))", 2
+        )
+        _zero_past_k(em, "y", zb, k, bk, b.dtype)
     em.emit("acc = tile.dot(x, y, acc)", 2)
     em.names[id(node)] = "acc"
     for e in group.nodes[1:]:
@@ -247,32 +285,50 @@ def matmul(group: Group, name: str) -> Source:
                 continue
             local = f"t{len(em.names)}"
             em.names[id(v)] = local
-            em.emit(f"{local} = {_tile_load(em, v, (m, n), (bm, bn))}", 1)
+            em.emit(f"{local} = {_tile_load(em, v, node.shape, (bm, bn))}", 1)
         em.emit(f"v{e.number} = {em.node_code(e, tiles=True)}", 1)
         em.names[id(e)] = f"v{e.number}"
+    mask = ""
+    if count > 1 and m % bm:
+        mask = f", mask=(tile.arange({bm}) + m0 < {m})[:, None]"
+    row = _plus(f"z * {m}", "m0") if count > 1 else "m0"
     for out in group.outputs:
         value = em.names[id(out)]
         if out.dtype != D.f32 and out.dtype != D.bool_:
             value = f"{value}.astype({out.dtype.name})"
-        em.emit(f"tile.store_block({em.arg(out, flat=False, written=True)}, (m0, n0), {value})", 1)
-    grid = (-(-m // bm), -(-n // bn))
+        dst = em.arg(out, flat=False, written=True)
+        em.emit(f"tile.store_block({dst}, ({row}, n0), {value}{mask})", 1)
+    grid = (-(-m // bm), -(-n // bn)) + ((count,) if count > 1 else ())
     tiles = 3 * bm * bn * 4 + (bm + bn) * bk * 4
     shared = max(48, -(-tiles // 1024))
     return em.source(f"@kernel(tile=(64,), shared={shared} * KiB)", grid)
 
 
+def _zero_past_k(em: _Emitter, name: str, batch_index: str, k: int, bk: int, dtype) -> None:
+    """Zero the rows of a loaded ``(BK, ·)`` block past ``k`` when they belong to the
+    next matrix of the batch (past the last one the load already reads zeros)."""
+    if batch_index != "0" and k % bk:
+        keep = f"(tile.arange({bk}) + k0 < {k})[:, None]"
+        em.emit(f"{name} = tile.where({keep}, {name}, tile.zeros(({bk}, 1), {dtype.name}))", 2)
+
+
 def _tile_load(em: _Emitter, v: Value, shape, block) -> str:
     """An epilogue input as a tile beside the ``block`` of the product (f32 values)."""
-    m, n = shape
+    *batch, m, n = shape
     bm, bn = block
-    if v.shape == (m, n):
-        code = f"tile.load_block({em.arg(v, flat=False)}, (m0, n0), ({bm}, {bn}))"
-    elif v.shape in ((n,), (1, n)) and n != 1:
-        code = f"tile.load_block({em.arg(v, flat=True)}, (n0,), ({bn},))[None, :]"
-    elif v.shape == (m, 1):
-        code = f"tile.load_block({em.arg(v, flat=True)}, (m0,), ({bm},))[:, None]"
+    kind, vbatch = epilogue_layout(v.shape, tuple(shape))
+    z = _batch_index(vbatch, batch)
+    if kind == "full":
+        at = f"({_plus(f'{z} * {m}', 'm0')}, n0)"
+        code = f"tile.load_block({em.arg(v, flat=False)}, {at}, ({bm}, {bn}))"
+    elif kind == "row":
+        at = f"({_plus(f'{z} * {n}', 'n0')},)"
+        code = f"tile.load_block({em.arg(v, flat=True)}, {at}, ({bn},))[None, :]"
+    elif kind == "col":
+        at = f"({_plus(f'{z} * {m}', 'm0')},)"
+        code = f"tile.load_block({em.arg(v, flat=True)}, {at}, ({bm},))[:, None]"
     else:  # a single element
-        code = f"tile.load_block({em.arg(v, flat=True)}, (0,), (1,))[None, :]"
+        code = f"tile.load_block({em.arg(v, flat=True)}, ({z},), (1,))[None, :]"
     if v.dtype in D.COMPUTED_IN_F32:
         code += ".astype(f32)"
     return code

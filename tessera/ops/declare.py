@@ -97,7 +97,7 @@ _declare(
         "d gelu(a) / da",
         floats_only=True,
     ),
-    OpDecl("matmul", "matmul", 2, doc="a @ b of 2-d arrays (f16, bf16, f32), f32 accumulation"),
+    OpDecl("matmul", "matmul", 2, doc="a @ b (batched over leading dims), f32 accumulation"),
     OpDecl("sum", "reduce", 1, doc="sum along an axis (or all)"),
     OpDecl("mean", "reduce", 1, doc="mean along an axis (or all)", floats_only=True),
     OpDecl("max", "reduce", 1, doc="max along an axis (or all)"),
@@ -163,17 +163,20 @@ def elementwise_type(decl: OpDecl, inputs: list, attrs: dict) -> tuple[tuple[int
 
 
 def matmul_type(a, b) -> tuple[tuple[int, ...], D.DType]:
-    if len(a.shape) != 2 or len(b.shape) != 2:
-        raise RuleError(f"multiplies 2-d arrays, not shapes {a.shape} and {b.shape}")
-    if a.shape[1] != b.shape[0]:
+    """``a @ b`` as NumPy's matmul: the last two dims are the matrices, the leading
+    (batch) dims broadcast."""
+    if len(a.shape) < 2 or len(b.shape) < 2:
+        raise RuleError(f"multiplies arrays of 2 or more dims, not shapes {a.shape} and {b.shape}")
+    if a.shape[-1] != b.shape[-2]:
         raise RuleError(
-            f"shapes {a.shape} and {b.shape}: the inner dims {a.shape[1]} and {b.shape[0]} differ"
+            f"shapes {a.shape} and {b.shape}: the inner dims {a.shape[-1]} and {b.shape[-2]} differ"
         )
     if a.dtype != b.dtype:
         raise RuleError(f"mixes dtypes {a.dtype.name} and {b.dtype.name}")
     if a.dtype not in (D.f16, D.bf16, D.f32):
         raise RuleError(f"takes f16, bf16 or f32 arrays, not {a.dtype.name}")
-    return (a.shape[0], b.shape[1]), a.dtype
+    batch = broadcast(a.shape[:-2], b.shape[:-2])
+    return (*batch, a.shape[-2], b.shape[-1]), a.dtype
 
 
 def attention_type(q, k, v) -> tuple[tuple[int, ...], D.DType]:

@@ -94,8 +94,27 @@ def fuse(graph: Graph) -> list[Group]:
 
 
 def _tile_operand(v: Value, shape: tuple[int, ...]) -> bool:
-    """Whether an epilogue can load ``v`` as a tile beside an ``(M, N)`` product."""
-    if isinstance(v, Const):
-        return True
-    m, n = shape
-    return v.shape in ((m, n), (n,), (1, n), (m, 1), (1, 1), (1,), ())
+    """Whether an epilogue can load ``v`` as a tile beside a product of ``shape``."""
+    return isinstance(v, Const) or epilogue_layout(v.shape, shape) is not None
+
+
+def epilogue_layout(vshape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[str, tuple] | None:
+    """How an operand of ``vshape`` broadcasts over a (batch of) ``(M, N)`` product(s) of
+    ``shape``: ``("full" | "row" | "col" | "one", its batch dims)``, or None when it is
+    not one of those (then it is not fused)."""
+    *batch, m, n = shape
+    if len(vshape) > len(shape) or any(
+        d not in (1, e) for d, e in zip(reversed(vshape), reversed(shape))
+    ):
+        return None
+    tail = ((1,) * 2 + vshape)[-2:]
+    vbatch = vshape[:-2]
+    if tail == (m, n):
+        return "full", vbatch
+    if tail == (1, n) and n != 1:
+        return "row", vbatch
+    if tail == (m, 1) and m != 1:
+        return "col", vbatch
+    if tail == (1, 1):
+        return "one", vbatch
+    return None

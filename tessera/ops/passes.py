@@ -90,6 +90,8 @@ def _fold_attention(graph: Graph) -> None:
         if s.attrs.get("trans_a") or id(s) in results or len(users[s]) != 1:
             continue
         q, k = s.inputs
+        if any(len(x.shape) != 2 for x in (q, k, v)):
+            continue
         if v.dtype != q.dtype or k.dtype != q.dtype or q.shape[1] > 128 or v.shape[1] > 128:
             continue
         n.op, n.inputs, n.attrs = "attention", (q, k, v), {"scale": scale, "causal": False}

@@ -67,7 +67,7 @@ def _launch(lowered: Lowered, env: dict, direct: dict) -> None:
         args = []
         for a in source.args:
             array = env[id(a.value)]
-            args.append(array.reshape(-1) if a.flat else array)
+            args.append(array.reshape(-1) if a.flat else array.reshape(-1, array.shape[-1]))
         kernel[source.grid](*args)
 
 

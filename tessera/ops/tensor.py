@@ -123,9 +123,9 @@ def _rule(decl, values, attrs) -> tuple[tuple[int, ...], DType]:
             raise RuleError("runs along the last axis (transpose first for another)")
         return x.shape, x.dtype
     if decl.kind == "transpose":
-        if len(x.shape) != 2:
-            raise RuleError(f"transposes 2-d arrays, not shape {x.shape}")
-        return x.shape[::-1], x.dtype
+        if len(x.shape) < 2:
+            raise RuleError(f"swaps the last two dims of an array of 2 or more, not {x.shape}")
+        return (*x.shape[:-2], x.shape[-1], x.shape[-2]), x.dtype
     attrs["shape"] = declare.reshape_type(x, attrs["shape"])
     return attrs["shape"], x.dtype
 
@@ -142,7 +142,17 @@ class Tensor:
     shape = property(lambda self: self.value.shape)
     dtype = property(lambda self: self.value.dtype)
     ndim = property(lambda self: len(self.value.shape))
-    T = property(lambda self: self.tracer.record("transpose", [self], {}))
+    mT = property(lambda self: self.tracer.record("transpose", [self], {}))
+
+    @property
+    def T(self) -> Tensor:
+        """The transpose of a 2-d tensor (NumPy's ``.T`` reverses every dim; for a batch
+        of matrices ``.mT`` swaps the last two)."""
+        if self.ndim != 2:
+            raise self.tracer.fail(
+                "transpose", f".T of a {self.ndim}-d tensor is ambiguous: use .mT or op.transpose"
+            )
+        return self.mT
 
     def __repr__(self) -> str:
         return f"<traced tensor {self.dtype.name}{list(self.shape)}>"
