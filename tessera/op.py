@@ -25,12 +25,30 @@ def matmul(a, b, tile_shape=None):
     dims are the matrices and the leading (batch) dims broadcast: one launch runs every
     product of the batch. When only ``a`` has batch dims (a linear layer) they are
     folded into its rows instead (reshapes are views), making one larger product."""
-    attrs = {"tile_shape": tuple(tile_shape)} if tile_shape is not None else {}
+    attrs = {"tile_shape": _tile_shape(tile_shape)} if tile_shape is not None else {}
     a_shape, b_shape = getattr(a, "shape", ()), getattr(b, "shape", ())
     if len(a_shape) > 2 and len(b_shape) == 2:
         rows = reshape(a, (-1, a_shape[-1]))
         return reshape(_apply("matmul", [rows, b], attrs), (*a_shape[:-1], b_shape[1]))
     return _apply("matmul", [a, b], attrs)
+
+
+def _tile_shape(tile_shape):
+    """``op.matmul``'s ``tile_shape`` as a node attribute (hashable)."""
+    if tile_shape == "auto":
+        return "auto"
+    if isinstance(tile_shape, dict):
+        if sorted(tile_shape) != ["BK", "BM", "BN"]:
+            raise ValueError(
+                f"op.matmul: a tile_shape space names BM, BN and BK, not {sorted(tile_shape)}"
+            )
+        return tuple((name, tuple(int(v) for v in tile_shape[name])) for name in ("BM", "BN", "BK"))
+    shape = tuple(int(v) for v in tile_shape)
+    if len(shape) != 3 or min(shape) <= 0:
+        raise ValueError(
+            f"op.matmul: tile_shape is (BM, BN, BK), 'auto' or a space, not {tile_shape!r}"
+        )
+    return shape
 
 
 def transpose(x):

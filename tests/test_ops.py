@@ -9,6 +9,7 @@ from mpi_run import mpi_missing, run_mpi
 
 import tessera
 from tessera import f16, f32, graph, op
+from tessera.ops.codegen import tile_space
 
 
 def launches() -> int:
@@ -172,6 +173,30 @@ def test_dot_t_of_a_batch_is_an_error_naming_mt(rng):
 
     with pytest.raises(tessera.TesseraError, match=r"\.mT"):
         bad(rng.standard_normal((2, 3, 4)).astype(np.float32))
+
+
+def test_matmul_tile_shape_space_is_swept_by_the_autotuner_once(rng, cache_dir):
+    a = rng.standard_normal((2, 40, 30)).astype(np.float32)
+    b = rng.standard_normal((2, 30, 20)).astype(np.float32)
+    space = {"BM": [16, 32], "BN": [16], "BK": [16]}
+    before = tessera.stats()["autotune_trials"]
+    np.testing.assert_allclose(op.matmul(a, b, tile_shape=space), a @ b, rtol=1e-4, atol=1e-5)
+    swept = tessera.stats()["autotune_trials"]
+    assert swept > before
+    np.testing.assert_allclose(op.matmul(a, b, tile_shape=space), a @ b, rtol=1e-4, atol=1e-5)
+    assert tessera.stats()["autotune_trials"] == swept
+
+
+def test_auto_tile_shape_space_fits_the_matrix():
+    assert tile_space("auto", 20, 1000, 100) == {"BM": [32], "BN": [32, 64, 128], "BK": [32, 64]}
+
+
+def test_a_malformed_tile_shape_is_an_error():
+    x = np.ones((4, 4), np.float32)
+    with pytest.raises(ValueError, match="BM, BN and BK"):
+        op.matmul(x, x, tile_shape={"BM": [16]})
+    with pytest.raises(ValueError, match=r"\(BM, BN, BK\)"):
+        op.matmul(x, x, tile_shape=(16, 16))
 
 
 def test_transpose_and_reshape_are_ops(rng):

@@ -246,7 +246,13 @@ def matmul(group: Group, name: str) -> Source:
     *batch, m, n = node.shape
     trans_a, trans_b = node.attrs.get("trans_a"), node.attrs.get("trans_b")
     k = a.shape[-1] if not trans_a else a.shape[-2]
-    bm, bn, bk = node.attrs.get("tile_shape") or (_block(m, 64), _block(n, 64), _block(k, 32))
+    shape_attr = node.attrs.get("tile_shape")
+    tuned = shape_attr == "auto" or (bool(shape_attr) and isinstance(shape_attr[0], tuple))
+    if tuned:  # tile_shape="auto" or a space: the sizes are the autotuner's constants
+        bm, bn, bk = "BM", "BN", "BK"
+    else:
+        bm, bn, bk = shape_attr or (_block(m, 64), _block(n, 64), _block(k, 32))
+    ragged_m, ragged_k = tuned or m % bm, tuned or k % bk
     count = math.prod(batch)
     em.emit(f"m0 = group_id(0) * {bm}", 1)
     em.emit(f"n0 = group_id(1) * {bn}", 1)
@@ -261,7 +267,7 @@ def matmul(group: Group, name: str) -> Source:
         em.emit(
             f"xt = tile.load_block({pa}, ({_plus(f'{za} * {rows_a}', 'k0')}, m0), ({bk}, {bm}))", 2
         )
-        _zero_past_k(em, "xt", za, k, bk, a.dtype)
+        _zero_past_k(em, "xt", za != "0" and ragged_k, k, bk, a.dtype)
         em.emit("x = xt.T", 2)
     else:
         em.emit(
@@ -276,7 +282,7 @@ def matmul(group: Group, name: str) -> Source:
         em.emit(
             f"y = tile.load_block({pb}, ({_plus(f'{zb} * {rows_b}', 'k0')}, n0), ({bk}, {bn}))", 2
         )
-        _zero_past_k(em, "y", zb, k, bk, b.dtype)
+        _zero_past_k(em, "y", zb != "0" and ragged_k, k, bk, b.dtype)
     em.emit("acc = tile.dot(x, y, acc)", 2)
     em.names[id(node)] = "acc"
     for e in group.nodes[1:]:
@@ -289,7 +295,7 @@ def matmul(group: Group, name: str) -> Source:
         em.emit(f"v{e.number} = {em.node_code(e, tiles=True)}", 1)
         em.names[id(e)] = f"v{e.number}"
     mask = ""
-    if count > 1 and m % bm:
+    if count > 1 and ragged_m:
         mask = f", mask=(tile.arange({bm}) + m0 < {m})[:, None]"
     row = _plus(f"z * {m}", "m0") if count > 1 else "m0"
     for out in group.outputs:
@@ -298,16 +304,46 @@ def matmul(group: Group, name: str) -> Source:
             value = f"{value}.astype({out.dtype.name})"
         dst = em.arg(out, flat=False, written=True)
         em.emit(f"tile.store_block({dst}, ({row}, n0), {value}{mask})", 1)
+    if tuned:
+        space = tile_space(shape_attr, m, n, k)
+        return em.source(_tuned_decorator(space), _tuned_grid(m, n, count))
     grid = (-(-m // bm), -(-n // bn)) + ((count,) if count > 1 else ())
-    tiles = 3 * bm * bn * 4 + (bm + bn) * bk * 4
-    shared = max(48, -(-tiles // 1024))
-    return em.source(f"@kernel(tile=(64,), shared={shared} * KiB)", grid)
+    return em.source(f"@kernel(tile=(64,), shared={shared_kib(bm, bn, bk)} * KiB)", grid)
 
 
-def _zero_past_k(em: _Emitter, name: str, batch_index: str, k: int, bk: int, dtype) -> None:
-    """Zero the rows of a loaded ``(BK, ·)`` block past ``k`` when they belong to the
-    next matrix of the batch (past the last one the load already reads zeros)."""
-    if batch_index != "0" and k % bk:
+def shared_kib(bm: int, bn: int, bk: int) -> int:
+    """Shared memory for a product's tiles (accumulator, epilogue, operands), in KiB."""
+    return max(48, -(-(3 * bm * bn * 4 + (bm + bn) * bk * 4) // 1024))
+
+
+def _tuned_decorator(space: dict) -> str:
+    return (
+        f"@autotune(space={space!r}, tile=(64,), prune=lambda c: c.BM * c.BN <= 8192, "
+        "shared=lambda c: shared_kib(c.BM, c.BN, c.BK) * KiB)"
+    )
+
+
+def _tuned_grid(m: int, n: int, count: int):
+    batch = (count,) if count > 1 else ()
+    return lambda c: (-(-m // c.BM), -(-n // c.BN), *batch)
+
+
+def tile_space(shape_attr, m: int, n: int, k: int) -> dict:
+    """The autotuner's space for ``tile_shape="auto"`` (block sizes up to the matrix's;
+    blocks of at most 8,192 results are kept), or the user's own (pairs of a name and
+    its candidates)."""
+    if shape_attr != "auto":
+        return {name: list(values) for name, values in shape_attr}
+    rows = [s for s in (32, 64, 128) if s <= max(32, _block(m, 128))]
+    cols = [s for s in (32, 64, 128) if s <= max(32, _block(n, 128))]
+    depth = [s for s in (32, 64) if s <= max(32, _block(k, 64))]
+    return {"BM": rows, "BN": cols, "BK": depth}
+
+
+def _zero_past_k(em: _Emitter, name: str, needed: bool, k: int, bk, dtype) -> None:
+    """Zero the rows of a loaded ``(BK, ·)`` block past ``k`` when they may belong to
+    the next matrix of the batch (past the last one the load already reads zeros)."""
+    if needed:
         keep = f"(tile.arange({bk}) + k0 < {k})[:, None]"
         em.emit(f"{name} = tile.where({keep}, {name}, tile.zeros(({bk}, 1), {dtype.name}))", 2)
 

@@ -14,9 +14,10 @@ import threading
 
 from .. import dtypes as D
 from .. import tile as tile_module
+from ..autotune import Autotuned, autotune
 from ..kernel.kernel import Kernel, kernel
 from ..tile import group_id
-from .codegen import Source
+from .codegen import Source, shared_kib
 from .philox import philox_uniform
 
 _NAMESPACE = {
@@ -24,6 +25,8 @@ _NAMESPACE = {
     "tile": tile_module,
     "group_id": group_id,
     "kernel": kernel,
+    "autotune": autotune,
+    "shared_kib": shared_kib,
     "mut": D.mut,
     "KiB": D.KiB,
     "philox_uniform": philox_uniform,
@@ -33,7 +36,7 @@ _kernels: dict[str, Kernel] = {}
 _lock = threading.Lock()
 
 
-def define(source: Source) -> Kernel:
+def define(source: Source) -> Kernel | Autotuned:
     """The kernel of ``source`` (made once per distinct text)."""
     with _lock:
         made = _kernels.get(source.text)
