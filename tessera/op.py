@@ -168,13 +168,29 @@ def _run(fn, eps, *args):
 
 
 def layernorm(x, w, b, eps=1e-5):
-    """``(x - mean) / sqrt(var + eps) * w + b`` over the last axis (biased variance)."""
+    """``(x - mean) / sqrt(var + eps) * w + b`` over the last axis (biased variance).
+
+    With ``w`` and ``b`` vectors along that axis (the usual case) it is one kernel, one
+    lane per row; other broadcasts run as the ops that define it."""
+    if _vectors_along_last_axis(x, w, b):
+        return _apply("layernorm", [x, w, b], {"eps": float(eps)})
     return _run(_layernorm, eps, x, w, b)
 
 
 def rmsnorm(x, w, eps=1e-6):
-    """``x / sqrt(mean(x ** 2) + eps) * w`` over the last axis."""
+    """``x / sqrt(mean(x ** 2) + eps) * w`` over the last axis (one kernel when ``w`` is a
+    vector along it)."""
+    if _vectors_along_last_axis(x, w):
+        return _apply("rmsnorm", [x, w], {"eps": float(eps)})
     return _run(_rmsnorm, eps, x, w)
+
+
+def _vectors_along_last_axis(x, *params) -> bool:
+    shape = getattr(x, "shape", ())
+    return bool(shape) and all(
+        getattr(p, "shape", None) == tuple(shape[-1:]) and getattr(p, "dtype", None) == x.dtype
+        for p in params
+    )
 
 
 __all__ = [

@@ -108,6 +108,32 @@ def test_layernorm_and_rmsnorm_match_numpy(target, rng):
     np.testing.assert_allclose(op.rmsnorm(x, w), rms, rtol=1e-5, atol=1e-5)
 
 
+def test_a_normalisation_is_one_launch_with_the_bits_of_its_defining_ops(target, rng):
+    x = rng.standard_normal((3, 6, 40)).astype(np.float32)
+    w, b = rng.standard_normal((2, 40)).astype(np.float32)
+
+    @graph.module("layernorm_by_ops")
+    def by_ops(x, w, b):
+        mu = op.mean(x, axis=-1, keepdims=True)
+        d = x - mu
+        return d / op.sqrt(op.mean(d * d, axis=-1, keepdims=True) + 1e-5) * w + b
+
+    before = launches()
+    y = op.layernorm(x, w, b)
+    assert launches() - before == 1
+    np.testing.assert_array_equal(y, by_ops(x, w, b))
+    rms = x / op.sqrt(op.mean(x * x, axis=-1, keepdims=True) + 1e-6) * w
+    np.testing.assert_array_equal(op.rmsnorm(x, w), rms)
+
+
+def test_a_normalisation_with_broadcast_weights_runs_as_its_ops(rng):
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    w = rng.standard_normal((4, 1)).astype(np.float32)
+    mu = x.mean(-1, keepdims=True)
+    want = (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + 1e-5) * w
+    np.testing.assert_allclose(op.layernorm(x, w, 0.0 * w), want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("shape", [(64, 32, 64), (100, 70, 90), (3, 5, 7)])
 def test_matmul_matches_numpy(target, rng, shape):
     m, k, n = shape

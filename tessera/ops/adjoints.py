@@ -116,10 +116,32 @@ def _rules(node: Node, g: Tensor, x: list, out: Tensor) -> list:
             _op(g, "matmul", [_op(g, "transpose", [ds]), a]),
             _op(g, "matmul", [_op(g, "transpose", [p]), g]),
         ]
+    if op in ("layernorm", "rmsnorm"):
+        return _norm_rule(node, g, x)
     if op == "softmax":
         inner = _op(g, "sum", [g * out], axis=len(out.shape) - 1, keepdims=True)
         return [out * (g - inner)]
     return [None] * len(x)  # comparisons and eq: no gradient
+
+
+def _norm_rule(node: Node, g: Tensor, x: list) -> list:
+    """layernorm: with x̂ = (x - μ)·r and g' = g·w, dx = r·(g' - mean(g') - x̂·mean(g'·x̂));
+    rmsnorm: dx = r·g' - x·r³·mean(g'·x). The statistics are recomputed from ``x``."""
+    a, w = x[0], x[1]
+    last = len(a.shape) - 1
+
+    def mean(t: Tensor) -> Tensor:
+        return _op(t, "mean", [t], axis=last, keepdims=True)
+
+    eps = node.attrs["eps"]
+    gw = g * w
+    if node.op == "layernorm":
+        d = a - mean(a)
+        r = 1.0 / _op(g, "sqrt", [mean(d * d) + eps])
+        xhat = d * r
+        return [r * (gw - mean(gw) - xhat * mean(gw * xhat)), g * xhat, g]
+    r = 1.0 / _op(g, "sqrt", [mean(a * a) + eps])
+    return [r * gw - a * (r * r * r) * mean(gw * a), g * a * r]
 
 
 def backward(tracer: Tracer, result: Tensor, wrt: list[Tensor]) -> list[Tensor]:

@@ -205,6 +205,43 @@ def softmax(group: Group, name: str) -> Source:
     return em.source("@kernel", (max(rows, 1),))
 
 
+def norm(group: Group, name: str) -> Source:
+    """layernorm / rmsnorm in one kernel, one lane per row: the row's sums (f64, in
+    index order, rounded once, as ``op.mean``), then every element. Rounding follows the
+    ops the normalisation is defined by step for step, so f32 and f64 give the bits of
+    the composite; f16/bf16 compute in f32 and round once."""
+    em = _Emitter(group, name)
+    node = group.head
+    x, *params = node.inputs
+    length, rows = node.shape[-1], math.prod(node.shape[:-1])
+    ct = "f64" if node.dtype == D.f64 else "f32"
+    px = em.arg(x, flat=True)
+    pw = [em.arg(p, flat=True) for p in params]
+    py = em.arg(node, flat=True, written=True)
+    em.emit("r = tile.linear_id()", 1)
+    em.emit(f"if r < {rows}:", 1)
+    em.emit(f"base = r * {length}", 2)
+    if node.op == "layernorm":
+        em.emit("s = f64(0)", 2)
+        em.emit(f"for j in range({length}):", 2)
+        em.emit(f"s = s + f64({ct}({px}[base + j]))", 3)
+        em.emit(f"mu = {ct}(s / f64({length}))", 2)
+        centred = f"({ct}({px}[base + j]) - mu)"
+    else:
+        centred = f"{ct}({px}[base + j])"
+    em.emit("v = f64(0)", 2)
+    em.emit(f"for j in range({length}):", 2)
+    em.emit(f"d = {centred}", 3)
+    em.emit("v = v + f64(d * d)", 3)
+    em.emit(f"sd = math.sqrt({ct}(v / f64({length})) + {ct}({float(node.attrs['eps'])!r}))", 2)
+    em.emit(f"for j in range({length}):", 2)
+    y = f"{centred} / sd * {ct}({pw[0]}[j])"
+    if node.op == "layernorm":
+        y = f"{y} + {ct}({pw[1]}[j])"
+    em.emit(f"{py}[base + j] = {node.dtype.name}({y})", 3)
+    return em.source("@kernel", (max(rows, 1),))
+
+
 def transpose(group: Group, name: str) -> Source:
     """One lane per element; a batch of matrices is transposed matrix by matrix."""
     em = _Emitter(group, name)
@@ -417,6 +454,7 @@ LOWER = {
     "reduce": reduce,
     "softmax": softmax,
     "transpose": transpose,
+    "norm": norm,
     "matmul": matmul,
     "attention": attention,
 }

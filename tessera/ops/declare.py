@@ -103,7 +103,21 @@ _declare(
     OpDecl("max", "reduce", 1, doc="max along an axis (or all)"),
     OpDecl("min", "reduce", 1, doc="min along an axis (or all)"),
     OpDecl("softmax", "softmax", 1, doc="exp(x - max) / sum along the last axis", floats_only=True),
-    OpDecl("transpose", "transpose", 1, doc="the transpose of a 2-d array"),
+    OpDecl("transpose", "transpose", 1, doc="the last two dims swapped"),
+    OpDecl(
+        "layernorm",
+        "norm",
+        3,
+        doc="(x - mean) / sqrt(var + eps) * w + b along the last axis, one lane per row",
+        floats_only=True,
+    ),
+    OpDecl(
+        "rmsnorm",
+        "norm",
+        2,
+        doc="x / sqrt(mean(x ** 2) + eps) * w along the last axis, one lane per row",
+        floats_only=True,
+    ),
     OpDecl(
         "attention",
         "attention",
@@ -177,6 +191,19 @@ def matmul_type(a, b) -> tuple[tuple[int, ...], D.DType]:
         raise RuleError(f"takes f16, bf16 or f32 arrays, not {a.dtype.name}")
     batch = broadcast(a.shape[:-2], b.shape[:-2])
     return (*batch, a.shape[-2], b.shape[-1]), a.dtype
+
+
+def norm_type(x, *params) -> tuple[tuple[int, ...], D.DType]:
+    """A normalisation's weights (and bias) are vectors along ``x``'s last axis."""
+    if not x.shape:
+        raise RuleError("normalises along the last axis of an array, not a number")
+    for p in params:
+        if p.shape != x.shape[-1:] or p.dtype != x.dtype:
+            raise RuleError(
+                f"takes weights of shape {x.shape[-1:]} and dtype {x.dtype.name}, not "
+                f"{p.dtype.name}{list(p.shape)}"
+            )
+    return x.shape, x.dtype
 
 
 def attention_type(q, k, v) -> tuple[tuple[int, ...], D.DType]:

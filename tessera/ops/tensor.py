@@ -114,6 +114,8 @@ def _rule(decl, values, attrs) -> tuple[tuple[int, ...], DType]:
         return declare.attention_type(*values)
     if decl.floats_only and not x.dtype.is_float:
         raise RuleError(f"takes float arrays, not {x.dtype.name}")
+    if decl.kind == "norm":
+        return declare.norm_type(*values)
     if decl.kind == "reduce":
         attrs["axis"] = declare.normalise_axis(attrs["axis"], len(x.shape))
         return declare.reduce_type(x, attrs["axis"], attrs["keepdims"]), x.dtype
