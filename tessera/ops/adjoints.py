@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+from .. import dtypes as D
 from ..errors import TesseraError
 from .ir import Const, Node
 from .tensor import Tensor, Tracer
@@ -102,20 +103,14 @@ def _rules(node: Node, g: Tensor, x: list, out: Tensor) -> list:
     if op in ("max", "min"):
         hit = _op(g, "eq", [a, _spread(out, node, a.shape)])
         return [_op(g, "where", [hit, _spread(g, node, a.shape), 0.0])]
-    if op == "attention":  # recomputed: the probabilities were never stored
-        scale = node.attrs["scale"]
-        s = _op(g, "matmul", [a, _op(g, "transpose", [b])]) * scale
-        if node.attrs["causal"]:
-            s = _op(g, "causal", [s], cols=s.shape[1])
-        p = _op(g, "softmax", [s], axis=-1)
-        v = x[2]
-        dp = _op(g, "matmul", [g, _op(g, "transpose", [v])])
-        ds = p * (dp - _op(g, "sum", [dp * p], axis=1, keepdims=True)) * scale
-        return [
-            _op(g, "matmul", [ds, b]),
-            _op(g, "matmul", [_op(g, "transpose", [ds]), a]),
-            _op(g, "matmul", [_op(g, "transpose", [p]), g]),
-        ]
+    if op == "attention":  # flash backward: the probabilities are recomputed block by block
+        attrs = dict(node.attrs)
+        lse = _op(g, "attention_lse", [a, b], **attrs)
+        f32_g = g if g.dtype == D.f32 else _op(g, "cast", [g], dtype=D.f32)
+        f32_out = out if out.dtype == D.f32 else _op(out, "cast", [out], dtype=D.f32)
+        delta = _op(g, "sum", [f32_g * f32_out], axis=1, keepdims=False)
+        inputs = [a, b, x[2], g, lse, delta]
+        return [_op(g, f"attention_{part}", inputs, **attrs) for part in ("dq", "dk", "dv")]
     if op in ("layernorm", "rmsnorm"):
         return _norm_rule(node, g, x)
     if op == "softmax":

@@ -449,6 +449,122 @@ def attention(group: Group, name: str) -> Source:
     return em.source("@kernel(tile=(64,), shared=64 * KiB)", (-(-n // bm),))
 
 
+def _scores(em: _Emitter, node: Node, bm: int, bn: int, depth: int) -> None:
+    """``s`` = the scaled scores of query block ``m0`` and key block ``n0``, masked to -inf
+    past the keys' end and, when causal, above the diagonal."""
+    keys = node.inputs[1].shape[0]
+    em.emit(f"s = tile.dot(qb, kb.T) * {float(node.attrs['scale'])!r}", depth)
+    cols = f"(tile.arange({bn}) + n0)[None, :]"
+    if node.attrs.get("causal"):
+        rows = f"(tile.arange({bm}) + m0)[:, None]"
+        em.emit(f"s = tile.where(({cols} <= {rows}) & ({cols} < {keys}), s, -math.inf)", depth)
+    elif keys % bn:
+        em.emit(f"s = tile.where({cols} < {keys}, s, -math.inf)", depth)
+
+
+def _backward_block(n: int, keys: int) -> int:
+    """The backward kernels' square block: 32, or 16 for short sequences (a tile kernel's
+    compile time grows with its blocks, and short sequences gain nothing from 32)."""
+    return 16 if min(n, keys) < 128 else 32
+
+
+def attention_lse(group: Group, name: str) -> Source:
+    """Each query row's log-sum-exp of its scores (the forward's softmax statistics, kept
+    for the backward kernels: N numbers instead of N × M probabilities)."""
+    em = _Emitter(group, name)
+    node = group.head
+    q, k = node.inputs
+    n, d = q.shape
+    keys = k.shape[0]
+    bm = bn = _backward_block(n, keys)
+    cast = ".astype(f32)" if q.dtype in D.COMPUTED_IN_F32 else ""
+    pq, pk = em.arg(q, flat=False), em.arg(k, flat=False)
+    em.emit(f"m0 = group_id(0) * {bm}", 1)
+    em.emit(f"qb = tile.load_block({pq}, (m0, 0), ({bm}, {d})){cast}", 1)
+    em.emit(f"row_max = tile.full(({bm},), -math.inf, f32)", 1)
+    em.emit(f"row_sum = tile.zeros(({bm},), f32)", 1)
+    end = f"min({keys}, m0 + {bm})" if node.attrs.get("causal") else f"{keys}"
+    em.emit(f"for n0 in tile.range(0, {end}, {bn}):", 1)
+    em.emit(f"kb = tile.load_block({pk}, (n0, 0), ({bn}, {d})){cast}", 2)
+    _scores(em, node, bm, bn, 2)
+    em.emit("new_max = max(row_max, s.max(axis=1))", 2)
+    em.emit(
+        "row_sum = row_sum * math.exp(row_max - new_max)"
+        " + math.exp(s - new_max[:, None]).sum(axis=1)",
+        2,
+    )
+    em.emit("row_max = new_max", 2)
+    out = em.arg(node, flat=True, written=True)
+    em.emit(f"tile.store_block({out}, (m0,), row_max + math.log(row_sum))", 1)
+    return em.source("@kernel(tile=(64,), shared=64 * KiB)", (-(-n // bm),))
+
+
+def attention_grad(group: Group, name: str) -> Source:
+    """dq (one group per query block, over the key blocks) or dk / dv (one group per key
+    block, over the query blocks), recomputing each block's probabilities from the row
+    log-sum-exp: ``p = exp(s - lse)``, ``ds = p · (g vᵀ - delta) · scale`` with ``delta``
+    each row's ``g · out``. Nothing of size N × M is stored."""
+    em = _Emitter(group, name)
+    node = group.head
+    q, k, v, g, lse, delta = node.inputs
+    n, d = q.shape
+    keys, dv = k.shape[0], v.shape[1]
+    bm = bn = _backward_block(n, keys)
+    causal = node.attrs.get("causal")
+    cast = ".astype(f32)" if q.dtype in D.COMPUTED_IN_F32 else ""
+    part = node.op.removeprefix("attention_")
+    pq, pk, pg = (em.arg(x, flat=False) for x in (q, k, g))
+    pv = em.arg(v, flat=False) if part != "dv" else None
+    plse = em.arg(lse, flat=True)
+    pdelta = em.arg(delta, flat=True) if part != "dv" else None
+    width = {"dq": d, "dk": d, "dv": dv}[part]
+
+    def load_queries(depth: int) -> None:
+        em.emit(f"qb = tile.load_block({pq}, (m0, 0), ({bm}, {d})){cast}", depth)
+        em.emit(f"gb = tile.load_block({pg}, (m0, 0), ({bm}, {dv})){cast}", depth)
+        em.emit(f"lb = tile.load_block({plse}, (m0,), ({bm},))", depth)
+        if pdelta is not None:
+            em.emit(f"db = tile.load_block({pdelta}, (m0,), ({bm},))", depth)
+
+    def load_keys(depth: int) -> None:
+        em.emit(f"kb = tile.load_block({pk}, (n0, 0), ({bn}, {d})){cast}", depth)
+        if pv is not None:
+            em.emit(f"vb = tile.load_block({pv}, (n0, 0), ({bn}, {dv})){cast}", depth)
+
+    def probabilities(depth: int) -> None:
+        _scores(em, node, bm, bn, depth)
+        em.emit("p = math.exp(s - lb[:, None])", depth)
+        if part != "dv":
+            scale = float(node.attrs["scale"])
+            em.emit(f"ds = p * (tile.dot(gb, vb.T) - db[:, None]) * {scale!r}", depth)
+
+    if part == "dq":
+        em.emit(f"m0 = group_id(0) * {bm}", 1)
+        load_queries(1)
+        em.emit(f"acc = tile.zeros(({bm}, {width}), f32)", 1)
+        end = f"min({keys}, m0 + {bm})" if causal else f"{keys}"
+        em.emit(f"for n0 in tile.range(0, {end}, {bn}):", 1)
+        load_keys(2)
+        probabilities(2)
+        em.emit("acc = tile.dot(ds, kb, acc)", 2)
+        origin, grid = "(m0, 0)", (-(-n // bm),)
+    else:
+        em.emit(f"n0 = group_id(0) * {bn}", 1)
+        load_keys(1)
+        em.emit(f"acc = tile.zeros(({bn}, {width}), f32)", 1)
+        start = f"(n0 // {bm}) * {bm}" if causal else "0"  # causal: no query before the key
+        em.emit(f"for m0 in tile.range({start}, {n}, {bm}):", 1)
+        load_queries(2)
+        probabilities(2)
+        em.emit(
+            "acc = tile.dot(p.T, gb, acc)" if part == "dv" else "acc = tile.dot(ds.T, qb, acc)", 2
+        )
+        origin, grid = "(n0, 0)", (-(-keys // bn),)
+    out = "acc" if node.dtype == D.f32 else f"acc.astype({node.dtype.name})"
+    em.emit(f"tile.store_block({em.arg(node, flat=False, written=True)}, {origin}, {out})", 1)
+    return em.source("@kernel(tile=(64,), shared=64 * KiB)", grid)
+
+
 LOWER = {
     "elementwise": elementwise,
     "reduce": reduce,
@@ -457,4 +573,6 @@ LOWER = {
     "norm": norm,
     "matmul": matmul,
     "attention": attention,
+    "attention_lse": attention_lse,
+    "attention_grad": attention_grad,
 }

@@ -125,6 +125,11 @@ _declare(
         doc="softmax(q @ k.T * scale [causal mask]) @ v in one flash-attention kernel",
     ),
     OpDecl("reshape", "reshape", 1, doc="the same elements in another shape (row-major)"),
+    # the flash-attention backward (made by attention's adjoint): O(N·d) memory
+    OpDecl("attention_lse", "attention_lse", 2, doc="log-sum-exp of each row's scores"),
+    OpDecl("attention_dq", "attention_grad", 6, doc="d loss / d q, key block by key block"),
+    OpDecl("attention_dk", "attention_grad", 6, doc="d loss / d k, query block by query block"),
+    OpDecl("attention_dv", "attention_grad", 6, doc="d loss / d v, query block by query block"),
 )
 
 
@@ -191,6 +196,14 @@ def matmul_type(a, b) -> tuple[tuple[int, ...], D.DType]:
         raise RuleError(f"takes f16, bf16 or f32 arrays, not {a.dtype.name}")
     batch = broadcast(a.shape[:-2], b.shape[:-2])
     return (*batch, a.shape[-2], b.shape[-1]), a.dtype
+
+
+def attention_grad_type(op: str, q, k, v=None, *rest) -> tuple[tuple[int, ...], D.DType]:
+    """The backward kernels' results: the row statistics, or the gradient of one input."""
+    if op == "attention_lse":
+        return (q.shape[0],), D.f32
+    grad_of = {"attention_dq": q, "attention_dk": k, "attention_dv": v}[op]
+    return grad_of.shape, grad_of.dtype
 
 
 def norm_type(x, *params) -> tuple[tuple[int, ...], D.DType]:

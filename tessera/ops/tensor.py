@@ -112,6 +112,8 @@ def _rule(decl, values, attrs) -> tuple[tuple[int, ...], DType]:
         return declare.matmul_type(x, values[1])
     if decl.kind == "attention":
         return declare.attention_type(*values)
+    if decl.kind in ("attention_lse", "attention_grad"):
+        return declare.attention_grad_type(decl.name, *values)
     if decl.floats_only and not x.dtype.is_float:
         raise RuleError(f"takes float arrays, not {x.dtype.name}")
     if decl.kind == "norm":
