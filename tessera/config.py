@@ -299,7 +299,7 @@ def warn_once(key: str, message: str) -> None:
         if key in _warned:
             return
         _warned.add(key)
-    log.warning(message)
+    log.warning(message, extra={"shown_as_warning": True})
     warnings.warn(message, SettingWarning, stacklevel=4)
 
 
