@@ -100,3 +100,18 @@ def test_a_replay_that_does_not_reproduce_says_so_and_fails(tmp_path):
 def test_pack_repro_of_a_directory_without_captures_explains(tmp_path):
     result = _tessera("pack-repro", str(tmp_path), "-o", "x.zip", cwd=tmp_path)
     assert result.returncode == 2 and "holds no crash capture" in result.stderr
+
+
+def test_the_python_examples_of_the_observability_guide_run(tmp_path):
+    guide = open(os.path.join(ROOT, "docs", "observability.md")).read()
+    blocks = [b.split("```", 1)[0] for b in guide.split("```python\n")[1:]]
+    assert len(blocks) == 2
+    for number, code in enumerate(blocks):
+        script = tmp_path / f"example{number}.py"
+        script.write_text(code)
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        result = subprocess.run(
+            [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, timeout=300
+        )
+        assert result.returncode == 0, result.stderr
+    assert list((tmp_path / "captures").glob("*-double/outputs.npz"))

@@ -88,7 +88,7 @@ def capture(error: BaseException, kernel=None, grid=None, args=None, outputs=Non
     (folder / "settings.json").write_text(json.dumps(rows, indent=1) + "\n")
     (folder / "versions.json").write_text(json.dumps(versions(), indent=1) + "\n")
     (folder / "log.txt").write_text("\n".join(log.tail()) + "\n")
-    log.LOGGER.warning("crash capture of %s written to %s", what, folder)
+    log.LOGGER.warning("capture of %s written to %s", what, folder)
     return folder
 
 
