@@ -4,6 +4,7 @@ not captured."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -169,3 +170,20 @@ def test_a_clean_exit_leaves_no_fatal_signal_file(tmp_path):
     env = dict(os.environ, TESSERA_CRASH_DIR=str(tmp_path), PYTHONPATH=ROOT)
     subprocess.run([sys.executable, "-c", "import tessera"], env=env, check=True, timeout=120)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_config_failing_in_an_autotune_sweep_is_a_table_row_not_a_capture(
+    tmp_path, cache_dir, caplog
+):
+    def copy_shifted(x: f32[n], y: mut[f32[n]]):
+        i = tile.linear_id()
+        y[i] = x[i + OFF]  # noqa: F821 - OFF is the tuned constant
+
+    tuned = tessera.kernel.autotune(space=dict(OFF=[1, 0]))(copy_shifted)
+    x, y = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    with caplog.at_level(logging.INFO, logger="tessera"):
+        with tessera.config(target="debug", crash_dir=str(tmp_path / "crashes")):
+            tuned[8](x, y)
+    np.testing.assert_array_equal(y, x)
+    assert not (tmp_path / "crashes").exists()
+    assert "autotune copy_shifted: OFF=0 won a sweep of 2 configs" in caplog.text

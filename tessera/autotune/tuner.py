@@ -209,7 +209,7 @@ class Autotuned:
         instead = "using the first config that compiles" if mode == "off" else "tuning again"
         config = self.stored_winner(entry, instead)
         if config is not None:
-            log.info("autotune %s: %s, the cached winner for %s", self.name, config, key)
+            log.info("autotune %s: %s, the cached winner", self.name, config)
             return config
         if mode == "off":
             first = next(c for c in self.configs if isinstance(self.kernel_for(c), Kernel))
@@ -219,13 +219,7 @@ class Autotuned:
             return first
         sweep = Sweep(self, grid, args)
         winner = sweep.run()
-        log.info(
-            "autotune %s: %s won a sweep of %d configs for %s",
-            self.name,
-            winner,
-            len(sweep.table),
-            key,
-        )
+        log.info("autotune %s: %s won a sweep of %d configs", self.name, winner, len(sweep.table))
         self.last_table = sweep.table
         store.save(self.name, key, dict(winner.items()), sweep.table)
         return winner
