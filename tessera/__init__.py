@@ -8,7 +8,7 @@ np.float32(1.5)
 See README.md for a first kernel and docs/language.md for the language.
 """
 
-from . import dist, graph, op, tile
+from . import dist, graph, observe, op, tile
 from .autotune import AutotuneError, autotune
 from .config import config
 from .decorators import kernel
@@ -107,6 +107,7 @@ __all__ = [
     "index_launch",
     "kernel",
     "mut",
+    "observe",
     "op",
     "reduce_max",
     "reduce_min",

@@ -1,5 +1,5 @@
-"""The ``tessera`` command: ``info``, ``demo``, ``cache list|clear``, ``tune SCRIPT`` and
-``bench``."""
+"""The ``tessera`` command: ``info``, ``demo``, ``cache list|clear``, ``tune SCRIPT``,
+``bench``, ``pack-repro`` and ``replay``."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ from pathlib import Path
 
 from . import demo
 from .autotune import store
-from .config import refresh
+from .config import CONFIG_ENV, refresh, report
+from .errors import TesseraError
 from .kernel import disk_cache
 from .kernel.targets import TARGETS
+from .observe import repro
 from .version import __version__
 from .world import find_mpiexec
 
@@ -46,6 +48,12 @@ def info(out=print) -> None:
         f"mpi       mpi4py {'installed' if mpi else 'not installed'}; "
         f"mpiexec {'at ' + mpiexec if mpiexec else 'not found'}"
     )
+    policy = os.environ.get(CONFIG_ENV)
+    out(f"settings  (from {CONFIG_ENV}={policy} and the environment)" if policy else "settings:")
+    rows = report()
+    width = max(len(name) for name, _, _ in rows)
+    for name, value, source in rows:
+        out(f"  {name:<{width}}  {value or '(empty)':<12}  {source}")
 
 
 def cache(action: str, out=print) -> int:
@@ -118,6 +126,17 @@ def tune(script: str, script_args: list[str]) -> int:
     return 0
 
 
+def pack_repro(source: str, output: str, script_args: list[str]) -> int:
+    """``tessera pack-repro (CRASH_DIR | SCRIPT) -o repro.zip``."""
+    try:
+        written = repro.pack(Path(source), Path(output), script_args)
+    except TesseraError as error:
+        print(f"tessera pack-repro: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {written}; replay it with: tessera replay {written}")
+    return 0
+
+
 def _count(n: int, noun: str) -> str:
     plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
     return f"{n} {noun if n == 1 else plural}"
@@ -133,6 +152,7 @@ def _size(nbytes: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tessera", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"tessera {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="versions, threads and usable targets (cpu, debug, cuda)")
     sub.add_parser("demo", help="run the demo kernels, check them against NumPy, time them")
@@ -153,7 +173,20 @@ def main(argv: list[str] | None = None) -> int:
         "bench", help="run the benchmarks (python -m bench) from a source checkout"
     )
     bench_parser.add_argument("bench_args", nargs=argparse.REMAINDER)
+    pack_parser = sub.add_parser(
+        "pack-repro", help="zip a crash capture (TESSERA_CRASH_DIR) or a script's into a repro"
+    )
+    pack_parser.add_argument("source", help="a capture, a crash directory or a script to run")
+    pack_parser.add_argument("-o", "--output", default="repro.zip", help="the zip to write")
+    pack_parser.add_argument("script_args", nargs="*", help="the script's arguments (after --)")
+    replay_parser = sub.add_parser("replay", help="re-run a repro pack's launch here")
+    replay_parser.add_argument("pack", help="a repro zip (or an unpacked one)")
+    replay_parser.add_argument("--target", help="the target to run it on (default: recorded)")
     args = parser.parse_args(argv)
+    if args.command == "pack-repro":
+        return pack_repro(args.source, args.output, args.script_args)
+    if args.command == "replay":
+        return repro.replay(Path(args.pack), args.target)
     if args.command == "run":
         return run_ranks(args.n, args.script, args.script_args)
     if args.command == "bench":

@@ -10,12 +10,28 @@ block of code with :func:`config`, which is how tests scope them::
 from __future__ import annotations
 
 import contextlib
+import difflib
+import json
+import logging
 import os
 import threading
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .errors import SettingError
+from .errors import SettingError, SettingWarning
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: JSON policy files only
+    tomllib = None
+
+
+BOOLEANS = {("0", "1"): ("1", "0"), ("on", "off"): ("on", "off")}  # choices: (true, false)
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+LOG_LEVELS = ("", "WARNING", "INFO", "DEBUG")
+CONFIG_ENV = "TESSERA_CONFIG"  # a .toml or .json file of settings (environment overrides it)
+log = logging.getLogger("tessera")
 
 
 @dataclass(frozen=True)
@@ -25,6 +41,20 @@ class Setting:
     default: str
     choices: tuple[str, ...] | None
     doc: str
+    kind: str = "text"  # "int", "target"; a setting whose choices are BOOLEANS is a bool
+
+    @property
+    def accepted(self) -> str:
+        """The values this setting accepts, in words (for errors and warnings)."""
+        if self.choices in BOOLEANS:
+            return "1/0, true/false, yes/no or on/off (any case)"
+        if self.choices is not None:
+            return ", ".join(repr(c) if not c else c for c in self.choices)
+        return {
+            "int": "an integer",
+            "target": "auto or a target name",
+            "level": "info, debug, warning or nothing (any case)",
+        }.get(self.kind, "text")
 
 
 SETTINGS: dict[str, Setting] = {
@@ -35,7 +65,9 @@ SETTINGS: dict[str, Setting] = {
             "TESSERA_TARGET",
             "auto",
             None,  # the target registry checks the name (tessera/kernel/targets/)
-            "Target for launches: 'auto' picks from the arrays, or name one (cpu, debug, cuda).",
+            "Target for launches: 'auto' picks from the arrays, or name one (cpu, debug, cuda); "
+            "lower-cased, so 'Debug' is 'debug'.",
+            "target",
         ),
         Setting(
             "boundscheck",
@@ -60,6 +92,7 @@ SETTINGS: dict[str, Setting] = {
             None,
             "Launches with fewer lanes than this run on one core: starting the thread "
             "pool costs more than such a launch.",
+            "int",
         ),
         Setting(
             "cache",
@@ -94,6 +127,7 @@ SETTINGS: dict[str, Setting] = {
             None,
             "Compiled specialisations a kernel keeps in memory; past this the least "
             "recently launched one is dropped (the disk cache still has it).",
+            "int",
         ),
         Setting(
             "dump",
@@ -179,46 +213,215 @@ SETTINGS: dict[str, Setting] = {
             ("0", "1"),
             "1: reductions in collectives run in rank order, bitwise identical every run.",
         ),
+        Setting(
+            "log",
+            "TESSERA_LOG",
+            "",
+            None,
+            "info or debug: a handler on logger 'tessera' prints its records at that level "
+            "to stderr (compiles with their seconds, disk-cache hits and misses, autotune "
+            "decisions, collective timeouts); empty: Tessera adds no handler.",
+            "level",
+        ),
+        Setting(
+            "crash_dir",
+            "TESSERA_CRASH_DIR",
+            "",
+            None,
+            "A directory: a failed launch, a debug-target finding, a CollectiveTimeout or a "
+            "fatal signal writes a capture there (IR, metadata, arguments, settings, "
+            "versions, log tail) that `tessera pack-repro` turns into a repro pack.",
+        ),
+        Setting(
+            "crash_max_mb",
+            "TESSERA_CRASH_MAX_MB",
+            "64",
+            None,
+            "Megabytes of argument data a crash capture writes at most; past it only the "
+            "shapes and dtypes are kept.",
+            "int",
+        ),
     )
 }
 
 _overrides = threading.local()
 _active = [0]  # how many config() blocks are open in all threads
 _ints: dict[str, int] = {}
+_from_env: dict[
+    str, str
+] = {}  # values from the environment or file, read once (os.environ is slow)
+_sources: dict[str, str] = {}  # where each of those came from: default, file PATH, environment
+_file: dict[str, object] = {}  # TESSERA_CONFIG's settings, read once
+_loaded = [False]
+_warned: set[str] = set()
+_lock = threading.RLock()
 
 
-def _stack() -> list[dict[str, str]]:
-    if not hasattr(_overrides, "stack"):
-        _overrides.stack = []
-    return _overrides.stack
+def parse(setting: Setting, value: object) -> str:
+    """``value`` in the setting's canonical spelling, or a SettingError naming the setting
+    and what it accepts: booleans take 1/0, true/false, yes/no, on/off in any case;
+    choices and targets are lower-cased; ints must be integers."""
+    text = str(value).strip()
+    if isinstance(value, bool):
+        text = "1" if value else "0"
+    lowered = text.lower()
+    if setting.choices in BOOLEANS:
+        true, false = BOOLEANS[setting.choices]
+        if lowered in _TRUE:
+            return true
+        if lowered in _FALSE:
+            return false
+    elif setting.choices is not None:
+        if lowered in setting.choices:
+            return lowered
+        if setting.choices[:2] == ("on", "off") and lowered in _TRUE + _FALSE:
+            return "on" if lowered in _TRUE else "off"  # autotune: on, off or retune
+    elif setting.kind == "target":
+        return lowered
+    elif setting.kind == "level":
+        if text.upper() in LOG_LEVELS:
+            return text.upper()
+    elif setting.kind == "int":
+        try:
+            int(text)
+            return text
+        except ValueError:
+            pass
+    else:
+        return text
+    raise SettingError(f"{setting.env}={text!r} is not a valid value; it takes {setting.accepted}")
+
+
+def warn_once(key: str, message: str) -> None:
+    """A SettingWarning and a log record, once per process for each ``key``: a mistyped
+    setting must never be silently off, nor repeat on every launch."""
+    with _lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    log.warning(message, extra={"shown_as_warning": True})
+    warnings.warn(message, SettingWarning, stacklevel=4)
+
+
+def _load() -> None:
+    """Read TESSERA_CONFIG's file and look for TESSERA_* names no setting has (once)."""
+    with _lock:
+        if _loaded[0]:
+            return
+        _loaded[0] = True
+        _file.clear()
+        path = os.environ.get(CONFIG_ENV, "")
+        if path:
+            _file.update(_read_file(path))
+        known = {s.env for s in SETTINGS.values()} | {CONFIG_ENV}
+        names = ", ".join(sorted(known))
+        for env in sorted(os.environ):
+            if env.startswith("TESSERA_") and env not in known:
+                close = difflib.get_close_matches(env, known, 1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                warn_once(
+                    env, f"{env} is not a Tessera setting (ignored); {hint}the settings are {names}"
+                )
+
+
+def _read_file(path: str) -> dict[str, object]:
+    """The settings of a .toml or .json policy file, by setting name (its top level, or a
+    ``[tessera]`` table); a file that cannot be read or an unknown name warns."""
+    try:
+        if path.endswith(".json"):
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        elif tomllib is None:
+            raise ValueError("reading TOML needs Python 3.11 (tomllib); use a .json file")
+        else:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        if not isinstance(data, dict):
+            raise ValueError("its top level must be a table of settings")
+    except (OSError, ValueError) as exc:
+        warn_once(path, f"{CONFIG_ENV}={path!r} cannot be read ({exc}); it is ignored")
+        return {}
+    if isinstance(data.get("tessera"), dict):
+        data = data["tessera"]
+    out = {}
+    for key, value in data.items():
+        name = key.lower().removeprefix("tessera_")
+        if name in SETTINGS:
+            out[name] = value
+        else:
+            warn_once(
+                f"{path}:{key}",
+                f"{path}: {key!r} is not a Tessera setting (ignored); the settings are "
+                f"{', '.join(sorted(SETTINGS))}",
+            )
+    return out
+
+
+def _resolve(name: str) -> tuple[str, str]:
+    """(value, source) from the environment, else the file, else the default; a value a
+    setting cannot take warns once and the next source decides."""
+    _load()
+    setting = SETTINGS[name]
+    candidates = [
+        ("environment", os.environ.get(setting.env)),
+        (f"file {os.environ.get(CONFIG_ENV)}", _file.get(name)),
+    ]
+    for source, raw in candidates:
+        if raw is None:
+            continue
+        try:
+            return parse(setting, raw), source
+        except SettingError as error:
+            where = "" if source == "environment" else f" (in {source[5:]})"
+            warn_once(f"{setting.env}={raw!r}", f"{error}{where}; it is ignored")
+    return setting.default, "default"
 
 
 def get(name: str) -> str:
-    """The current value of setting ``name`` (override, then environment, then default)."""
+    """The current value of setting ``name`` (override, then environment, then file, then
+    default)."""
     if _active[0]:  # some thread has overrides: look at this thread's
         for frame in reversed(_stack()):
             if name in frame:
                 return frame[name]
     value = _from_env.get(name)
     if value is None:
-        setting = SETTINGS[name]
-        value = os.environ.get(setting.env, setting.default)
-        if setting.choices is not None and value not in setting.choices:
-            raise SettingError(
-                f"{setting.env}={value!r} is not a valid value; choose one of "
-                f"{', '.join(setting.choices)}"
-            )
+        value, source = _resolve(name)
+        _sources[name] = source
         _from_env[name] = value
     return value
 
 
-_from_env: dict[str, str] = {}  # environment values, read once: os.environ is slow to query
+def source(name: str) -> str:
+    """Where setting ``name``'s current value comes from: ``default``, ``file PATH``,
+    ``environment`` or ``config()`` (a scope in this thread)."""
+    if _active[0] and any(name in frame for frame in _stack()):
+        return "config()"
+    get(name)
+    return _sources[name]
+
+
+def report() -> list[tuple[str, str, str]]:
+    """Every setting as (environment name, value, source), for ``tessera info`` and crash
+    captures."""
+    return [(s.env, get(name), source(name)) for name, s in SETTINGS.items()]
 
 
 def refresh() -> None:
-    """Re-read the ``TESSERA_*`` environment variables (they are read once, at first use)."""
-    _from_env.clear()
-    _launch_cache.clear()
+    """Re-read the ``TESSERA_*`` environment variables and TESSERA_CONFIG's file (they are
+    read once, at first use); a problem found again warns again."""
+    with _lock:
+        _from_env.clear()
+        _sources.clear()
+        _launch_cache.clear()
+        _loaded[0] = False
+        _warned.clear()
+
+
+def _stack() -> list[dict[str, str]]:
+    if not hasattr(_overrides, "stack"):
+        _overrides.stack = []
+    return _overrides.stack
 
 
 _launch_cache: list[tuple[str, bool, int]] = []
@@ -238,26 +441,25 @@ def launch_settings() -> tuple[str, bool, int]:
 def get_int(name: str) -> int:
     value = get(name)
     cached = _ints.get(value)
-    if cached is not None:
-        return cached
-    try:
-        _ints[value] = int(value)
-        return _ints[value]
-    except ValueError:
-        raise SettingError(f"{SETTINGS[name].env}={value!r} is not an integer") from None
+    if cached is None:
+        cached = _ints[value] = int(value)  # parse() let only integers through
+    return cached
 
 
 @contextlib.contextmanager
 def config(**settings: object) -> Iterator[None]:
-    """Override settings inside a ``with`` block (thread-local)."""
+    """Override settings inside a ``with`` block (thread-local); values are parsed as the
+    environment's are (``boundscheck=True`` is ``"1"``), and a bad one is a SettingError."""
     frame: dict[str, str] = {}
     for name, value in settings.items():
         if name not in SETTINGS:
             raise SettingError(f"unknown Tessera setting {name!r}; known: {sorted(SETTINGS)}")
-        choices = SETTINGS[name].choices
-        if choices is not None and str(value) not in choices:
-            raise SettingError(f"setting {name}={value!r} must be one of {choices}")
-        frame[name] = str(value)
+        try:
+            frame[name] = parse(SETTINGS[name], value)
+        except SettingError:
+            raise SettingError(
+                f"tessera.config({name}={value!r}): it takes {SETTINGS[name].accepted}"
+            ) from None
     _stack().append(frame)
     _active[0] += 1
     try:

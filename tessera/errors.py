@@ -207,3 +207,9 @@ class AutotuneError(TesseraError):
 class SettingError(TesseraError, ValueError):
     """A ``TESSERA_*`` setting (environment or ``tessera.config``) has a value it cannot
     take."""
+
+
+class SettingWarning(TesseraWarning):
+    """A ``TESSERA_*`` setting (environment or TESSERA_CONFIG's file) that Tessera does not
+    know, or a value it cannot take: said once, naming the accepted values, and the setting
+    keeps its default."""

@@ -15,6 +15,7 @@ answers other ranks' questions about how far this process has come), and
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -22,6 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from . import failures
 from .config import get as setting
 from .errors import TesseraError
 
@@ -33,6 +35,7 @@ POLL_SLEEP_S = 0.0005
 QUICK_POLLS = 32
 NEVER = "off"  # TESSERA_COLLECTIVE_TIMEOUT=off (or 0): wait for ever
 
+log = logging.getLogger("tessera")
 _idle_hooks: list[Callable[[], None]] = []
 waiting_on: list[str] = []  # what this process is waiting on, innermost last
 
@@ -74,7 +77,10 @@ def wait(
             else:
                 os.sched_yield()
             if waited > timeout:
-                raise on_timeout(timeout)
+                error = on_timeout(timeout)
+                log.error("%s", error)
+                failures.report(error)
+                raise error
     finally:
         waiting_on.pop()
 

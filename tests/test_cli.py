@@ -6,6 +6,9 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+import tessera
 from tessera.cli import main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,3 +52,25 @@ def test_tune_prints_the_table_of_every_sweep(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "autotune add_into:" in result.stderr and "<- winner" in result.stderr
+
+
+def test_info_lists_every_setting_with_where_its_value_came_from():
+    env = dict(os.environ, TESSERA_TARGET="Debug", PYTHONPATH=os.path.dirname(HERE))
+    result = subprocess.run(
+        [sys.executable, "-m", "tessera.cli", "info"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    rows = {ln.split()[0]: ln.split()[1:] for ln in result.stdout.splitlines() if "TESSERA_" in ln}
+    assert rows["TESSERA_TARGET"] == ["debug", "environment"]
+    assert rows["TESSERA_TRACEBACK"] == ["short", "default"]
+    assert len(rows) >= 20
+
+
+def test_version_prints_the_package_version(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"tessera {tessera.__version__}"

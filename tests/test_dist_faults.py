@@ -65,3 +65,12 @@ def test_a_rank_that_dies_ends_the_job(tmp_path):
     assert result.returncode != 0
     assert (tmp_path / "rank1.txt").read_text() == "dying"
     assert took < 60
+
+
+def test_a_collective_timeout_is_captured_under_a_crash_directory(tmp_path):
+    crashes = tmp_path / "crashes"
+    run_faulty("skip", 4, tmp_path, FAULT_TIMEOUT="3", TESSERA_CRASH_DIR=str(crashes))
+    captured = sorted(p.name for p in crashes.glob("*-all_reduce-rank*"))
+    assert captured, list(crashes.iterdir()) if crashes.exists() else "no crash directory"
+    error = (crashes / captured[0] / "error.txt").read_text()
+    assert error.startswith("CollectiveTimeout: all_reduce #2 on axis 'x' timed out")

@@ -16,6 +16,7 @@ until ``min_reps`` and a time budget are both met, or ``max_reps``; the median d
 from __future__ import annotations
 
 import functools
+import logging
 import warnings
 from collections.abc import Callable
 
@@ -28,6 +29,8 @@ from . import store
 from .space import Config, expand, make_strategy, prune
 from .sweep import Sweep
 from .world import agree
+
+log = logging.getLogger("tessera")
 
 
 class Autotuned:
@@ -206,11 +209,17 @@ class Autotuned:
         instead = "using the first config that compiles" if mode == "off" else "tuning again"
         config = self.stored_winner(entry, instead)
         if config is not None:
+            log.info("autotune %s: %s, the cached winner", self.name, config)
             return config
         if mode == "off":
-            return next(c for c in self.configs if isinstance(self.kernel_for(c), Kernel))
+            first = next(c for c in self.configs if isinstance(self.kernel_for(c), Kernel))
+            log.info(
+                "autotune %s: %s, the first valid config (TESSERA_AUTOTUNE=off)", self.name, first
+            )
+            return first
         sweep = Sweep(self, grid, args)
         winner = sweep.run()
+        log.info("autotune %s: %s won a sweep of %d configs", self.name, winner, len(sweep.table))
         self.last_table = sweep.table
         store.save(self.name, key, dict(winner.items()), sweep.table)
         return winner

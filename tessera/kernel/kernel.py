@@ -12,10 +12,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import logging
 import math
+import time
 from collections.abc import Callable
 
-from .. import stats
+from .. import failures, stats
 from ..arrays import unwrap_dlpack
 from ..config import get as setting
 from ..config import launch_settings
@@ -32,6 +34,7 @@ from .targets.target import BuildOptions, Target
 _UNCHECKED, _CHECKED = BuildOptions(False), BuildOptions(True)
 _CHECK_GRID_FROM = 2**31  # grids with fewer lanes in all are within every target's limits
 MAX_GROUP_LANES = 2**16  # lanes of a group (docs/language.md); CUDA allows 1024 of them
+log = logging.getLogger("tessera")
 
 
 class Kernel:
@@ -140,6 +143,7 @@ class Kernel:
                     raise InternalError(self.name, exc, self.ir.loc) from exc
         except TesseraError as error:
             user_frames(error)
+            failures.report(error, kernel=self, grid=grid, args=args)  # crash capture
             raise
 
     @entry_point
@@ -169,6 +173,7 @@ class Kernel:
         if key is not None and same_target and setting("explain_recompile") == "1":
             explain_recompile(self.name, self.params, key[2], same_target)
         requested = stages.requested_dumps(self.dumpable()) if key is not None else []
+        start = time.perf_counter()
         with internal_errors(self.name, self.ir.loc):  # (the typer's: the statement's)
             spec = specialise(
                 self.ir,
@@ -178,6 +183,13 @@ class Kernel:
                 dump=dump | {s for s in requested if s in PASS_NAMES},
             )
             program = target.build(spec, len(grid), bound.key, options, bound.call_args)
+        log.debug(
+            "specialised kernel '%s' for %s in %.3f s (key %s)",
+            self.name,
+            target.name,
+            time.perf_counter() - start,
+            bound.key,
+        )
         if key is not None:
             self._cache.put(key, program)
             self._dump(target, program, spec, requested, bound, grid, options)

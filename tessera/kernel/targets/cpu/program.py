@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import math
+import time
 import types
 from pathlib import Path
 
@@ -37,6 +39,7 @@ JIT_OPTIONS = dict(nogil=True, error_model="numpy", fastmath=False, boundscheck=
 # statement is a loop over the elements) to pay for waking the thread pool, whatever the
 # lane count says (the parallel threshold counts lanes)
 HEAVY_TILE = 1024
+log = logging.getLogger("tessera")
 
 
 class CpuProgram:
@@ -64,6 +67,10 @@ class CpuProgram:
         """The variant's function: from the disk cache if there, else compiled (and stored)."""
         entry = self._disk_entry(parallel, args)
         payload = entry.read() if entry is not None else None
+        name, variant = self.spec.kir.name, "parallel" if parallel else "serial"
+        if entry is not None:
+            found = "hit" if payload is not None else "miss"
+            log.debug("disk cache %s: kernel '%s' (cpu, %s) %s", found, name, variant, entry.path)
         if payload is not None:
             try:
                 function = native.load(native.Image.from_bytes(payload), self.spec.kir.name)
@@ -73,7 +80,11 @@ class CpuProgram:
                 stats.bump("disk_cache_hits")
                 self._entries[parallel] = function
                 return function
+        log.info("compiling kernel '%s' for cpu (%s variant) with Numba", name, variant)
+        start = time.perf_counter()
         function, cres = self._compile(parallel, args)
+        seconds = time.perf_counter() - start
+        log.info("compiled kernel '%s' for cpu (%s variant) in %.2f s", name, variant, seconds)
         stats.bump("compiles")
         if entry is not None:
             image = native.image_of(cres)

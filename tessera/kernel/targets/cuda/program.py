@@ -8,6 +8,7 @@ GPU and without the simulator, the kernels still compile to PTX (NVVM) and to a 
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 
@@ -21,6 +22,8 @@ from . import runtime
 from .codegen import FLAT_BLOCK, CudaCodegen
 from .runtime import cuda_module, simulating
 from .streams import current_stream, note_gpu_work
+
+log = logging.getLogger("tessera")
 
 CUDA_STAGES = ("cuda", "ptx", "cubin")
 
@@ -141,6 +144,7 @@ class CudaProgram:
             jit_options = {} if self.simulated else {"launch_bounds": self.max_threads()}
             self._kernel = cuda_module().jit(self.python_function(), **jit_options)
             stats.bump("compiles")
+            log.info("kernel '%s' for cuda: numba-cuda compiles it at this launch", self.kir.name)
         blocks, threads = self.launch_shape(grid)
         cuda = cuda_module()
         # numba-cuda copies host arrays to the GPU and back after the launch. Read-only
