@@ -25,6 +25,7 @@ import numpy as np
 
 from .... import stats
 from ....errors import OutOfBoundsError
+from ....observers import stage
 from ... import disk_cache
 from ...ir import TileType
 from ...pipeline import Specialised
@@ -62,18 +63,24 @@ class CpuProgram:
 
     def _build(self, parallel: bool, args: tuple) -> object:
         """The variant's function: from the disk cache if there, else compiled (and stored)."""
+        name = self.spec.kir.name
+        variant = "parallel" if parallel else "serial"
         entry = self._disk_entry(parallel, args)
-        payload = entry.read() if entry is not None else None
-        if payload is not None:
-            try:
-                function = native.load(native.Image.from_bytes(payload), self.spec.kir.name)
-            except (native.NativeLoadError, ValueError, KeyError, TypeError) as exc:
-                entry.ignore(f"cannot be loaded: {exc}")
-            else:
-                stats.bump("disk_cache_hits")
-                self._entries[parallel] = function
-                return function
-        function, cres = self._compile(parallel, args)
+        with stage("cache load", name, variant=variant) as fields:
+            payload = entry.read() if entry is not None else None
+            fields["found"] = payload is not None
+            if payload is not None:
+                try:
+                    function = native.load(native.Image.from_bytes(payload), name)
+                except (native.NativeLoadError, ValueError, KeyError, TypeError) as exc:
+                    entry.ignore(f"cannot be loaded: {exc}")
+                    fields["found"] = False
+        if fields["found"]:
+            stats.bump("disk_cache_hits")
+            self._entries[parallel] = function
+            return function
+        with stage("compile", name, step="numba", variant=variant):
+            function, cres = self._compile(parallel, args)
         stats.bump("compiles")
         if entry is not None:
             image = native.image_of(cres)
