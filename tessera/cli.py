@@ -1,5 +1,5 @@
-"""The ``tessera`` command: ``info``, ``demo``, ``cache list|clear``, ``tune SCRIPT`` and
-``bench``."""
+"""The ``tessera`` command: ``info``, ``demo``, ``cache list|clear``, ``tune SCRIPT``,
+``bench``, ``trace merge`` and ``metrics summary``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from .autotune import store
 from .config import refresh
 from .kernel import disk_cache
 from .kernel.targets import TARGETS
+from .observe.metrics import summary as metrics_table
+from .observe.trace import merge as merge_traces
 from .version import __version__
 from .world import find_mpiexec
 
@@ -118,6 +120,27 @@ def tune(script: str, script_args: list[str]) -> int:
     return 0
 
 
+def trace_merge(paths: list[str], out: str) -> int:
+    """``tessera trace merge trace.rank*.json -o trace.json``: one timeline, a track per
+    rank."""
+    missing = [p for p in paths if not Path(p).is_file()]
+    if missing:
+        print(f"tessera trace merge: no such file: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    count = merge_traces(paths, out)
+    print(f"wrote {out}: {_count(count, 'event')} from {_count(len(paths), 'file')}")
+    return 0
+
+
+def metrics_summary(path: str) -> int:
+    """``tessera metrics summary FILE``: p50/p95 per kernel and collective."""
+    if not Path(path).is_file():
+        print(f"tessera metrics summary: no such file: {path}", file=sys.stderr)
+        return 2
+    print(metrics_table(path))
+    return 0
+
+
 def _count(n: int, noun: str) -> str:
     plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
     return f"{n} {noun if n == 1 else plural}"
@@ -153,7 +176,18 @@ def main(argv: list[str] | None = None) -> int:
         "bench", help="run the benchmarks (python -m bench) from a source checkout"
     )
     bench_parser.add_argument("bench_args", nargs=argparse.REMAINDER)
+    trace_parser = sub.add_parser("trace", help="Chrome traces (TESSERA_TRACE)")
+    trace_parser.add_argument("action", choices=("merge",), help="join per-rank trace files")
+    trace_parser.add_argument("files", nargs="+", help="trace.rank0.json trace.rank1.json ...")
+    trace_parser.add_argument("-o", "--output", required=True, help="the merged trace file")
+    metrics_parser = sub.add_parser("metrics", help="metrics files (TESSERA_METRICS)")
+    metrics_parser.add_argument("action", choices=("summary",), help="p50/p95 per kernel")
+    metrics_parser.add_argument("file", help="a .jsonl or .csv metrics file")
     args = parser.parse_args(argv)
+    if args.command == "trace":
+        return trace_merge(args.files, args.output)
+    if args.command == "metrics":
+        return metrics_summary(args.file)
     if args.command == "run":
         return run_ranks(args.n, args.script, args.script_args)
     if args.command == "bench":

@@ -68,6 +68,7 @@ class Span:
     fields: dict = field(default_factory=dict)
 
 
+BUILDING = ("compile", "cache load")  # making a program, not running it
 _compiling = threading.local()
 _compile_total = [0.0]  # seconds spent in outermost compile stages, for run_launch
 
@@ -117,20 +118,21 @@ def report(kind: str, name: str, start: float, **fields) -> None:
 
 @contextlib.contextmanager
 def stage(kind: str, name: str, **fields) -> Iterator[dict]:
-    """Report the block as a span (nothing when no observer listens). A "compile" block
-    that is not inside another is left out of the launch time it happens in. Yields the
-    fields, which the block may add to."""
+    """Report the block as a span (nothing when no observer listens). A compile or
+    cache-load block (:data:`BUILDING`) that is not inside another is left out of the
+    launch time it happens in. Yields the fields, which the block may add to."""
     if not OBSERVERS:
         yield fields
         return
-    outer = kind == "compile" and not getattr(_compiling, "depth", 0)
-    _compiling.depth = getattr(_compiling, "depth", 0) + (kind == "compile")
+    building = kind in BUILDING
+    outer = building and not getattr(_compiling, "depth", 0)
+    _compiling.depth = getattr(_compiling, "depth", 0) + building
     start = now()
     try:
         with entered(kind, name):
             yield fields
     finally:
-        _compiling.depth -= kind == "compile"
+        _compiling.depth -= building
         if outer:
             _compile_total[0] += now() - start
         report(kind, name, start, **fields)

@@ -13,7 +13,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from ..observers import LaunchRecord, Observer, Span, attach, detach
+from ..observers import BUILDING, LaunchRecord, Observer, Span, attach, detach
 from .measures import bytes_moved, flops
 
 
@@ -26,8 +26,8 @@ class Row:
     times: list[float] = field(default_factory=list)
     bytes: int = 0
     flops: float | None = None
-    compile_s: float = 0.0
-    cache_hits: int = 0  # launches whose program was in memory or on disk
+    compile_s: float = 0.0  # building programs: front end, codegen, Numba, disk-cache loads
+    cache_hits: int = 0  # launches whose program was in memory
     disk_loads: int = 0
 
     @property
@@ -109,12 +109,11 @@ class Profile(Observer):
             row = self._row("collective", record.name)
             row.times.append(record.seconds)
             row.bytes += record.fields.get("bytes", 0)
-        elif record.kind == "compile":
-            self._row("kernel", record.name).compile_s += record.seconds
-        elif record.kind == "cache load" and record.fields.get("found"):
+        elif record.kind in BUILDING:
             row = self._row("kernel", record.name)
-            row.disk_loads += 1
-            row.cache_hits += 1
+            row.compile_s += record.seconds
+            if record.kind == "cache load" and record.fields.get("found"):
+                row.disk_loads += 1
 
     def rows(self) -> list[Row]:
         """Kernels, then collectives, each by total time, longest first."""
