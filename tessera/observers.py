@@ -73,38 +73,53 @@ _compiling = threading.local()
 _compile_total = [0.0]  # seconds spent in outermost compile stages, for run_launch
 
 
+# what run_launch needs, worked out when observers come and go rather than per launch
+_listening: list[Observer] = []  # those with a launch hook
+_ranging: list[Observer] = []  # those that enter and leave (NVTX)
+_waiting = [False]  # some observer wants asynchronous launches waited for
+
+
 def attach(observer: Observer) -> None:
     with _lock:
         OBSERVERS.append(observer)
+        _update()
 
 
 def detach(observer: Observer) -> None:
     with _lock:
         if observer in OBSERVERS:
             OBSERVERS.remove(observer)
+        _update()
+
+
+def _update() -> None:
+    _listening[:] = [o for o in OBSERVERS if type(o).launch is not Observer.launch]
+    _ranging[:] = [o for o in OBSERVERS if type(o).enter is not Observer.enter]
+    _waiting[0] = any(o.synchronous for o in OBSERVERS)
 
 
 def run_launch(kernel, target, program, args: tuple, grid: tuple, parallel: bool, built: bool):
     """Run ``program`` as an observed launch: ranges entered, timed, reported."""
-    observers = tuple(OBSERVERS)
-    name, primitives = kernel.name, kernel.primitives
-    for o in observers:
-        o.enter("launch", name, primitives, target)
+    ranging = _ranging
+    if ranging:
+        for o in ranging:
+            o.enter("launch", kernel.name, kernel.primitives, target)
     compiled_before = _compile_total[0]
     start = now()
     try:
         program.run(args, grid, parallel)
-        if target.timed_with_events() and any(o.synchronous for o in observers):
+        if _waiting[0] and target.timed_with_events():
             target.synchronize()
         end = now()
     finally:
-        for o in reversed(observers):
-            o.leave()
+        if ranging:
+            for o in reversed(ranging):
+                o.leave()
     compiling = _compile_total[0] - compiled_before
     record = LaunchRecord(
         kernel, target, grid, args, start, end - start - compiling, built, compiling
     )
-    for o in observers:
+    for o in _listening:
         o.launch(record)
 
 
@@ -141,13 +156,13 @@ def stage(kind: str, name: str, **fields) -> Iterator[dict]:
 @contextlib.contextmanager
 def entered(kind: str, name: str) -> Iterator[None]:
     """Enter and leave the observers' ranges around a block (a collective's wait)."""
-    observers = tuple(OBSERVERS)
-    for o in observers:
+    ranging = tuple(_ranging)
+    for o in ranging:
         o.enter(kind, name, NO_PRIMITIVES, None)
     try:
         yield
     finally:
-        for o in reversed(observers):
+        for o in reversed(ranging):
             o.leave()
 
 

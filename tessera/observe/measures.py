@@ -20,6 +20,10 @@ import numpy as np
 from ..observers import LaunchRecord, now
 
 _SCALARS = (np.generic, int, float, bool)
+_SCALAR_TYPES = frozenset(
+    {int, float, bool, np.float16, np.float32, np.float64, np.int8, np.int16, np.int32}
+    | {np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_}
+)
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS")
 
@@ -29,8 +33,11 @@ def bytes_moved(args: tuple) -> int:
     and written counts once too: a lower bound on the memory traffic)."""
     total = 0
     for a in args:
-        if not isinstance(a, _SCALARS):
+        kind = type(a)
+        if kind is np.ndarray:
             total += a.nbytes
+        elif kind not in _SCALAR_TYPES and not isinstance(a, _SCALARS):
+            total += a.nbytes  # a GPU array
     return total
 
 

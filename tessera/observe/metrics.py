@@ -49,7 +49,7 @@ class Metrics(Observer):
         self.clock = Clock()
         self._pending: list[tuple] = []
         self._lock = threading.Lock()
-        self._quoted: dict[str, str] = {}
+        self._middles: dict[tuple, tuple[str, str]] = {}
         if self.path.parent != Path(""):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "w", newline="")  # noqa: SIM115 - open while attached
@@ -93,26 +93,41 @@ class Metrics(Observer):
 
     def _line(self, start, name, target, grid, seconds, nbytes, amount, extra=None) -> str:
         wall = self.clock.wall(start)
-        gbps = nbytes / seconds / 1e9 if seconds > 0 else None
-        gflops = amount / seconds / 1e9 if amount is not None and seconds > 0 else None
+        csv = self.csv
+        gbps = _number(nbytes / seconds / 1e9 if seconds > 0 else None, csv)
+        gflops = _number(
+            amount / seconds / 1e9 if amount is not None and seconds > 0 else None, csv
+        )
+        if extra is None:  # a launch: its kernel, target and grid repeat
+            middle = self._middles.get((name, target, grid))
+            if middle is None:
+                middle = self._middles[(name, target, grid)] = self._middle(name, target, grid)
+        else:
+            middle = self._middle(name, target, grid, extra)
+        if csv:
+            return f"{wall:.6f},{middle[0]},{seconds:.9f},{nbytes},{gbps},{gflops},{middle[1]}\n"
+        return (
+            f'{{"time": {wall:.6f}, {middle[0]}, "seconds": {seconds:.9f}, "bytes": {nbytes}, '
+            f'"gbps": {gbps}, "gflops": {gflops}, {middle[1]}}}\n'
+        )
+
+    def _middle(self, name, target, grid, extra=None) -> tuple[str, str]:
+        """The text of a record's fields that repeat from launch to launch (kernel,
+        target, grid; rank, op, seq): made once per combination."""
         kind = "launch" if extra is None else "collective"
         op = "" if extra is None else extra["op"]
         seq = None if extra is None else extra["seq"]
         if self.csv:
             grid_text = "x".join(map(str, grid)) if grid is not None else ""
             return (
-                f"{wall:.6f},{kind},{name},{target},{grid_text},{seconds:.9f},{nbytes},"
-                f"{_csv(gbps)},{_csv(gflops)},{self.rank},{op},{'' if seq is None else seq}\n"
+                f"{kind},{name},{target},{grid_text}",
+                f"{self.rank},{op},{'' if seq is None else seq}",
             )
-        quoted = self._quoted.get(name)
-        if quoted is None:
-            quoted = self._quoted[name] = json.dumps(name)
+        grid_json = json.dumps(None if grid is None else list(grid))
         return (
-            f'{{"time": {wall:.6f}, "kind": "{kind}", "kernel": {quoted}, '
-            f'"target": {json.dumps(target)}, "grid": {_json(grid)}, '
-            f'"seconds": {seconds:.9f}, "bytes": {nbytes}, "gbps": {_json(gbps)}, '
-            f'"gflops": {_json(gflops)}, "rank": {self.rank}, "op": "{op}", '
-            f'"seq": {_json(seq)}}}\n'
+            f'"kind": "{kind}", "kernel": {json.dumps(name)}, "target": {json.dumps(target)}, '
+            f'"grid": {grid_json}',
+            f'"rank": {self.rank}, "op": {json.dumps(op)}, "seq": {json.dumps(seq)}',
         )
 
     def close(self) -> None:
@@ -128,16 +143,10 @@ class Metrics(Observer):
         self.close()
 
 
-def _csv(value: float | None) -> str:
-    return "" if value is None else f"{value:.6g}"
-
-
-def _json(value) -> str:
+def _number(value: float | None, csv: bool) -> str:
     if value is None:
-        return "null"
-    if isinstance(value, tuple):
-        return json.dumps(list(value))
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
+        return "" if csv else "null"
+    return f"{value:.6g}"
 
 
 def metrics(path: str | os.PathLike) -> Metrics:
