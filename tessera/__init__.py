@@ -51,6 +51,7 @@ from .kernel.func import func
 from .kernel.kernel import Kernel
 from .kernel.targets import Event, event, stream, synchronize
 from .mesh import index_launch
+from .observe import bench, metrics, profile, trace
 from .stats import stats
 from .tile import (
     cp_async,
@@ -86,6 +87,7 @@ __all__ = [
     "TesseraError",
     "TesseraWarning",
     "autotune",
+    "bench",
     "bf16",
     "dist",
     "bool_",
@@ -106,9 +108,11 @@ __all__ = [
     "i64",
     "index_launch",
     "kernel",
+    "metrics",
     "mut",
     "observe",
     "op",
+    "profile",
     "reduce_max",
     "reduce_min",
     "reduce_sum",
@@ -118,6 +122,7 @@ __all__ = [
     "synchronize",
     "tbarrier",
     "tile",
+    "trace",
     "__version__",
     "tshared",
     "u8",

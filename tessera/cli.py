@@ -1,5 +1,5 @@
 """The ``tessera`` command: ``info``, ``demo``, ``cache list|clear``, ``tune SCRIPT``,
-``bench``, ``pack-repro`` and ``replay``."""
+``bench``, ``pack-repro``, ``replay``, ``trace merge`` and ``metrics summary``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from .errors import TesseraError
 from .kernel import disk_cache
 from .kernel.targets import TARGETS
 from .observe import repro
+from .observe.metrics import summary as metrics_table
+from .observe.trace import merge as merge_traces
 from .version import __version__
 from .world import find_mpiexec
 
@@ -137,6 +139,27 @@ def pack_repro(source: str, output: str, script_args: list[str]) -> int:
     return 0
 
 
+def trace_merge(paths: list[str], out: str) -> int:
+    """``tessera trace merge trace.rank*.json -o trace.json``: one timeline, a track per
+    rank."""
+    missing = [p for p in paths if not Path(p).is_file()]
+    if missing:
+        print(f"tessera trace merge: no such file: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    count = merge_traces(paths, out)
+    print(f"wrote {out}: {_count(count, 'event')} from {_count(len(paths), 'file')}")
+    return 0
+
+
+def metrics_summary(path: str) -> int:
+    """``tessera metrics summary FILE``: p50/p95 per kernel and collective."""
+    if not Path(path).is_file():
+        print(f"tessera metrics summary: no such file: {path}", file=sys.stderr)
+        return 2
+    print(metrics_table(path))
+    return 0
+
+
 def _count(n: int, noun: str) -> str:
     plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
     return f"{n} {noun if n == 1 else plural}"
@@ -182,11 +205,22 @@ def main(argv: list[str] | None = None) -> int:
     replay_parser = sub.add_parser("replay", help="re-run a repro pack's launch here")
     replay_parser.add_argument("pack", help="a repro zip (or an unpacked one)")
     replay_parser.add_argument("--target", help="the target to run it on (default: recorded)")
+    trace_parser = sub.add_parser("trace", help="Chrome traces (TESSERA_TRACE)")
+    trace_parser.add_argument("action", choices=("merge",), help="join per-rank trace files")
+    trace_parser.add_argument("files", nargs="+", help="trace.rank0.json trace.rank1.json ...")
+    trace_parser.add_argument("-o", "--output", required=True, help="the merged trace file")
+    metrics_parser = sub.add_parser("metrics", help="metrics files (TESSERA_METRICS)")
+    metrics_parser.add_argument("action", choices=("summary",), help="p50/p95 per kernel")
+    metrics_parser.add_argument("file", help="a .jsonl or .csv metrics file")
     args = parser.parse_args(argv)
     if args.command == "pack-repro":
         return pack_repro(args.source, args.output, args.script_args)
     if args.command == "replay":
         return repro.replay(Path(args.pack), args.target)
+    if args.command == "trace":
+        return trace_merge(args.files, args.output)
+    if args.command == "metrics":
+        return metrics_summary(args.file)
     if args.command == "run":
         return run_ranks(args.n, args.script, args.script_args)
     if args.command == "bench":

@@ -207,6 +207,26 @@ SETTINGS: dict[str, Setting] = {
             "arrays; mpi or nccl forces one.",
         ),
         Setting(
+            "trace",
+            "TESSERA_TRACE",
+            "",
+            None,
+            "A file (trace.json) to write a Chrome trace of the whole process to at exit: "
+            "compile stages, disk-cache loads, launches, collectives, autotune trials, "
+            "graph-module runs (Perfetto opens it). Under MPI each rank writes its own "
+            "(trace.rank3.json); `tessera trace merge` joins them (docs/observability.md).",
+        ),
+        Setting(
+            "metrics",
+            "TESSERA_METRICS",
+            "",
+            None,
+            "A file (metrics.jsonl or metrics.csv) that gets one record per launch and "
+            "collective: time, kernel, target, grid, seconds, bytes, GB/s, GFLOP/s, rank. "
+            "Under MPI each rank writes its own (metrics.rank3.jsonl); `tessera metrics "
+            "summary FILE` prints p50/p95 per kernel.",
+        ),
+        Setting(
             "deterministic",
             "TESSERA_DETERMINISTIC",
             "0",

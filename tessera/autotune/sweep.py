@@ -16,6 +16,7 @@ from ..config import get as setting
 from ..errors import AutotuneError, TesseraError
 from ..failures import expected
 from ..kernel.kernel import Kernel
+from ..observers import stage
 from ..stats import bump
 from .space import Config
 from .timing import median, outputs_agree, progress, time_launches
@@ -71,10 +72,13 @@ class Sweep:
                     return None
             if self.reference is None:
                 self.reference, self.first = outputs, c
-            if t.measure_hook is not None:
-                times = list(t.measure_hook(run, c))
-            else:
-                times = time_launches(run, self.restore, events=self.timed_with_events(kernel))
+            with stage("autotune trial", t.name, config=dict(c.items())) as fields:
+                if t.measure_hook is not None:
+                    times = list(t.measure_hook(run, c))
+                else:
+                    events = self.timed_with_events(kernel)
+                    times = time_launches(run, self.restore, events=events)
+                fields.update(median_s=median(times), reps=len(times))
         except TesseraError as exc:
             self.failures[c] = f"fails: {str(exc).splitlines()[0]}"
             return None

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import numpy as np
 
-from ..kernel.targets import event, synchronize
+from ..kernel.timing import time_calls
 
 
 def time_launches(
@@ -22,25 +21,11 @@ def time_launches(
 ) -> list[float]:
     """The default timing: restore, launch, wait for it; repeat within the budget. On a
     GPU (``events``) the time is read from CUDA events recorded around the launch on
-    the current stream, which leaves out Python's launch overhead."""
-    times: list[float] = []
-    spent = 0.0
-    while len(times) < max_reps and (len(times) < min_reps or spent < budget_s):
-        restore()
-        if events:
-            begin = event().record()
-            run()
-            end = event().record()
-            end.synchronize()
-            elapsed = begin.elapsed_ms(end) / 1e3
-        else:
-            start = time.perf_counter()
-            run()
-            synchronize()
-            elapsed = time.perf_counter() - start
-        times.append(elapsed)
-        spent += elapsed
-    return times
+    the current stream, which leaves out Python's launch overhead. The loop is
+    ``tessera.bench``'s (kernel/timing.py)."""
+    return time_calls(
+        run, restore, min_reps=min_reps, max_reps=max_reps, budget_s=budget_s, events=events
+    )
 
 
 def progress(name: str, done: int, total: int) -> None:

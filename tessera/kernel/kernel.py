@@ -22,9 +22,12 @@ from ..arrays import unwrap_dlpack
 from ..config import get as setting
 from ..config import launch_settings
 from ..errors import InternalError, KernelError, TesseraError, internal_errors
+from ..observers import OBSERVERS, run_launch
+from ..observers import stage as observed_stage
 from ..tracebacks import entry_point, user_frames
 from . import launch, stages
 from .cache import SpecialisationCache, explain_recompile
+from .ir import CopyAsync, PrimCall, stmt_exprs, walk_stmts
 from .pipeline import PASS_NAMES, KernelOptions, front, pass_text, specialise
 from .signature import parse_params
 from .source import SourceInfo, source_info_of
@@ -49,6 +52,7 @@ class Kernel:
         target: str | None = None,
         boundscheck: bool | None = None,
         constants: dict[str, object] | None = None,
+        flops: Callable[..., float] | None = None,
     ):
         if not inspect.isfunction(fn):
             raise TesseraError(f"@kernel decorates a function, not {type(fn).__name__}")
@@ -77,6 +81,8 @@ class Kernel:
                 self.name, info.fn_node, fn.__globals__, info.filename, info.line_offset
             )
             self.ir = front(self.name, info, self.params, self.options)
+        self.flops = _checked_flops(self.name, flops, self.params, self.ir.symbols, info)
+        self.primitives = _primitives(self.ir.body)  # by name: what a profile's phase reads
         self.grouped = tile is not None
         self.lanes = math.prod(tile) if tile else 1
         self._cache = SpecialisationCache()
@@ -128,7 +134,8 @@ class Kernel:
                 target.check_grid(self.name, grid, self.lanes, self.grouped)
             key = (target, checked, bound.key)
             program = self._programs.get(key)
-            if program is None:
+            built = program is None
+            if built:
                 options = _CHECKED if checked else _UNCHECKED
                 program = self._build(target, key, grid, bound, options)
             else:
@@ -136,7 +143,12 @@ class Kernel:
             stats.bump("launches")
             if lanes:
                 try:
-                    program.run(bound.call_args, grid, lanes >= threshold)
+                    if OBSERVERS:  # a profile, trace, metrics file or NVTX: the one check
+                        run_launch(
+                            self, target, program, bound.call_args, grid, lanes >= threshold, built
+                        )
+                    else:
+                        program.run(bound.call_args, grid, lanes >= threshold)
                 except TesseraError:
                     raise
                 except Exception as exc:  # internal_errors(), inline: the hot path
@@ -174,7 +186,12 @@ class Kernel:
             explain_recompile(self.name, self.params, key[2], same_target)
         requested = stages.requested_dumps(self.dumpable()) if key is not None else []
         start = time.perf_counter()
-        with internal_errors(self.name, self.ir.loc):  # (the typer's: the statement's)
+        with (
+            internal_errors(self.name, self.ir.loc),  # (the typer's: the statement's)
+            observed_stage(
+                "compile", self.name, step="specialise and generate", target=target.name
+            ),
+        ):
             spec = specialise(
                 self.ir,
                 bound.constexprs,
@@ -242,7 +259,7 @@ class Kernel:
         return self.inspect("meta", *args, grid=grid, arch=arch)
 
 
-OPTIONS = ("tile", "shared", "target", "boundscheck")
+OPTIONS = ("tile", "shared", "target", "boundscheck", "flops")
 
 
 @entry_point
@@ -251,8 +268,13 @@ def kernel(*args: object, **options: object):
 
     See docs/language.md for the language. ``target`` forces a target ("cpu", "debug",
     "cuda" or "auto"); ``boundscheck=True`` checks every index on the CPU target (default:
-    the TESSERA_BOUNDSCHECK setting). Options are checked when the function arrives, so
-    an unknown one is a KernelError that names the kernel and points at the decorator.
+    the TESSERA_BOUNDSCHECK setting). ``flops=lambda M, N, K: 2 * M * N * K`` declares the
+    floating-point operations a launch does, for profiles and metrics (GFLOP/s): the
+    function's parameters are named after what a launch knows: the kernel's size symbols
+    (``M``), scalar parameters (their values), array parameters (their shapes, tuples)
+    and ``grid`` (the launch grid, a tuple); docs/observability.md. Options are checked
+    when the function arrives, so an unknown one is a KernelError that names the kernel
+    and points at the decorator.
     """
     fn = args[0] if args and inspect.isfunction(args[0]) else None
     positional = args[1:] if fn is not None else args
@@ -283,6 +305,38 @@ def _checked_target(kernel: str, target: object, info: SourceInfo) -> str | None
     raise KernelError(
         kernel, f"unknown target {target!r}; choose one of {choices}", info.decorator_loc
     )
+
+
+def _checked_flops(kernel: str, flops, params, symbols, info: SourceInfo):
+    """``flops=``: a function whose parameters are all names a launch can give it."""
+    if flops is None:
+        return None
+    if not callable(flops):
+        raise KernelError(kernel, f"flops={flops!r} must be a function", info.decorator_loc)
+    known = {p.name for p in params if p.kind != "constexpr"} | set(symbols) | {"grid"}
+    try:
+        names = list(inspect.signature(flops).parameters)
+    except (TypeError, ValueError):
+        raise KernelError(kernel, "flops= has no signature to read", info.decorator_loc) from None
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise KernelError(
+            kernel,
+            f"flops= takes {', '.join(map(repr, unknown))}, which a launch does not know; "
+            f"it may take any of {', '.join(sorted(known))}",
+            info.decorator_loc,
+        )
+    return flops
+
+
+def _primitives(body: list) -> frozenset[str]:
+    """The names of the primitives a kernel body calls (``cp_async`` for async copies)."""
+    names = set()
+    for stmt in walk_stmts(body):
+        if isinstance(stmt, CopyAsync):
+            names.add("cp_async")
+        names.update(e.prim.name for e in stmt_exprs(stmt) if isinstance(e, PrimCall))
+    return frozenset(names)
 
 
 def _checked_tile(kernel: str, tile: object, info: SourceInfo) -> tuple[int, ...] | None:

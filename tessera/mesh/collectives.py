@@ -24,6 +24,7 @@ import numpy as np
 from ..arrays import is_device_array
 from ..config import get as setting
 from ..errors import TesseraError
+from ..observers import OBSERVERS, entered, now, report
 from . import mpi_transport, nccl_transport
 from .channel import ISSUE_LOCK, Channel, Transfer, then
 from .layout import ShardSpec, block
@@ -40,6 +41,8 @@ class Work:
         self.channel, self.kind, self.seq = channel, kind, seq
         self._transfer, self._deliver = transfer, deliver
         self._done, self._result = False, None
+        self.observed: dict | None = None  # what observers hear when it is done (_run)
+        self.start = 0.0
 
     def __repr__(self) -> str:
         state = "done" if self._done else "in flight"
@@ -56,11 +59,18 @@ class Work:
         return True
 
     def wait(self):
+        if self.observed is not None and not self._done:
+            with entered("collective", self.kind):
+                self._wait()
+        else:
+            self._wait()
+        return self._result
+
+    def _wait(self) -> None:
         while not self._done:
             t = self._transfer
             self.channel.wait(t.requests, self.kind, self.seq, t.gpu_done)
             self._step(t.finish())
-        return self._result
 
     def _step(self, result) -> None:
         if isinstance(result, Transfer):  # the collective's next step has started
@@ -68,10 +78,32 @@ class Work:
         else:
             self._result = self._deliver(result)
             self._done = True
+            if self.observed is not None:
+                report("collective", self.kind, self.start, **self.observed)
 
 
-def _run(channel: Channel, kind: str, seq: int, transfer: Transfer, deliver, async_op: bool):
+def _run(
+    channel: Channel,
+    kind: str,
+    seq: int,
+    transfer: Transfer,
+    deliver,
+    async_op: bool,
+    x=None,
+    op: str | None = None,
+    start: float = 0.0,
+):
+    """The collective's :class:`Work`, or (not ``async_op``) its result. Observers
+    (profiles, traces, metrics) hear of it when it is done: op, axis, bytes, seq."""
     work = Work(channel, kind, seq, transfer, deliver)
+    if OBSERVERS:
+        work.start = start or now()
+        work.observed = {
+            "op": op or "",
+            "axis": channel.axis,
+            "bytes": 0 if x is None else int(x.nbytes),
+            "seq": seq,
+        }
     return work if async_op else work.wait()
 
 
@@ -170,6 +202,7 @@ def all_reduce(
     channel = current_mesh(mesh).channel(axis)
     transport = _transport(x)
     deterministic = _deterministic(deterministic)
+    start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
         seq = channel.begin(
             "all_reduce", x, op, deterministic=deterministic, backend=transport.NAME
@@ -178,7 +211,7 @@ def all_reduce(
             transfer = transport.all_reduce(channel, x, op, False, out)
         else:
             transfer = transport.all_reduce(channel, x, op, deterministic)
-    return _run(channel, "all_reduce", seq, transfer, _deliver_to(out), async_op)
+    return _run(channel, "all_reduce", seq, transfer, _deliver_to(out), async_op, x, op, start)
 
 
 def all_gather(
@@ -202,10 +235,12 @@ def all_gather(
     front = _front(x, dim)
     channel = current_mesh(mesh).channel(axis)
     transport = _transport(x)
+    start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
         seq, rows = channel.begin_gather(x, dim % x.ndim, backend=transport.NAME)
         transfer = transport.all_gather(channel, front, rows)
-    return _run(channel, "all_gather", seq, transfer, _deliver_to(out, dim % x.ndim), async_op)
+    deliver = _deliver_to(out, dim % x.ndim)
+    return _run(channel, "all_gather", seq, transfer, deliver, async_op, x, None, start)
 
 
 def reduce_scatter(
@@ -251,6 +286,7 @@ def reduce_scatter(
     deliver = _deliver_to(out, dim % x.ndim)
     transport = _transport(x)
     deterministic = _deterministic(deterministic)
+    start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
         seq = channel.begin(
             "reduce_scatter",
@@ -267,7 +303,7 @@ def reduce_scatter(
             transfer = then(whole, lambda total: total[start:stop])
         else:
             transfer = transport.reduce_scatter(channel, front, op, rows)
-    return _run(channel, "reduce_scatter", seq, transfer, deliver, async_op)
+    return _run(channel, "reduce_scatter", seq, transfer, deliver, async_op, x, op, start)
 
 
 def broadcast(
@@ -286,19 +322,21 @@ def broadcast(
     if not 0 <= root < channel.size:
         raise TesseraError(f"root={root} is not an index on axis {axis!r} (size {channel.size})")
     transport = _transport(x)
+    start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
         seq = channel.begin("broadcast", x, root=root, backend=transport.NAME)
         transfer = transport.broadcast(channel, x, root)
-    return _run(channel, "broadcast", seq, transfer, _deliver_to(out), async_op)
+    return _run(channel, "broadcast", seq, transfer, _deliver_to(out), async_op, x, None, start)
 
 
 def barrier(axis: str | None = None, *, mesh: Mesh | None = None) -> None:
     """Wait for every rank of the axis (or of the whole world with no axis)."""
     channel = world_channel() if axis is None else current_mesh(mesh).channel(axis)
+    start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
         seq = channel.begin("barrier", None)
         transfer = mpi_transport.barrier(channel)
-    _run(channel, "barrier", seq, transfer, lambda _: None, False)
+    _run(channel, "barrier", seq, transfer, lambda _: None, False, None, None, start)
 
 
 def _is_sharded(x) -> bool:

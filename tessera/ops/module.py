@@ -17,6 +17,7 @@ import numpy as np
 from .. import dtypes as D
 from ..config import get as setting
 from ..errors import TesseraError
+from ..observers import stage
 from . import plan
 from .adjoints import backward
 from .ir import Node
@@ -94,8 +95,9 @@ class Module:
         return graph
 
     def __call__(self, *args):
-        lowered, arrays = self.lowered(args)
-        results = plan.run(lowered, arrays)
+        with stage("graph module", self.name):
+            lowered, arrays = self.lowered(args)
+            results = plan.run(lowered, arrays)
         if self.writes:
             return None
         return tuple(results) if lowered.graph.returns_tuple else results[0]
@@ -146,8 +148,9 @@ class GradModule(Module):
         return graph
 
     def __call__(self, *args):
-        lowered, arrays = self.lowered(args)
-        results = plan.run(lowered, arrays)
+        with stage("graph module", self.name):
+            lowered, arrays = self.lowered(args)
+            results = plan.run(lowered, arrays)
         value = results.pop(0) if self.with_value else None
         grads = tuple(results) if self.many else results[0]
         return (value, grads) if self.with_value else grads

@@ -27,6 +27,7 @@ import numpy as np
 
 from .... import stats
 from ....errors import OutOfBoundsError
+from ....observers import stage
 from ... import disk_cache
 from ...ir import TileType
 from ...pipeline import Specialised
@@ -65,24 +66,31 @@ class CpuProgram:
 
     def _build(self, parallel: bool, args: tuple) -> object:
         """The variant's function: from the disk cache if there, else compiled (and stored)."""
+        name = self.spec.kir.name
+        variant = "parallel" if parallel else "serial"
         entry = self._disk_entry(parallel, args)
-        payload = entry.read() if entry is not None else None
-        name, variant = self.spec.kir.name, "parallel" if parallel else "serial"
-        if entry is not None:
-            found = "hit" if payload is not None else "miss"
-            log.debug("disk cache %s: kernel '%s' (cpu, %s) %s", found, name, variant, entry.path)
-        if payload is not None:
-            try:
-                function = native.load(native.Image.from_bytes(payload), self.spec.kir.name)
-            except (native.NativeLoadError, ValueError, KeyError, TypeError) as exc:
-                entry.ignore(f"cannot be loaded: {exc}")
-            else:
-                stats.bump("disk_cache_hits")
-                self._entries[parallel] = function
-                return function
+        with stage("cache load", name, variant=variant) as fields:
+            payload = entry.read() if entry is not None else None
+            fields["found"] = payload is not None
+            if entry is not None:
+                found = "hit" if payload is not None else "miss"
+                log.debug(
+                    "disk cache %s: kernel '%s' (cpu, %s) %s", found, name, variant, entry.path
+                )
+            if payload is not None:
+                try:
+                    function = native.load(native.Image.from_bytes(payload), name)
+                except (native.NativeLoadError, ValueError, KeyError, TypeError) as exc:
+                    entry.ignore(f"cannot be loaded: {exc}")
+                    fields["found"] = False
+        if fields["found"]:
+            stats.bump("disk_cache_hits")
+            self._entries[parallel] = function
+            return function
         log.info("compiling kernel '%s' for cpu (%s variant) with Numba", name, variant)
         start = time.perf_counter()
-        function, cres = self._compile(parallel, args)
+        with stage("compile", name, step="numba", variant=variant):
+            function, cres = self._compile(parallel, args)
         seconds = time.perf_counter() - start
         log.info("compiled kernel '%s' for cpu (%s variant) in %.2f s", name, variant, seconds)
         stats.bump("compiles")

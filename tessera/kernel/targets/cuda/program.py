@@ -16,6 +16,7 @@ import numpy as np
 
 from .... import stats
 from ....errors import TesseraError
+from ....observers import stage
 from ...pipeline import Specialised
 from ..target import Target
 from . import runtime
@@ -140,7 +141,8 @@ class CudaProgram:
         arguments are copied over and back, which waits for the kernel)."""
         del parallel  # a GPU always runs groups in parallel
         stream = current_stream()
-        if self._kernel is None:
+        first = self._kernel is None
+        if first:
             jit_options = {} if self.simulated else {"launch_bounds": self.max_threads()}
             self._kernel = cuda_module().jit(self.python_function(), **jit_options)
             stats.bump("compiles")
@@ -168,7 +170,12 @@ class CudaProgram:
         note_gpu_work()
         if self.dynamic_shared_bytes:
             self._opt_in_dynamic_shared(args, grid, aligned)
-        self._kernel[blocks, threads, stream, self.dynamic_shared_bytes](*args, *grid, *aligned)
+        launch = self._kernel[blocks, threads, stream, self.dynamic_shared_bytes]
+        if first and not self.simulated:  # numba-cuda compiles on the first call
+            with stage("compile", self.kir.name, step="numba-cuda (first launch)"):
+                launch(*args, *grid, *aligned)
+        else:
+            launch(*args, *grid, *aligned)
         for original, copy in write_back:
             original[...] = copy
 

@@ -10,16 +10,21 @@ CUDA launches are asynchronous on the *current stream*: the default stream, or t
     tessera.synchronize()              # waits for all GPU work
 
 CPU and debug launches are synchronous: on those targets these calls only order Python.
-numba-cuda is imported on first use.
+Without a GPU (or under numba-cuda's simulator, whose events hold no times) an event is
+timed on the host when it is recorded, and a stream is a :class:`HostStream`: the same
+code runs, and times, on a machine with no GPU. numba-cuda is imported on first use.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
+import time
 from collections.abc import Iterator
 
-from .runtime import cuda_module
+from ....errors import TesseraError
+from .runtime import cuda_module, simulating
 
 _local = threading.local()
 _named: dict[str, object] = {}
@@ -28,6 +33,33 @@ _lock = threading.Lock()
 
 def _cuda():
     return cuda_module()
+
+
+@functools.cache
+def gpu_usable() -> bool:
+    """Whether a CUDA GPU and its driver are there (the simulator is not one)."""
+    try:
+        return not simulating() and bool(_cuda().is_available())
+    except Exception:  # no numba-cuda, a broken driver install
+        return False
+
+
+def _streams_usable() -> bool:
+    return gpu_usable() or simulating()
+
+
+class HostStream:
+    """What ``tessera.stream()`` gives without a GPU: launches there are synchronous, so
+    there is nothing to wait for."""
+
+    def __init__(self, name: str | None) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<HostStream {self.name or '(unnamed)'}>"
+
+    def synchronize(self) -> None:
+        """Nothing to wait for: host launches finish before they return."""
 
 
 def current_stream() -> object:
@@ -42,13 +74,14 @@ def stream(name: str | None = None) -> Iterator[object]:
 
     With a name, the same stream every time; without, a new one. Yields the numba-cuda
     stream (``.synchronize()``, ``.record()`` via events)."""
+    make = _cuda().stream if _streams_usable() else functools.partial(HostStream, name)
     if name is None:
-        s = _cuda().stream()
+        s = make()
     else:
         with _lock:
             s = _named.get(name)
             if s is None:
-                s = _named[name] = _cuda().stream()
+                s = _named[name] = make()
     stack = _local.__dict__.setdefault("streams", [])
     stack.append(s)
     try:
@@ -58,21 +91,32 @@ def stream(name: str | None = None) -> Iterator[object]:
 
 
 class Event:
-    """A point in a stream's work: record it, wait for it, time between two."""
+    """A point in a stream's work: record it, wait for it, time between two. On a GPU a
+    CUDA event; elsewhere the host's clock read when it is recorded (host launches have
+    finished by then, so the order is the same)."""
 
     def __init__(self) -> None:
-        self._event = _cuda().event()
+        self._event = _cuda().event() if gpu_usable() else None
+        self._host: float | None = None
 
     def record(self, on: object | None = None) -> Event:
         """Record on ``on`` or the current stream; returns self."""
-        self._event.record(current_stream() if on is None else on)
+        if self._event is None:
+            self._host = time.perf_counter()
+        else:
+            self._event.record(current_stream() if on is None else on)
         return self
 
     def synchronize(self) -> None:
-        self._event.synchronize()
+        if self._event is not None:
+            self._event.synchronize()
 
     def elapsed_ms(self, end: Event) -> float:
         """Milliseconds from this event to ``end`` (both recorded and complete)."""
+        if self._event is None or end._event is None:
+            if self._host is None or end._host is None:
+                raise TesseraError("elapsed_ms needs two recorded events: call .record() first")
+            return (end._host - self._host) * 1e3
         return self._event.elapsed_time(end._event)
 
 
