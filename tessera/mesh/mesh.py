@@ -58,6 +58,18 @@ class Mesh:
     def __repr__(self) -> str:
         return f"Mesh(axes={self.axes}, shape={self.shape}, rank={self.rank}, coords={self.coords})"
 
+    def axis_name(self, axis: str | None) -> str:
+        """``axis``, or the mesh's only axis when ``axis`` is None: on a one-axis mesh the
+        collectives need not name it, on a larger one leaving it out is ambiguous."""
+        if axis is not None:
+            return axis
+        if len(self.axes) == 1:
+            return self.axes[0]
+        raise TesseraError(
+            f"this mesh has {len(self.axes)} axes {self.axes}: name the one the collective "
+            f"runs over (axis={self.axes[0]!r}, ...)"
+        )
+
     def _axis(self, axis: str) -> int:
         try:
             return self.axes.index(axis)
@@ -74,8 +86,10 @@ class Mesh:
         """The communicator of the ranks that differ from this one only along ``axis``."""
         return self.channel(axis).comm
 
-    def channel(self, axis: str) -> Channel:
-        """The axis's channel: its communicator with sequence numbers and timeouts."""
+    def channel(self, axis: str | None = None) -> Channel:
+        """The axis's channel: its communicator with sequence numbers and timeouts (the only
+        axis's when ``axis`` is None)."""
+        axis = self.axis_name(axis)
         self._axis(axis)
         return self._channels[axis]
 
