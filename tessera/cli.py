@@ -86,7 +86,8 @@ def run_ranks(ranks: int, script: str, script_args: list[str]) -> int:
     mpiexec = find_mpiexec()
     if mpiexec is None:
         print(
-            "tessera run: no mpiexec found; install MPI (pip install 'tessera[mpi]')",
+            "tessera run: no mpiexec found; load the site's MPI (module load ...) or "
+            "pip install 'tessera-kernels[mpi]'",
             file=sys.stderr,
         )
         return 2
