@@ -8,7 +8,7 @@ np.float32(1.5)
 See README.md for a first kernel and docs/language.md for the language.
 """
 
-from . import dist, graph, op, tile
+from . import dist, graph, op, threads, tile
 from .autotune import AutotuneError, autotune
 from .config import config
 from .decorators import kernel
@@ -65,6 +65,8 @@ from .tile import (
     tshared,
 )
 from .version import __version__
+
+threads.set_default()  # before Numba's thread pool starts: cores / ranks on this node
 
 __all__ = [
     "AsyncCopyError",

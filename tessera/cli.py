@@ -1,5 +1,5 @@
-"""The ``tessera`` command: ``info``, ``demo``, ``cache list|clear``, ``tune SCRIPT`` and
-``bench``."""
+"""The ``tessera`` command: ``info``, ``demo``, ``cache list|clear``, ``tune SCRIPT``,
+``run`` (tessera.runner) and ``bench``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import demo
+from . import demo, launchers, runner, threads
 from .autotune import store
 from .config import refresh
 from .kernel import disk_cache
@@ -36,6 +36,9 @@ def info(out=print) -> None:
         f"cpu       {platform.machine()}, {os.cpu_count()} cores, "
         f"{numba.get_num_threads()} Numba threads ({numba.config.THREADING_LAYER} layer)"
     )
+    launch = launchers.detect()
+    out(f"threads   {threads.describe()}; TESSERA_THREADS=N sets it")
+    out(f"launcher  {launch.describe() if launch else 'none (a world of one process)'}")
     out("targets:")
     for target in TARGETS.values():
         for what, state in target.availability():
@@ -78,20 +81,6 @@ def cache(action: str, out=print) -> int:
             config = f"unusable ({e['problem']})"
         out(f"  {e['kernel']}  {config}  {e['created']}  {e['path'].name}")
     return 0
-
-
-def run_ranks(ranks: int, script: str, script_args: list[str]) -> int:
-    """``tessera run -n N SCRIPT``: start SCRIPT on N ranks with the ``mpiexec`` of the
-    installed MPI (the ``mpich`` wheel's, or the system's)."""
-    mpiexec = find_mpiexec()
-    if mpiexec is None:
-        print(
-            "tessera run: no mpiexec found; load the site's MPI (module load ...) or "
-            "pip install 'tessera-kernels[mpi]'",
-            file=sys.stderr,
-        )
-        return 2
-    return subprocess.call([mpiexec, "-n", str(ranks), sys.executable, script, *script_args])
 
 
 def bench(bench_args: list[str]) -> int:
@@ -146,17 +135,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     tune_parser.add_argument("script", help="a Python script that launches autotuned kernels")
     tune_parser.add_argument("script_args", nargs=argparse.REMAINDER)
-    run_parser = sub.add_parser("run", help="run a script on N ranks with the installed mpiexec")
-    run_parser.add_argument("-n", type=int, required=True, help="number of ranks")
-    run_parser.add_argument("script")
-    run_parser.add_argument("script_args", nargs=argparse.REMAINDER)
+    sub.add_parser(  # parsed by tessera.runner: the launcher's options pass through
+        "run", help="run a script on N ranks (srun in a Slurm allocation, else mpiexec)"
+    )
     bench_parser = sub.add_parser(
         "bench", help="run the benchmarks (python -m bench) from a source checkout"
     )
     bench_parser.add_argument("bench_args", nargs=argparse.REMAINDER)
+    parser.add_argument("--version", action="version", version=f"tessera {__version__}")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:
+        return runner.main(argv[1:])
     args = parser.parse_args(argv)
-    if args.command == "run":
-        return run_ranks(args.n, args.script, args.script_args)
     if args.command == "bench":
         return bench(args.bench_args)
     if args.command == "tune":
@@ -169,5 +159,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if demo.run() else 1
 
 
+def entry() -> int:
+    """The console script: ``main``, with a closed stdout (``tessera cache list | head``)
+    ending the command quietly, as it ends ``ls | head``, instead of in a traceback."""
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit; point it at /dev/null so that flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command the pipe ended
+    return status
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())
