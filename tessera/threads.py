@@ -6,7 +6,8 @@ wrong for several on one node: two ranks on two cores would run two threads each
 fight over the cores. So the default is ``cores // ranks on this node`` (at least 1),
 where the ranks on the node come first from the launcher's variables (tessera.launchers;
 read at ``import tessera``, before Numba starts its thread pool) and then from MPI's
-shared-memory communicator (``Split_type(COMM_TYPE_SHARED)``) when the world is made.
+shared-memory communicator (``Split_type(COMM_TYPE_SHARED)``) when the first mesh is
+made (a collective every rank joins; making the world is not one).
 When the launcher has already bound the process to fewer cores than the node has (``mpiexec
 --bind-to core``, ``srun --cpu-bind``), those cores are this rank's share as they are.
 
@@ -69,7 +70,7 @@ def choose(ranks_on_node: int | None, environ=None) -> tuple[int, str]:
 def set_default(ranks_on_node: int | None = None) -> None:
     """Choose the count and make it the pool's (see the module docstring). Called at
     ``import tessera`` with the launcher's count of ranks on the node, and again by the
-    MPI world with MPI's."""
+    first mesh with MPI's."""
     if ranks_on_node is None:
         ranks_on_node = launchers.ranks_on_node()
     count, reason = choose(ranks_on_node)

@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from . import launchers, threads
+from . import launchers
 from .config import get as setting
 from .errors import TesseraError
 
@@ -152,7 +152,6 @@ def world():
     comm = MPI.COMM_WORLD
     if mode == "auto" and launch is not None and launch.size not in (None, comm.Get_size()):
         raise TesseraError(mismatch_message(launch, comm.Get_size(), MPI.Get_library_version()))
-    threads.set_default(comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size())
     if comm.Get_size() > 1:
         _abort_on_uncaught_exception(comm)
     return comm

@@ -67,9 +67,10 @@ def test_info_shows_the_thread_count_and_why(capsys):
 
 
 @pytest.mark.skipif(mpi_missing(), reason="needs mpi4py and mpiexec")
-def test_two_ranks_on_one_node_share_its_cores():
+@pytest.mark.parametrize("source", ["launcher", "from-mpi"])
+def test_two_ranks_on_one_node_share_its_cores(source):
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_NUM_THREADS", threads.CHOSEN)}
-    result = run_mpi("mpi_threads_script.py", 2, env=env, timeout=180)
+    result = run_mpi("mpi_threads_script.py", 2, source, env=env, timeout=180)
     assert result.returncode == 0, result.stderr[-2000:]
     share = max(1, CORES // 2)
     lines = sorted(re.findall(r"rank \d: [^)]*\)", result.stdout))  # ranks' lines may mix
@@ -83,6 +84,6 @@ def test_two_ranks_on_one_node_share_its_cores():
 def test_tessera_threads_overrides_the_share_under_mpi():
     env = dict(os.environ, TESSERA_THREADS="2")
     env.pop("NUMBA_NUM_THREADS", None)
-    result = run_mpi("mpi_threads_script.py", 2, env=env, timeout=180)
+    result = run_mpi("mpi_threads_script.py", 2, "launcher", env=env, timeout=180)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("numba 2; 2 threads (TESSERA_THREADS)") == 2

@@ -6,7 +6,8 @@
 Each axis's communicator groups the ranks that differ only along that axis (ordered by
 their index on it); it is made once, collectively, when the mesh is created, and wrapped
 in a :class:`~tessera.mesh.channel.Channel` (sequence numbers, timeouts, debug checks).
-Creating a mesh under MPI also picks this rank's GPU, if the node has any.
+Creating a mesh under MPI also picks this rank's GPU, if the node has any, and divides the
+node's cores among its ranks (tessera.threads).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from __future__ import annotations
 import math
 import threading
 
+from .. import threads
 from ..errors import TesseraError
 from ..world import world
 from .channel import Channel
-from .devices import select_device
+from .devices import ranks_on_node, select_device
 
 _state = threading.local()
 _latest: list = []
@@ -53,6 +55,8 @@ class Mesh:
             color = _ravel(others, self.shape[:k] + self.shape[k + 1 :])
             self._channels[axis] = Channel(axis, comm.Split(color, self.coords[k]), self.rank)
         self.device = select_device(comm)
+        if have > 1:  # the node's cores shared among its ranks, as MPI counts them
+            threads.set_default(ranks_on_node(comm))
         _latest[:] = [self]
 
     def __repr__(self) -> str:
