@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 import time
 import traceback
@@ -79,6 +80,9 @@ def targets(records: list[dict], quick: bool) -> str:
     return "\n".join(lines)
 
 
+PLOT_NEEDS_MATPLOTLIB = "--plot needs matplotlib (python -m pip install matplotlib)"
+
+
 def plot(records: list[dict]) -> None:
     """Each tool's median over the baseline's, per kernel, as a PNG; needs matplotlib."""
     try:
@@ -87,6 +91,7 @@ def plot(records: list[dict]) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        print(PLOT_NEEDS_MATPLOTLIB, file=sys.stderr)
         return
     groups: dict[str, dict[str, float]] = {}
     for r in records:
@@ -123,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         help="keep OpenMP's default wait policy (see bench/__init__.py)",
     )
     args = parser.parse_args(argv)
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        parser.error(PLOT_NEEDS_MATPLOTLIB)  # before the runs, not after minutes of them
     unknown = [n for n in args.names if n not in BENCHES]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHES)}")

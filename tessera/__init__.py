@@ -8,7 +8,7 @@ np.float32(1.5)
 See README.md for a first kernel and docs/language.md for the language.
 """
 
-from . import dist, graph, observe, op, tile
+from . import dist, graph, observe, op, threads, tile
 from .autotune import AutotuneError, autotune
 from .config import config
 from .decorators import kernel
@@ -18,6 +18,7 @@ from .dtypes import (
     bf16,
     bool_,
     constexpr,
+    dims,
     f16,
     f32,
     f64,
@@ -66,6 +67,8 @@ from .tile import (
 )
 from .version import __version__
 
+threads.set_default()  # before Numba's thread pool starts: cores / ranks on this node
+
 __all__ = [
     "AsyncCopyError",
     "AutotuneError",
@@ -89,6 +92,7 @@ __all__ = [
     "autotune",
     "bench",
     "bf16",
+    "dims",
     "dist",
     "bool_",
     "config",

@@ -1,5 +1,6 @@
 """The ``tessera`` command: ``info``, ``demo``, ``cache list|clear``, ``tune SCRIPT``,
-``bench``, ``pack-repro``, ``replay``, ``trace merge`` and ``metrics summary``."""
+``run`` (tessera.runner), ``bench``, ``pack-repro``, ``replay``, ``trace merge`` and
+``metrics summary``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import demo
+from . import demo, launchers, runner, threads
 from .autotune import store
 from .config import CONFIG_ENV, refresh, report
 from .errors import TesseraError
@@ -40,6 +41,9 @@ def info(out=print) -> None:
         f"cpu       {platform.machine()}, {os.cpu_count()} cores, "
         f"{numba.get_num_threads()} Numba threads ({numba.config.THREADING_LAYER} layer)"
     )
+    launch = launchers.detect()
+    out(f"threads   {threads.describe()}; TESSERA_THREADS=N sets it")
+    out(f"launcher  {launch.describe() if launch else 'none (a world of one process)'}")
     out("targets:")
     for target in TARGETS.values():
         for what, state in target.availability():
@@ -88,19 +92,6 @@ def cache(action: str, out=print) -> int:
             config = f"unusable ({e['problem']})"
         out(f"  {e['kernel']}  {config}  {e['created']}  {e['path'].name}")
     return 0
-
-
-def run_ranks(ranks: int, script: str, script_args: list[str]) -> int:
-    """``tessera run -n N SCRIPT``: start SCRIPT on N ranks with the ``mpiexec`` of the
-    installed MPI (the ``mpich`` wheel's, or the system's)."""
-    mpiexec = find_mpiexec()
-    if mpiexec is None:
-        print(
-            "tessera run: no mpiexec found; install MPI (pip install 'tessera[mpi]')",
-            file=sys.stderr,
-        )
-        return 2
-    return subprocess.call([mpiexec, "-n", str(ranks), sys.executable, script, *script_args])
 
 
 def bench(bench_args: list[str]) -> int:
@@ -188,10 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     tune_parser.add_argument("script", help="a Python script that launches autotuned kernels")
     tune_parser.add_argument("script_args", nargs=argparse.REMAINDER)
-    run_parser = sub.add_parser("run", help="run a script on N ranks with the installed mpiexec")
-    run_parser.add_argument("-n", type=int, required=True, help="number of ranks")
-    run_parser.add_argument("script")
-    run_parser.add_argument("script_args", nargs=argparse.REMAINDER)
+    sub.add_parser(  # parsed by tessera.runner: the launcher's options pass through
+        "run", help="run a script on N ranks (srun in a Slurm allocation, else mpiexec)"
+    )
     bench_parser = sub.add_parser(
         "bench", help="run the benchmarks (python -m bench) from a source checkout"
     )
@@ -212,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     metrics_parser = sub.add_parser("metrics", help="metrics files (TESSERA_METRICS)")
     metrics_parser.add_argument("action", choices=("summary",), help="p50/p95 per kernel")
     metrics_parser.add_argument("file", help="a .jsonl or .csv metrics file")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:
+        return runner.main(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "pack-repro":
         return pack_repro(args.source, args.output, args.script_args)
@@ -221,8 +214,6 @@ def main(argv: list[str] | None = None) -> int:
         return trace_merge(args.files, args.output)
     if args.command == "metrics":
         return metrics_summary(args.file)
-    if args.command == "run":
-        return run_ranks(args.n, args.script, args.script_args)
     if args.command == "bench":
         return bench(args.bench_args)
     if args.command == "tune":
@@ -235,5 +226,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if demo.run() else 1
 
 
+def entry() -> int:
+    """The console script: ``main``, with a closed stdout (``tessera cache list | head``)
+    ending the command quietly, as it ends ``ls | head``, instead of in a traceback."""
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit; point it at /dev/null so that flush is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command the pipe ended
+    return status
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

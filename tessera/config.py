@@ -227,6 +227,25 @@ SETTINGS: dict[str, Setting] = {
             "summary FILE` prints p50/p95 per kernel.",
         ),
         Setting(
+            "launcher",
+            "TESSERA_LAUNCHER",
+            "auto",
+            ("auto", "mpi", "single"),
+            "auto: MPI's world when a launcher's variables (mpiexec, srun, Flux, PALS, "
+            "torchrun) are set, and an error when MPI's world is not the size the launcher "
+            "says; mpi: always MPI's world, without that comparison; single: a world of one "
+            "process, whatever started it.",
+        ),
+        Setting(
+            "threads",
+            "TESSERA_THREADS",
+            "auto",
+            None,
+            "Threads of a parallel CPU launch: auto is the node's cores divided by the ranks "
+            "on the node (NUMBA_NUM_THREADS, when set, wins); a number sets it. Read at "
+            "import tessera, before the thread pool starts.",
+        ),
+        Setting(
             "deterministic",
             "TESSERA_DETERMINISTIC",
             "0",

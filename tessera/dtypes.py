@@ -112,6 +112,21 @@ class Symbol:
         return ShardedDim(self, axis_name)
 
 
+def dims(names: str) -> Symbol | tuple[Symbol, ...]:
+    """Dimension symbols bound to names of your own: ``n, m = tessera.dims("n m")``.
+
+    Unknown names in an annotation already become symbols, but a linter (ruff/pyflakes
+    F821, mypy, pyright) cannot know that and reports ``f32[n]`` as an undefined name;
+    defining ``n`` at module level keeps the file lint-clean and means the same thing.
+    One name gives one symbol, several (separated by spaces or commas) a tuple.
+    """
+    parts = names.replace(",", " ").split()
+    if not parts or not all(p.isidentifier() for p in parts):
+        raise TypeError(f"dims({names!r}) needs dimension names such as 'n m' or 'M, K'")
+    symbols = tuple(Symbol(p) for p in parts)
+    return symbols[0] if len(symbols) == 1 else symbols
+
+
 @dataclass(frozen=True)
 class ShardedDim:
     """``K/tp``: the local extent of symbol K split over mesh axis ``tp`` (docs/distributed.md)."""

@@ -1,5 +1,11 @@
-"""The world of processes: MPI's COMM_WORLD when the script was started by an MPI launcher
-(``mpiexec``, ``srun``, ``tessera run``), else a world of one.
+"""The world of processes: MPI's COMM_WORLD when the script was started by a launcher
+(``mpiexec``, ``srun``, Flux, PALS, ``tessera run``), else a world of one.
+
+A launcher whose processes MPI does not see as one world — ``srun`` with an MPI that does
+not speak Slurm's PMI, or torchrun, which is not an MPI launcher — would leave every
+process computing alone as rank 0 of 1. The launcher's variables (tessera.launchers) say
+how many processes it started; when MPI's world has another size, making the world is an
+error naming both. ``TESSERA_LAUNCHER=mpi`` or ``single`` forces one world or the other.
 
 mpi4py is imported only then, so ``import tessera`` works — and scripts run alone — without
 MPI installed. A world of one uses :class:`LocalComm`, which implements the few
@@ -17,6 +23,10 @@ import os
 import sys
 
 import numpy as np
+
+from . import launchers
+from .config import get as setting
+from .errors import TesseraError
 
 LAUNCHER_VARIABLES = (
     "PMI_SIZE",
@@ -93,33 +103,74 @@ class Done:
         return True
 
 
-def find_mpiexec() -> str | None:
-    """The ``mpiexec`` of this Python's MPI (the ``mpich`` wheel puts it next to the
-    interpreter, which need not be on PATH in a virtual environment), else PATH's."""
-    import shutil
-
-    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if os.access(beside, os.X_OK):
-        return beside
-    return shutil.which("mpiexec")
+def find_mpiexec(path: str | None = None) -> str | None:
+    """The site's ``mpiexec`` (the first on PATH that this Python environment did not
+    install), else this environment's own (the ``mpich`` wheel puts one beside the
+    interpreter, which need not be on PATH). A cluster's MPI is built for its network and
+    scheduler; the wheel is the fallback that makes a laptop work."""
+    installed = [
+        os.path.join(os.path.dirname(sys.executable), "mpiexec"),
+        os.path.join(sys.prefix, "bin", "mpiexec"),
+    ]
+    own = {os.path.realpath(p) for p in installed}
+    search = os.environ.get("PATH", os.defpath) if path is None else path
+    found = [os.path.join(folder or ".", "mpiexec") for folder in search.split(os.pathsep)]
+    site = [p for p in found if os.path.realpath(p) not in own]
+    for candidate in site + installed:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
 
 
 def launched_by_mpi() -> bool:
-    return "mpi4py.MPI" in sys.modules or any(v in os.environ for v in LAUNCHER_VARIABLES)
+    return (
+        "mpi4py.MPI" in sys.modules
+        or any(v in os.environ for v in LAUNCHER_VARIABLES)
+        or launchers.detect() is not None
+    )
 
 
 @functools.cache
 def world():
-    """COMM_WORLD under an MPI launcher (mpi4py must be installed then), else LocalComm."""
-    if not launched_by_mpi():
+    """COMM_WORLD under a launcher (mpi4py must be installed then), else LocalComm; see the
+    module docstring for TESSERA_LAUNCHER and the check against the launcher's size."""
+    mode = setting("launcher")
+    if mode == "single" or (mode == "auto" and not launched_by_mpi()):
         return LocalComm()
+    launch = launchers.detect()
     try:
         from mpi4py import MPI
     except ImportError:
+        if mode == "mpi" or (launch is not None and (launch.size or 1) > 1):
+            started = launch.describe() if launch else "TESSERA_LAUNCHER=mpi"
+            raise TesseraError(
+                f"this process needs MPI ({started}) but mpi4py is not installed: "
+                "pip install mpi4py (with the site's MPI loaded) or 'tessera-kernels[mpi]'; "
+                "TESSERA_LAUNCHER=single runs each process alone"
+            ) from None
         return LocalComm()
-    if MPI.COMM_WORLD.Get_size() > 1:
-        _abort_on_uncaught_exception(MPI.COMM_WORLD)
-    return MPI.COMM_WORLD
+    comm = MPI.COMM_WORLD
+    if mode == "auto" and launch is not None and launch.size not in (None, comm.Get_size()):
+        raise TesseraError(mismatch_message(launch, comm.Get_size(), MPI.Get_library_version()))
+    if comm.Get_size() > 1:
+        _abort_on_uncaught_exception(comm)
+    return comm
+
+
+def mismatch_message(launch: launchers.Launch, mpi_size: int, library: str) -> str:
+    """The error when the launcher started ``launch.size`` processes and MPI sees
+    ``mpi_size``: both sides named, then the usual causes and the ways out."""
+    library = " ".join(library.strip().splitlines()[0].split()) if library.strip() else "MPI"
+    ranks = "rank" if mpi_size == 1 else "ranks"
+    return (
+        f"this process was started by {launch.launcher} as one of {launch.size} processes "
+        f"({', '.join(launch.variables)}), but MPI's world ({library}) has {mpi_size} "
+        f"{ranks}: the MPI library does not see the launcher's processes as one job. "
+        "Under Slurm use srun --mpi=pmix (or --mpi=pmi2) with an MPI built for it, or the "
+        "MPI's own mpiexec; torchrun is not an MPI launcher (start the script with mpiexec "
+        "or srun). TESSERA_LAUNCHER=mpi uses MPI's world anyway, TESSERA_LAUNCHER=single "
+        "runs each process alone."
+    )
 
 
 def _abort_on_uncaught_exception(comm) -> None:

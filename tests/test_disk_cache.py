@@ -384,6 +384,25 @@ def test_other_versions_or_cpu_are_a_miss(cache_dir, monkeypatch):
     assert _counts(before) == (1, 0) and y[0] == 4.0
 
 
+def test_a_numba_the_loader_was_not_tested_with_compiles_and_says_so_once(
+    cache_dir, monkeypatch, caplog
+):
+    monkeypatch.setattr(native, "TESTED_NUMBA", ((0, 1), (0, 2)))
+    native.numba_tested.cache_clear()
+    x = np.full(8, 2.0, np.float32)
+    y = np.zeros_like(x)
+    try:
+        before = ts.stats()
+        for _ in range(2):
+            ts.kernel(power)[8](x, y, 5)
+        assert _counts(before) == (2, 0) and y[0] == 32.0
+        assert not list(cache_dir.glob("*/*"))  # nothing written either
+        lines = [r.getMessage() for r in caplog.records if "warm-start loader" in r.getMessage()]
+        assert len(lines) == 1 and "tested with Numba 0.1 to 0.2, not " in lines[0]
+    finally:
+        native.numba_tested.cache_clear()
+
+
 CORRUPTIONS = {
     "truncated": lambda data: data[: len(data) // 2],
     "empty": lambda data: b"",

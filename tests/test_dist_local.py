@@ -156,3 +156,29 @@ def test_a_mesh_without_gpus_computes_on_the_cpu(mesh):
 def test_mesh_devices_must_name_one_device_per_rank():
     with pytest.raises(tessera.TesseraError, match="names 2 devices for 1 ranks"):
         dist.Mesh(axes=("x",), shape=(1,), devices=range(2))
+
+
+def test_coalesced_without_an_axis_uses_the_only_axis(mesh):
+    got = dist.all_reduce_coalesced([np.ones(3), np.arange(2.0)], bucket_mb=16)
+    assert np.array_equal(got[0], np.ones(3)) and np.array_equal(got[1], np.arange(2.0))
+    assert mesh.channel("x").started >= 1
+
+
+@pytest.mark.parametrize("collective", ["all_reduce", "all_gather", "reduce_scatter", "broadcast"])
+def test_every_collective_defaults_to_the_only_axis(mesh, collective):
+    before = mesh.channel("x").started
+    got = getattr(dist, collective)(np.arange(4.0))
+    assert np.array_equal(got, np.arange(4.0)) and mesh.channel("x").started == before + 1
+
+
+@pytest.mark.parametrize("collective", ["all_reduce", "all_gather", "reduce_scatter", "broadcast"])
+def test_a_missing_axis_on_a_two_axis_mesh_lists_the_axes(collective):
+    dist.Mesh(axes=("dp", "tp"), shape=(1, 1))
+    with pytest.raises(tessera.TesseraError, match=r"2 axes \('dp', 'tp'\): name the one"):
+        getattr(dist, collective)(np.arange(4.0))
+
+
+def test_coalesced_without_an_axis_on_a_two_axis_mesh_lists_the_axes():
+    dist.Mesh(axes=("dp", "tp"), shape=(1, 1))
+    with pytest.raises(tessera.TesseraError, match=r"\('dp', 'tp'\)"):
+        dist.all_reduce_coalesced([np.ones(2)])

@@ -72,7 +72,7 @@ _buckets = BucketPool()
 
 def all_reduce_coalesced(
     tensors,
-    axis: str,
+    axis: str | None = None,
     op: str = "sum",
     *,
     mesh=None,
@@ -97,7 +97,9 @@ def all_reduce_coalesced(
     sizes = [a.nbytes for a in arrays]
     for kind in set(kinds):
         check_op(op, kind if isinstance(kind, np.dtype) else kind[0])
-    channel = current_mesh(mesh).channel(axis)
+    mesh = current_mesh(mesh)
+    axis = mesh.axis_name(axis)  # the only axis of a one-axis mesh when not named
+    channel = mesh.channel(axis)
     works = []
     for members, nbytes in _buckets_of(kinds, sizes, int(bucket_mb * 2**20)):
         pieces = arrays if len(members) == len(arrays) else [arrays[i] for i in members]

@@ -179,7 +179,7 @@ def _front(x, dim: int):
 
 def all_reduce(
     x,
-    axis: str,
+    axis: str | None = None,
     op: str = "sum",
     *,
     mesh: Mesh | None = None,
@@ -188,6 +188,7 @@ def all_reduce(
     async_op: bool = False,
 ):
     """Every rank of the axis gets ``op`` over all their ``x``."""
+    axis = _axis_of(x, axis, mesh)
     if _is_sharded(x):
         _whole_on(x, axis, "all_reduce")
         return _sharded(
@@ -215,11 +216,18 @@ def all_reduce(
 
 
 def all_gather(
-    x, axis: str, *, mesh: Mesh | None = None, out=None, dim: int = 0, async_op: bool = False
+    x,
+    axis: str | None = None,
+    *,
+    mesh: Mesh | None = None,
+    out=None,
+    dim: int = 0,
+    async_op: bool = False,
 ):
     """The axis's arrays concatenated along ``dim`` (default 0), in rank order; blocks may
     differ in length along ``dim``. A sharded tensor is gathered along the dim that is
     split over ``axis``."""
+    axis = _axis_of(x, axis, mesh)
     if _is_sharded(x):
         split = _split_dim(x, axis, "all_gather")
         layout = _without(x.layout, axis)
@@ -245,7 +253,7 @@ def all_gather(
 
 def reduce_scatter(
     x,
-    axis: str,
+    axis: str | None = None,
     op: str = "sum",
     *,
     mesh: Mesh | None = None,
@@ -256,6 +264,7 @@ def reduce_scatter(
 ):
     """``op`` over the axis, then this rank's ``array_split`` block of ``dim`` (default 0).
     A sharded tensor (whole on ``axis``) comes back split over ``axis`` along ``dim``."""
+    axis = _axis_of(x, axis, mesh)
     if _is_sharded(x):
         _whole_on(x, axis, "reduce_scatter")
         if x.layout.axis_of(dim) is not None:
@@ -307,9 +316,16 @@ def reduce_scatter(
 
 
 def broadcast(
-    x, axis: str, root: int = 0, *, mesh: Mesh | None = None, out=None, async_op: bool = False
+    x,
+    axis: str | None = None,
+    root: int = 0,
+    *,
+    mesh: Mesh | None = None,
+    out=None,
+    async_op: bool = False,
 ):
     """The array of the axis member with index ``root``, on every member."""
+    axis = _axis_of(x, axis, mesh)
     if _is_sharded(x):
         return _sharded(
             x,
@@ -337,6 +353,11 @@ def barrier(axis: str | None = None, *, mesh: Mesh | None = None) -> None:
         seq = channel.begin("barrier", None)
         transfer = mpi_transport.barrier(channel)
     _run(channel, "barrier", seq, transfer, lambda _: None, False, None, None, start)
+
+
+def _axis_of(x, axis: str | None, mesh: Mesh | None) -> str:
+    """The axis a collective runs over: ``axis``, or the mesh's only one when it is None."""
+    return (x.mesh if _is_sharded(x) else current_mesh(mesh)).axis_name(axis)
 
 
 def _is_sharded(x) -> bool:

@@ -31,6 +31,21 @@ def local_rank(comm) -> int:
     return comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
 
 
+_node_ranks: list[int] = []
+
+
+def ranks_on_node(comm) -> int:
+    """How many of ``comm``'s processes share this node: MPI's shared-memory split, made
+    once (collectively: the first mesh, which every rank creates, asks)."""
+    if not _node_ranks:
+        if comm.Get_size() == 1:
+            return 1
+        from mpi4py import MPI
+
+        _node_ranks.append(comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size())
+    return _node_ranks[0]
+
+
 def gpus_on_node() -> int:
     """How many GPUs this process can see (0 without a driver, or under the simulator)."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":

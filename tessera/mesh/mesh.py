@@ -6,7 +6,8 @@
 Each axis's communicator groups the ranks that differ only along that axis (ordered by
 their index on it); it is made once, collectively, when the mesh is created, and wrapped
 in a :class:`~tessera.mesh.channel.Channel` (sequence numbers, timeouts, debug checks).
-Creating a mesh under MPI also picks this rank's GPU, if the node has any.
+Creating a mesh under MPI also picks this rank's GPU, if the node has any, and divides the
+node's cores among its ranks (tessera.threads).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from __future__ import annotations
 import math
 import threading
 
+from .. import threads
 from ..errors import TesseraError
 from ..world import world
 from .channel import Channel
-from .devices import select_device
+from .devices import ranks_on_node, select_device
 
 _state = threading.local()
 _latest: list = []
@@ -53,10 +55,24 @@ class Mesh:
             color = _ravel(others, self.shape[:k] + self.shape[k + 1 :])
             self._channels[axis] = Channel(axis, comm.Split(color, self.coords[k]), self.rank)
         self.device = select_device(comm)
+        if have > 1:  # the node's cores shared among its ranks, as MPI counts them
+            threads.set_default(ranks_on_node(comm))
         _latest[:] = [self]
 
     def __repr__(self) -> str:
         return f"Mesh(axes={self.axes}, shape={self.shape}, rank={self.rank}, coords={self.coords})"
+
+    def axis_name(self, axis: str | None) -> str:
+        """``axis``, or the mesh's only axis when ``axis`` is None: on a one-axis mesh the
+        collectives need not name it, on a larger one leaving it out is ambiguous."""
+        if axis is not None:
+            return axis
+        if len(self.axes) == 1:
+            return self.axes[0]
+        raise TesseraError(
+            f"this mesh has {len(self.axes)} axes {self.axes}: name the one the collective "
+            f"runs over (axis={self.axes[0]!r}, ...)"
+        )
 
     def _axis(self, axis: str) -> int:
         try:
@@ -74,8 +90,10 @@ class Mesh:
         """The communicator of the ranks that differ from this one only along ``axis``."""
         return self.channel(axis).comm
 
-    def channel(self, axis: str) -> Channel:
-        """The axis's channel: its communicator with sequence numbers and timeouts."""
+    def channel(self, axis: str | None = None) -> Channel:
+        """The axis's channel: its communicator with sequence numbers and timeouts (the only
+        axis's when ``axis`` is None)."""
+        axis = self.axis_name(axis)
         self._axis(axis)
         return self._channels[axis]
 

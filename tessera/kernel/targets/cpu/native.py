@@ -19,21 +19,26 @@ What the object code calls, and where it comes from here:
   their own names so that a Numba imported later in the process uses the same ones (same
   allocator, one thread pool).
 
-This is Numba's private ABI (symbol names, wrapper convention, helper tables). The cache
-key holds the exact Numba and llvmlite versions, so an image is only ever loaded by the
-Numba that wrote it; any symbol that cannot be found makes :func:`load` raise
-:class:`NativeLoadError` *before* linking (LLVM would abort on an unresolved symbol), and
-the kernel is compiled instead.
+This is Numba's private ABI (symbol names, wrapper convention, helper tables), which any
+release may change: images are written and loaded only under the Numba releases the loader
+has been tested with (:data:`TESTED_NUMBA`); under any other, kernels are compiled as if
+there were no disk cache, and one log line says why. The cache key holds the exact Numba
+and llvmlite versions, so an image is only ever loaded by the Numba that wrote it; any
+symbol that cannot be found makes :func:`load` raise :class:`NativeLoadError` *before*
+linking (LLVM would abort on an unresolved symbol), and the kernel is compiled instead.
 """
 
 from __future__ import annotations
 
 import builtins
 import ctypes
+import functools
 import importlib.machinery
 import importlib.util
 import json
+import logging
 import os
+import re
 import sys
 import threading
 import types
@@ -55,6 +60,45 @@ _LAYER_EXPORTS = (
     "get_parallel_chunksize",
     "get_sched_size",
 )
+
+
+# The Numba releases, (major, minor) from first to last inclusive, whose native images this
+# loader has been run with. Widen it only after the test-suite (tests/test_disk_cache.py)
+# passes under the new release.
+TESTED_NUMBA = ((0, 68), (0, 68))
+
+
+def numba_release() -> tuple[int, int] | None:
+    """The installed Numba's (major, minor), read from its version file without importing
+    it (importing Numba is what a warm start avoids); None when it cannot be read."""
+    spec = importlib.util.find_spec("numba")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        with open(os.path.join(spec.submodule_search_locations[0], "_version.py")) as f:
+            found = re.search(r'"version":\s*"(\d+)\.(\d+)', f.read())
+    except OSError:
+        return None
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+@functools.cache
+def numba_tested() -> bool:
+    """Whether the installed Numba is one of :data:`TESTED_NUMBA`; logs one line (logger
+    ``tessera``, WARNING) the first time it is not."""
+    release = numba_release()
+    if release is not None and TESTED_NUMBA[0] <= release <= TESTED_NUMBA[1]:
+        return True
+    first, last = (".".join(map(str, v)) for v in TESTED_NUMBA)
+    found = ".".join(map(str, release)) if release else "an unreadable version"
+    logging.getLogger("tessera").warning(
+        "tessera: the warm-start loader has been tested with Numba %s to %s, not %s; CPU "
+        "kernels are compiled in each process instead of loaded from the disk cache",
+        first,
+        last,
+        found,
+    )
+    return False
 
 
 class NativeLoadError(RuntimeError):

@@ -136,7 +136,7 @@ class CpuProgram:
 
     def _disk_entry(self, parallel: bool, args: tuple) -> disk_cache.Entry | None:
         """The disk-cache file of one variant, keyed on all that shapes its machine code."""
-        if self.key is None or not disk_cache.enabled():
+        if self.key is None or not disk_cache.enabled() or not native.numba_tested():
             return None
         kir = self.spec.kir
         parts = (

@@ -22,7 +22,10 @@ def cuda_module():
     try:
         from numba import cuda
     except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise TesseraError("the CUDA target needs numba-cuda: pip install 'tessera[cuda]'") from exc
+        raise TesseraError(
+            "the CUDA target needs numba-cuda: pip install 'tessera-kernels[cuda]' "
+            "('tessera-kernels[cuda12]' where the driver is CUDA 12)"
+        ) from exc
     return cuda
 
 
