@@ -15,6 +15,7 @@ from ..tile import blocks as B
 from ..tile import primitives as P
 from ..tile.mathfns import MATH
 from . import ir
+from .frontend_values import SMALL, ComplexValue, describe
 from .func import Func
 from .passes.returns import eliminate_returns
 from .scope import Scope, assigned_names, first_assignment, strip_docstring
@@ -73,6 +74,8 @@ class CallLowering:
         return pre + [ir.CopyAsync(loc, dst, src, starts, stops, sliced)]
 
     def call(self, scope: Scope, node: ast.Call, loc: SourceLoc):
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "conjugate":
+            return self.conjugate(scope, node, loc)
         method = self.tile_method(scope, node.func)
         if method is not None:  # ``t.sum(axis=0)``: the tile is the first argument
             call = ast.copy_location(
@@ -96,13 +99,19 @@ class CallLowering:
                 )
             p, v = self.expr(scope, node.args[0])
             return p, ir.Cast(loc, dtype, v)
+        if fn is builtins.complex:
+            return self.complex_call(scope, node, loc)
         name = MATH_FUNCS.get(fn) or BUILTIN_FUNCS.get(fn)
         if name is not None:
             if node.keywords:
                 raise self.error(scope, node, f"{name}() takes no keyword arguments")
             pre, args = [], []
             for a in node.args:
-                p, e = self.expr(scope, a)
+                p, e = self.value(scope, a)
+                if isinstance(e, ComplexValue) and name == "abs" and len(node.args) == 1:
+                    return p, self.small_abs(e, loc)
+                if isinstance(e, SMALL):
+                    raise self.error(scope, a, f"{name}() takes single values, not {describe(e)}")
                 pre += p
                 args.append(e)
             return pre, ir.MathCall(loc, name, args)
@@ -252,18 +261,25 @@ class CallLowering:
         prefix = self.fresh(f"{fn.name}_")
         pre: list[ir.Stmt] = []
         for param, arg in zip(fparams, node.args):
-            if param.arg in inner.locals:
-                raise self.error(
-                    inner,
-                    first_assignment(info.fn_node.body, param.arg),
-                    f"cannot assign to parameter '{param.arg}' of helper '{fn.name}'",
-                )
-            if self.is_array_expr(scope, arg):
+            if self.is_array_expr(scope, arg):  # by reference: the helper may not rebind it
+                if param.arg in inner.locals:
+                    raise self.error(
+                        inner,
+                        first_assignment(info.fn_node.body, param.arg),
+                        f"cannot assign to parameter '{param.arg}' of helper '{fn.name}': "
+                        "it is an array, passed by reference",
+                    )
                 inner.array_aliases[param.arg] = self.array_ref(scope, arg).name
                 continue
-            p, e = self.expr(scope, arg)
+            # by value: the parameter is a variable of the helper's own, which it may
+            # reassign (the caller's value is unchanged), as in Python and CUDA
+            p, e = self.value(scope, arg)
             inner.rename[param.arg] = f"{prefix}_{param.arg}"
-            pre += p + [ir.Assign(loc, inner.rename[param.arg], e)]
+            if isinstance(e, SMALL):
+                pre += p + self.bind_argument(inner, param.arg, e, inner.rename[param.arg], loc)
+            else:
+                inner.plain.add(param.arg)
+                pre += p + [ir.Assign(loc, inner.rename[param.arg], e)]
         for name in inner.locals:
             inner.rename[name] = f"{prefix}_{name}"
         inner.result = f"_ret{prefix}"
@@ -277,7 +293,7 @@ class CallLowering:
             self._inlining.pop()
             self.depth = depth
         body = eliminate_returns(body, f"{prefix}_done")
-        return pre + body, ir.Name(loc, inner.result)
+        return pre + body, self.helper_result(inner, loc)
 
     def call_args(
         self, scope: Scope, node: ast.Call, names: tuple[str, ...], required: int
