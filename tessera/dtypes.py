@@ -107,6 +107,12 @@ class Symbol:
     def __hash__(self) -> int:
         return hash(("sym", self.name))
 
+    def __getitem__(self, dims: object) -> object:
+        raise TypeError(
+            f"'{self.name}' is not a dtype; a dtype chosen per launch is a parameter "
+            f"'{self.name}: dtype_constexpr'"
+        )
+
     def __truediv__(self, axis: object) -> ShardedDim:
         axis_name = axis.name if isinstance(axis, Symbol) else str(axis)
         return ShardedDim(self, axis_name)
@@ -174,5 +180,42 @@ class _Constexpr:
         return "constexpr"
 
 
+class _DTypeConstexpr:
+    """Annotation of a dtype parameter (``T: dtype_constexpr``): a launch passes a dtype
+    (``ts.f16`` or NumPy's), and each dtype compiles its own code. The signature and body
+    use ``T`` as a dtype: ``x: T[n]``, ``tshared.alloc[T](...)``, ``T(0)``."""
+
+    def __repr__(self) -> str:
+        return "dtype_constexpr"
+
+
+@dataclass(frozen=True)
+class DTypeVar:
+    """The dtype a ``dtype_constexpr`` parameter names, before a launch binds it."""
+
+    name: str
+
+    def __getitem__(self, dims: object) -> ArrayAnnotation:
+        if not isinstance(dims, tuple):
+            dims = (dims,)
+        return ArrayAnnotation(self, tuple(dims))
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def as_dtype(value: object) -> DType | None:
+    """The Tessera dtype ``value`` names (a DType, or a NumPy dtype or scalar type)."""
+    if isinstance(value, DType):
+        return value
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return None  # (NumPy reads None as float64 and names as dtypes)
+    try:
+        return from_numpy(np.dtype(value))
+    except TypeError:
+        return None
+
+
 mut = _Mut()
 constexpr = _Constexpr()
+dtype_constexpr = _DTypeConstexpr()

@@ -260,8 +260,8 @@ class Frontend(CallLowering, ValueLowering):
             return None
         if not self.grouped:
             raise self.flat_error(scope, value, "tshared.alloc")
-        dtype = self.resolve_global(scope, value.func.slice)
-        if not isinstance(dtype, dtypes.DType):
+        dtype = self.dtype_of(scope, value.func.slice)
+        if dtype is None:
             raise self.error(scope, value.func.slice, "tshared.alloc[...] needs a dtype")
         if len(value.args) != 1 or value.keywords:
             raise self.error(scope, value, "tshared.alloc[dtype](shape) takes one shape")
@@ -401,7 +401,7 @@ class Frontend(CallLowering, ValueLowering):
     def lower_expr(self, scope: Scope, node: ast.expr) -> tuple[list[ir.Stmt], ir.Expr]:
         loc = self.loc(scope, node)
         if isinstance(node, ast.Constant):
-            if isinstance(node.value, (bool, int, float)):
+            if isinstance(node.value, (bool, int, float, str)):  # strings: passes/fold.py
                 return [], ir.Const(loc, node.value)
             raise self.error(scope, node, f"constant {node.value!r} is not a number or bool")
         if isinstance(node, ast.Name):
@@ -458,7 +458,7 @@ class Frontend(CallLowering, ValueLowering):
                 pre, base = self.expr(scope, node.value)
                 return pre, ir.PrimCall(loc, B.transpose, [base])
             value = self.resolve_global(scope, node)
-            if isinstance(value, (bool, int, float)):
+            if isinstance(value, (bool, int, float, str)):
                 self.global_constants[ast.unparse(node)] = value
                 return [], ir.Const(loc, value)
             raise self.error(scope, node, f"'{ast.unparse(node)}' cannot be used as a value")
@@ -554,7 +554,7 @@ class Frontend(CallLowering, ValueLowering):
         if name in scope.locals or name in self.params or name in self.symbols:
             return ir.Name(loc, name)
         value = self.resolve_global(scope, node)
-        if isinstance(value, (bool, int, float)):
+        if isinstance(value, (bool, int, float, str)):
             self.global_constants[name] = value
             return ir.Const(loc, value)
         raise self.error(scope, node, f"'{name}' cannot be used as a value in a kernel")
@@ -589,6 +589,16 @@ class Frontend(CallLowering, ValueLowering):
                     scope, node, f"reading '{ast.unparse(node)}' raised {type(exc).__name__}: {exc}"
                 ) from None
         return _LOCAL
+
+    def dtype_of(self, scope: Scope, node: ast.expr) -> dtypes.DType | dtypes.DTypeVar | None:
+        """The dtype ``node`` names: a dtype, or a ``T: dtype_constexpr`` parameter (bound
+        per launch: a :class:`~tessera.dtypes.DTypeVar` until then)."""
+        if isinstance(node, ast.Name) and node.id not in scope.locals:
+            p = self.params.get(node.id)
+            if p is not None and p.of_dtype:
+                return dtypes.DTypeVar(node.id)
+        value = self.resolve_global(scope, node)
+        return value if isinstance(value, dtypes.DType) else None
 
     def constant_value(self, scope: Scope, node: ast.expr) -> object:
         pre, e = self.expr(scope, node)

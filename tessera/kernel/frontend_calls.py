@@ -82,7 +82,7 @@ class CallLowering:
                 ast.Call(node.func, [node.func.value, *node.args], node.keywords), node
             )
             return self.primitive_call(scope, method, call, loc)
-        fn = self.resolve_global(scope, node.func)
+        fn = self.dtype_of(scope, node.func) or self.resolve_global(scope, node.func)
         if isinstance(fn, P.Primitive):
             if fn.is_statement:
                 raise self.error(scope, node, f"{fn.name}() is a statement, not a value")
@@ -91,8 +91,8 @@ class CallLowering:
             return self.masked_load(scope, node, loc)
         if isinstance(fn, P.SyntaxForm):
             raise self.syntax_form_error(scope, fn, node)
-        if isinstance(fn, dtypes.DType) or fn in BUILTIN_CASTS:
-            dtype = fn if isinstance(fn, dtypes.DType) else BUILTIN_CASTS[fn]
+        if isinstance(fn, (dtypes.DType, dtypes.DTypeVar)) or fn in BUILTIN_CASTS:
+            dtype = fn if isinstance(fn, (dtypes.DType, dtypes.DTypeVar)) else BUILTIN_CASTS[fn]
             if len(node.args) != 1 or node.keywords:
                 raise self.error(
                     scope, node, f"the cast {ast.unparse(node.func)}(x) takes one value"
@@ -148,8 +148,8 @@ class CallLowering:
     def primitive_arg(self, scope: Scope, fn: P.Primitive, arg: P.Arg, node: ast.expr):
         loc = self.loc(scope, node)
         if arg.kind == "dtype":
-            dtype = self.resolve_global(scope, node)
-            if not isinstance(dtype, dtypes.DType):
+            dtype = self.dtype_of(scope, node)
+            if dtype is None:
                 raise self.error(scope, node, f"{fn.name}({arg.name}) needs a dtype such as f32")
             return [], ir.Const(loc, dtype)
         if arg.kind == "shape":

@@ -236,7 +236,7 @@ class ValueLowering:
         n = len(value.items)
         if type(k) is not int or not -n <= k < n:
             raise self.error(
-                scope, node.slice, f"a tuple of {n} values is indexed with a constant in [0, {n})"
+                scope, node, f"a tuple of {n} values is indexed with a constant in [0, {n})"
             )
         return value.items[k]
 

@@ -25,7 +25,7 @@ from . import launch, stages
 from .cache import SpecialisationCache, explain_recompile
 from .pipeline import PASS_NAMES, KernelOptions, front, pass_text, specialise
 from .signature import parse_params
-from .source import SourceInfo, source_info_of
+from .source import SourceInfo, enclosing_names, source_info_of
 from .targets import HOST_CHOICE, TARGETS, resolve, stage_owner
 from .targets.target import BuildOptions, Target
 
@@ -55,7 +55,8 @@ class Kernel:
         self.name = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        info = source_info_of(fn, "kernel")
+        info = source_info_of(fn, "kernel", enclosing_names(fn))
+        names = info.globals  # a factory's names too, for annotations
         self.target = _checked_target(self.name, target, info)
         tile = _checked_tile(self.name, tile, info)
         if boundscheck not in (None, True, False):
@@ -71,7 +72,7 @@ class Kernel:
         self.options = KernelOptions(tile, shared)
         with internal_errors(self.name, info.decorator_loc):  # (or the statement's)
             self.params = parse_params(
-                self.name, info.fn_node, fn.__globals__, info.filename, info.line_offset
+                self.name, info.fn_node, names, info.filename, info.line_offset
             )
             self.ir = front(self.name, info, self.params, self.options)
         self.grouped = tile is not None
