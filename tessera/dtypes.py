@@ -26,7 +26,7 @@ class DType:
 
     name: str
     np_dtype: np.dtype
-    kind: str  # "f" float, "i" signed int, "u" unsigned int, "b" bool
+    kind: str  # "f" float, "i" signed int, "u" unsigned int, "b" bool, "c" complex
     bits: int
 
     def __eq__(self, other: object) -> bool:
@@ -81,12 +81,17 @@ bool_ = _dt("bool_", np.bool_, "b")
 COMPUTED_IN_F32 = (f16, bf16)
 
 ALL_DTYPES: tuple[DType, ...] = (f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, bool_)
-BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
+# complex arrays: a kernel reads and writes their elements as complex numbers, which it
+# computes with as pairs of floats (docs/language.md, "Small value types")
+complex64 = _dt("complex64", np.complex64, "c")
+complex128 = _dt("complex128", np.complex128, "c")
+COMPLEX_PARTS = {complex64: f32, complex128: f64}  # the dtype of each component
+BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES + (complex64, complex128)}
 
 
 def from_numpy(dtype: np.dtype) -> DType | None:
     """The Tessera dtype whose storage is exactly ``dtype``, or None."""
-    for d in ALL_DTYPES:
+    for d in ALL_DTYPES + (complex64, complex128):
         if d.np_dtype == dtype:
             return d
     return None

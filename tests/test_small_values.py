@@ -14,7 +14,7 @@ import numpy as np
 from error_helpers import assert_points_at, compile_error
 
 import tessera as ts
-from tessera import f32, f64, i32, i64, kernel, mut, tbarrier, tile, tshared
+from tessera import complex64, complex128, f32, f64, i32, i64, kernel, mut, tbarrier, tile, tshared
 
 # --------------------------------------------------------------------- helpers
 
@@ -301,3 +301,60 @@ def test_a_tuple_indexed_with_a_variable_is_an_error():
     err = compile_error(k_bad_index)
     assert "indexed with a constant" in str(err)
     assert_points_at(str(err), __file__, "badindex", "p[i]")
+
+
+# --------------------------------------------------------------------- complex arrays
+
+
+@kernel
+def cmul_conj(a: complex64[n], b: complex64[n], out: mut[complex64[n]], mag: mut[f32[n]]):
+    i = tile.linear_id()
+    if i < n:
+        z = a[i] * b[i].conjugate()
+        out[i] = z
+        mag[i] = abs(z)
+
+
+def test_complex_arrays_are_read_and_written_an_element_at_a_time(target, rng):
+    a = (rng.standard_normal(9) + 1j * rng.standard_normal(9)).astype(np.complex64)
+    b = (rng.standard_normal(9) + 1j * rng.standard_normal(9)).astype(np.complex64)
+    out, mag = np.zeros(9, np.complex64), np.zeros(9, np.float32)
+    cmul_conj[9](a, b, out, mag)
+    np.testing.assert_allclose(out, a * b.conj(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(mag, np.abs(a * b.conj()), rtol=1e-6)
+
+
+@kernel
+def cfill(out: mut[complex128[h, w]]):
+    i = tile.linear_id()
+    if i < h * w:
+        out[i // w, i % w] = complex(f64(i), f64(-i)) if i % 2 == 0 else 7.0
+
+
+def test_a_strided_complex_array_is_written_in_place(target):
+    big = np.zeros((3, 8), np.complex128)
+    cfill[12](big[:, ::2])
+    k = np.arange(12).reshape(3, 4)
+    want = np.where(k % 2 == 0, k - 1j * k, 7.0)
+    np.testing.assert_array_equal(big[:, ::2], want)
+    assert not big[:, 1::2].any()
+
+
+def k_complex_load(a: complex64[n], y: mut[f32[n]]):
+    y[tile.linear_id()] = tile.load(a, tile.linear_id())  # E:cload
+
+
+def test_a_primitive_on_a_complex_array_is_an_error():
+    err = compile_error(k_complex_load)
+    assert "'a' is a complex array: read and write it an element at a time" in str(err)
+    assert_points_at(str(err), __file__, "cload", "a,")
+
+
+def k_complex_scalar(c: complex64, y: mut[f32[n]]):  # E:cscalar
+    y[tile.linear_id()] = c.real
+
+
+def test_a_complex_scalar_parameter_is_an_error_that_says_what_to_pass():
+    err = compile_error(k_complex_scalar)
+    assert "parameter 'c'" in str(err) and "complex(re, im)" in str(err)
+    assert_points_at(str(err), __file__, "cscalar", "c: complex64")

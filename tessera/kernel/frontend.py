@@ -187,8 +187,11 @@ class Frontend(CallLowering, ValueLowering):
                 return pre[:-1] + [ir.Assign(loc, name, pre[-1].value)]  # no temporary
             return pre + [ir.Assign(loc, name, val)]
         if isinstance(target, ast.Subscript):
-            array = self.array_ref(scope, target.value)
+            array = self.array_ref(scope, target.value, complex_ok=True)
             pre_i, indices = self.indices(scope, target.slice)
+            if self.is_complex_array(array):
+                pre_v, val = self.value(scope, value)
+                return pre_i + pre_v + self.store_complex(scope, value, array, indices, val, loc)
             pre_v, val = self.expr(scope, value)
             return pre_i + pre_v + [ir.Store(loc, array, indices, val)]
         raise self.error(scope, target, "can only assign to a name, an element or a tuple")
@@ -198,7 +201,7 @@ class Frontend(CallLowering, ValueLowering):
     ) -> list[ir.Stmt]:
         elts = target.elts
         if isinstance(value, ast.Attribute) and value.attr == "shape":
-            array = self.array_ref(scope, value.value)
+            array = self.array_ref(scope, value.value, complex_ok=True)
             ndim = self.array_ndim(scope, array, value)
             if ndim != len(elts):
                 raise self.error(scope, target, f"unpacking {ndim} dims into {len(elts)} names")
@@ -509,7 +512,7 @@ class Frontend(CallLowering, ValueLowering):
             pre, value = self.value(scope, base)
             return pre, self.small_subscript(scope, node, value)
         if isinstance(base, ast.Attribute) and base.attr == "shape":
-            array = self.array_ref(scope, base.value)
+            array = self.array_ref(scope, base.value, complex_ok=True)
             axis = self.constant_value(scope, node.slice)
             ndim = self.array_ndim(scope, array, node)
             if not isinstance(axis, int) or not -ndim <= axis < ndim:
@@ -523,8 +526,10 @@ class Frontend(CallLowering, ValueLowering):
             for i in items
         ):
             return self.tile_view(scope, node, items, loc)
-        array = self.array_ref(scope, base)
+        array = self.array_ref(scope, base, complex_ok=True)
         pre, idx = self.indices(scope, node.slice)
+        if self.is_complex_array(array):
+            return pre, self.load_complex(array, idx, loc)
         return pre, ir.Load(loc, array, idx)
 
     def indices(self, scope: Scope, node: ast.expr) -> tuple[list[ir.Stmt], list[ir.Expr]]:
@@ -608,10 +613,20 @@ class Frontend(CallLowering, ValueLowering):
             return -e.operand.value
         return None
 
-    def array_ref(self, scope: Scope, node: ast.expr) -> ir.Name:
+    def array_ref(self, scope: Scope, node: ast.expr, complex_ok: bool = False) -> ir.Name:
+        """The array ``node`` names. A complex array is read and written only an element
+        at a time (``complex_ok``): the primitives take arrays of real numbers."""
         if isinstance(node, ast.Name):
             name = scope.array_aliases.get(node.id) or scope.rename.get(node.id, node.id)
             p = self.params.get(name)
+            if p is not None and p.kind == "array" and p.dtype in dtypes.COMPLEX_PARTS:
+                if not complex_ok:
+                    raise self.error(
+                        scope,
+                        node,
+                        f"'{node.id}' is a complex array: read and write it an element at a "
+                        "time (z = x[i], x[i] = z)",
+                    )
             if (p is not None and p.kind == "array") or name in self.shared_vars:
                 return ir.Name(self.loc(scope, node), name)
             if node.id in scope.locals:  # a local variable holding a shared array

@@ -269,7 +269,7 @@ class CallLowering:
                         f"cannot assign to parameter '{param.arg}' of helper '{fn.name}': "
                         "it is an array, passed by reference",
                     )
-                inner.array_aliases[param.arg] = self.array_ref(scope, arg).name
+                inner.array_aliases[param.arg] = self.array_ref(scope, arg, complex_ok=True).name
                 continue
             # by value: the parameter is a variable of the helper's own, which it may
             # reassign (the caller's value is unchanged), as in Python and CUDA

@@ -15,6 +15,7 @@ import ast
 import builtins
 from dataclasses import dataclass
 
+from ..dtypes import COMPLEX_PARTS
 from ..errors import SourceLoc
 from . import ir
 from .func import Func
@@ -198,6 +199,11 @@ class ValueLowering:
     def small_select(self, scope: Scope, node: ast.IfExp, cond, then, orelse, pre, loc):
         """``a if c else b`` of tuples or complex numbers: one branch's components."""
         (pa, a), (pb, b) = then, orelse
+        zero = ir.Const(loc, 0.0)
+        if isinstance(a, ComplexValue) and shape_of(b) == "value":  # a real has no imag
+            b = ComplexValue(b, zero)
+        if isinstance(b, ComplexValue) and shape_of(a) == "value":
+            a = ComplexValue(a, zero)
         if shape_of(a) != shape_of(b):
             raise self.error(
                 scope, node, f"the branches give {describe(a)} and {describe(b)}; give one kind"
@@ -360,6 +366,32 @@ class ValueLowering:
             return [], ir.BoolOp(loc, "and", parts)
         parts = [ir.Compare(loc, "!=", ar, br), ir.Compare(loc, "!=", ai, bi)]
         return [], ir.BoolOp(loc, "or", parts)
+
+    # ------------------------------------------------------------------ complex arrays
+    def is_complex_array(self, array: ir.Name) -> bool:
+        p = self.params.get(array.name)
+        return p is not None and p.kind == "array" and p.dtype in COMPLEX_PARTS
+
+    def load_complex(self, array: ir.Name, idx: list[ir.Expr], loc: SourceLoc) -> ComplexValue:
+        """``x[i]`` of a complex array: its floats ``x[i, 0]`` and ``x[i, 1]`` (the kernel
+        sees a complex array as its floats with an axis of 2 added, launch.py)."""
+        return ComplexValue(
+            ir.Load(loc, array, [*idx, ir.Const(loc, 0)]),
+            ir.Load(loc, array, [*idx, ir.Const(loc, 1)]),
+        )
+
+    def store_complex(self, scope: Scope, node, array: ir.Name, idx, value, loc):
+        """``x[i] = z`` into a complex array (a real value has no imaginary part)."""
+        if isinstance(value, TupleValue):
+            raise self.error(scope, node, f"cannot store {describe(value)} in a complex array")
+        if not isinstance(value, ComplexValue):
+            value = ComplexValue(value, ir.Const(loc, 0.0))
+        pre: list[ir.Stmt] = []
+        idx = [self.once(pre, i, loc) for i in idx]  # each index evaluated once
+        return pre + [
+            ir.Store(loc, array, [*idx, ir.Const(loc, 0)], value.re),
+            ir.Store(loc, array, [*idx, ir.Const(loc, 1)], value.im),
+        ]
 
     def small_abs(self, value: ComplexValue, loc: SourceLoc):
         """``abs(z)``: the hypotenuse, as NumPy and Numba compute it (no overflow)."""

@@ -72,8 +72,8 @@ class Binder:
         self.target = target
         self.plan = []
         for p in params:
-            if not isinstance(p.dtype, (D.DType, type(None))):  # a dtype bound per launch
-                self.plan = None
+            if not isinstance(p.dtype, (D.DType, type(None))) or p.dtype in D.COMPLEX_PARTS:
+                self.plan = None  # a dtype bound per launch, or complex: the checked path
                 break
             if p.kind == "array":
                 dims = []
@@ -222,11 +222,11 @@ def _constexpr(kernel: str, p: ParamSpec, a: object) -> object:
     ``dtype_constexpr``, a dtype (``ts.f16`` or NumPy's ``np.float16``)."""
     if p.of_dtype:
         dtype = D.as_dtype(a)
-        if dtype is None:
+        if dtype is None or dtype in D.COMPLEX_PARTS:
             raise LaunchError(
                 kernel,
-                f"dtype_constexpr parameter '{p.name}' must be a dtype such as ts.f16 or "
-                f"np.float16, got {a!r}",
+                f"dtype_constexpr parameter '{p.name}' must be a real dtype such as ts.f16 "
+                f"or np.float16, got {a!r}",
             )
         return dtype
     if isinstance(a, (np.generic,)):
@@ -294,8 +294,28 @@ def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size, target: Ta
             )
         bound[sym] = value
         bound_by.setdefault(sym, p.name)
+    if p.dtype in D.COMPLEX_PARTS:
+        return complex_parts(kernel, p, a)
     view = target.storage(p.dtype)  # e.g. 16-bit floats as uint16 bits
     return a if view is None else a.view(view)
+
+
+def complex_parts(kernel: str, p: ParamSpec, a):
+    """A complex array as the kernel's code sees it: its floats, with an axis of 2 added
+    (real, imaginary) — a view, so writes reach the array (docs/language.md)."""
+    part = D.COMPLEX_PARTS[p.dtype].np_dtype
+    shape = tuple(a.shape) + (2,)
+    if isinstance(a, np.ndarray):
+        strides = a.strides + (part.itemsize,)
+        return np.lib.stride_tricks.as_strided(a.real, shape, strides, writeable=p.mutable)
+    try:  # a device array: C-contiguous ones have the same view
+        return a.view(part).reshape(shape)
+    except Exception as exc:
+        raise LaunchError(
+            kernel,
+            f"parameter '{p.name}': a complex GPU array is passed as its floats, which "
+            f"needs a C-contiguous array ({type(exc).__name__}: {exc})",
+        ) from None
 
 
 def _dtype_of(a) -> np.dtype:

@@ -29,7 +29,7 @@ from .passes.regions import Schedule, form_regions
 from .passes.returns import eliminate_returns
 from .passes.strip_mine import strip_mine
 from .passes.webs import split_webs
-from .signature import ParamSpec, resolve_dtypes, symbols_of
+from .signature import ParamSpec, complex_storage, resolve_dtypes, symbols_of
 from .source import SourceInfo
 from .typer import Typer, fold_int
 
@@ -62,7 +62,7 @@ def front(
     loc = SourceLoc(info.filename, info.fn_node.lineno + info.line_offset, info.fn_node.col_offset)
     kir = ir.KernelIR(
         name=name,
-        params=params,
+        params=[complex_storage(p) for p in params],
         body=body,
         grouped=grouped,
         tile_shape=tuple(options.tile or ()),

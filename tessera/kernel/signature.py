@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..dtypes import (
+    COMPLEX_PARTS,
     ArrayAnnotation,
     DType,
     DTypeVar,
@@ -222,6 +223,11 @@ def _spec_from_annotation(name: str, ann: object, loc: SourceLoc) -> ParamSpec:
         if not dims:
             raise TypeError("an array needs at least one dimension")
         return ParamSpec(name, "array", ann.dtype, dims, mutable, loc, reduction)
+    if ann in COMPLEX_PARTS:
+        raise TypeError(
+            f"a {ann} scalar parameter is not supported: pass its two floats and write "
+            "complex(re, im) in the body, or pass a complex array"
+        )
     if isinstance(ann, (DType, DTypeVar)):
         return ParamSpec(name, "scalar", ann, loc=loc)
     if isinstance(ann, _Constexpr):
@@ -232,6 +238,14 @@ def _spec_from_annotation(name: str, ann: object, loc: SourceLoc) -> ParamSpec:
         f"{ann!r} is not a Tessera annotation (expected f32[n], mut[f32[n]], "
         "reduce_sum[f32[n]], f32, constexpr or dtype_constexpr)"
     )
+
+
+def complex_storage(p: ParamSpec) -> ParamSpec:
+    """A complex array parameter as compiled code sees it: an array of its floats with an
+    axis of 2 added (real, imaginary); launch.py passes such a view. Others unchanged."""
+    if p.kind != "array" or p.dtype not in COMPLEX_PARTS:
+        return p
+    return dataclasses.replace(p, dtype=COMPLEX_PARTS[p.dtype], dims=(*p.dims, 2))
 
 
 def resolve_dtypes(params: list[ParamSpec], constexprs: dict[str, object]) -> list[ParamSpec]:
