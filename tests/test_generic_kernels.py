@@ -178,3 +178,47 @@ def test_strings_compare_only_for_equality():
     err = compile_error(k_string_order)
     assert "strings compare only with == and !=" in str(err)
     assert_points_at(str(err), __file__, "strorder", "MODE")
+
+
+# --------------------------------------------------------------------- group shape
+
+
+@kernel(tile=("BLOCK",), shared=4096)
+def shaped_sum(x: f32[n], out: mut[f32[grid_groups]], BLOCK: constexpr = 64):
+    s = tshared.alloc[f32](BLOCK)
+    lane = tile.linear_id()
+    i = tile.group_linear_id() * BLOCK + lane
+    s[lane] = x[i] if i < n else 0.0
+    tbarrier()
+    total = reduce_sum(s)
+    if lane == 0:
+        out[tile.group_linear_id()] = total
+
+
+@pytest.mark.parametrize("block", [32, 64, 128])
+def test_the_group_shape_comes_from_a_constexpr(target, block):
+    x = np.ones(300, np.float32)
+    out = np.zeros(-(-300 // block), np.float32)
+    shaped_sum[len(out)](x, out, block)
+    want = np.full(len(out), block, np.float32)
+    want[-1] = 300 - block * (len(out) - 1)
+    np.testing.assert_array_equal(out, want)
+
+
+def test_a_constexpr_group_shape_with_a_default_compiles_when_the_decorator_runs():
+    assert list(shaped_sum._kernels)[0] == (64,)
+
+
+def test_a_group_shape_of_zero_is_a_launch_error_naming_the_parameter():
+    x = np.ones(300, np.float32)
+    with pytest.raises(tessera.LaunchError, match="constexpr parameter 'BLOCK' gives the group"):
+        shaped_sum[1](x, np.zeros(1, np.float32), 0)
+
+
+def k_shape_not_constexpr(x: f32[n], BLOCK: f32):
+    tbarrier()
+
+
+def test_a_group_shape_must_name_a_constexpr_parameter():
+    err = compile_error(k_shape_not_constexpr, tile=("BLOCK",))
+    assert "'BLOCK', which is not a constexpr parameter of 'k_shape_not_constexpr'" in str(err)
