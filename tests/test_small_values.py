@@ -41,9 +41,7 @@ def bitonic_sort(keys: mut[f32[n]]):
             pos = 2 * lane - (lane & (stride - 1))
             if lane < 32:
                 up = (lane & (size // 2)) == 0
-                a, b = comparator(s[pos], s[pos + stride], up)
-                s[pos] = a
-                s[pos + stride] = b
+                s[pos], s[pos + stride] = comparator(s[pos], s[pos + stride], up)
             tbarrier()
             stride //= 2
         size *= 2
@@ -140,9 +138,7 @@ def nbody(pos: f32[n, 3], acc: mut[f32[n, 3]], soft: f32):
         for j in range(n):
             fx, fy, fz = force(p, (pos[j, 0], pos[j, 1], pos[j, 2]), soft)
             a = (a[0] + fx, a[1] + fy, a[2] + fz)
-        acc[i, 0] = a[0]
-        acc[i, 1] = a[1]
-        acc[i, 2] = a[2]
+        acc[i, 0], acc[i, 1], acc[i, 2] = a
 
 
 def test_nbody_with_float3_tuples_and_a_force_helper(target, rng):
