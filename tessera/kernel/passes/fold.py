@@ -28,8 +28,8 @@ def _block(kir: ir.KernelIR, body: list[ir.Stmt]) -> list[ir.Stmt]:
             value = getattr(s, f.name)
             if isinstance(value, ir.Expr):
                 setattr(s, f.name, _expr(kir, value))
-            elif isinstance(value, list) and value and isinstance(value[0], ir.Expr):
-                setattr(s, f.name, [_expr(kir, v) for v in value])
+            elif isinstance(value, list) and any(isinstance(v, ir.Expr) for v in value):
+                setattr(s, f.name, [_expr(kir, v) if isinstance(v, ir.Expr) else v for v in value])
         for b in list(s.bodies()):
             b[:] = _block(kir, b)
         if isinstance(s, ir.If) and isinstance(s.cond, ir.Const):
@@ -44,8 +44,8 @@ def _expr(kir: ir.KernelIR, e: ir.Expr) -> ir.Expr:
         value = getattr(e, f.name)
         if isinstance(value, ir.Expr):
             setattr(e, f.name, _expr(kir, value))
-        elif isinstance(value, list) and value and isinstance(value[0], ir.Expr):
-            setattr(e, f.name, [_expr(kir, v) for v in value])
+        elif isinstance(value, list) and any(isinstance(v, ir.Expr) for v in value):
+            setattr(e, f.name, [_expr(kir, v) if isinstance(v, ir.Expr) else v for v in value])
     if isinstance(e, ir.Compare):
         a, b = e.left, e.right
         consts = isinstance(a, ir.Const) and isinstance(b, ir.Const)
