@@ -76,12 +76,17 @@ def rebuild(shape: object, parts: list[ir.Expr]) -> object:
     return parts.pop(0)
 
 
-def component_names(base: str, shape: object) -> list[str]:
-    """The IR variables that hold a variable ``base`` of structure ``shape``."""
+def component_names(base: str, shape: object, shown: bool = False) -> list[str]:
+    """The IR variables that hold a variable ``base`` of structure ``shape`` (``shown``:
+    how the source spells each: ``z.real``, ``p[0]``)."""
     if shape == "complex":
-        return [f"{base}__re", f"{base}__im"]
+        return [f"{base}.real", f"{base}.imag"] if shown else [f"{base}__re", f"{base}__im"]
     if isinstance(shape, tuple):
-        return [n for k, s in enumerate(shape) for n in component_names(f"{base}__{k}", s)]
+        return [
+            n
+            for k, s in enumerate(shape)
+            for n in component_names(f"{base}[{k}]" if shown else f"{base}__{k}", s, shown)
+        ]
     return [base]
 
 
@@ -99,8 +104,8 @@ class ValueLowering:
         base = self.local_name(scope, target)
         names = component_names(base, shape)
         scope.small[target.id] = (shape, names)
-        for n in names:
-            self.user_vars[n] = f"{target.id}{n[len(base) :]}"
+        for n, shown in zip(names, component_names(target.id, shape, shown=True)):
+            self.user_vars[n] = shown  # messages name ``z.real``, ``p[0]``
         return self.assign_leaves(names, leaves(value), loc)
 
     def assign_leaves(self, names: list[str], values: list[ir.Expr], loc) -> list[ir.Stmt]:
@@ -191,6 +196,8 @@ class ValueLowering:
             return node.id in scope.small
         if isinstance(node, ast.Tuple):
             return True
+        if isinstance(node, ast.Subscript):  # ``p[0][1]`` of nested tuples
+            return self.holds_small(scope, node.value)
         if isinstance(node, ast.Call):
             fn = self.resolve_global(scope, node.func)
             return fn is builtins.complex or isinstance(fn, Func)
