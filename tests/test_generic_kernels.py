@@ -222,3 +222,22 @@ def k_shape_not_constexpr(x: f32[n], BLOCK: f32):
 def test_a_group_shape_must_name_a_constexpr_parameter():
     err = compile_error(k_shape_not_constexpr, tile=("BLOCK",))
     assert "'BLOCK', which is not a constexpr parameter of 'k_shape_not_constexpr'" in str(err)
+
+
+def make_tuned_scale(dt):
+    @ts.kernel.autotune(space={"B": [1, 2]})
+    def tuned_scale(x: dt[n], y: mut[dt[n]]):
+        i = tile.linear_id()
+        if i < n:
+            y[i] = x[i] * B
+
+    return tuned_scale
+
+
+def test_an_autotuned_kernel_made_by_a_factory_sees_the_factorys_dtype():
+    k = make_tuned_scale(f16)
+    x = np.ones(8, np.float16)
+    y = np.zeros_like(x)
+    with ts.config(target="cpu"):
+        k[8](x, y)
+    assert set(y.tolist()) <= {1.0, 2.0} and len(set(y.tolist())) == 1

@@ -354,3 +354,32 @@ def test_a_complex_scalar_parameter_is_an_error_that_says_what_to_pass():
     err = compile_error(k_complex_scalar)
     assert "parameter 'c'" in str(err) and "complex(re, im)" in str(err)
     assert_points_at(str(err), __file__, "cscalar", "c: complex64")
+
+
+@kernel
+def nested(x: f32[n], y: mut[f32[n]]):
+    i = tile.linear_id()
+    if i < n:
+        p = ((x[i], 1.0), complex(2.0, 3.0))
+        (a, b), c = p
+        y[i] = a + b + c.imag + p[0][1]
+
+
+def test_nested_tuples_unpack_and_index(target):
+    x = np.arange(4, dtype=np.float32)
+    y = np.zeros_like(x)
+    nested[4](x, y)
+    np.testing.assert_array_equal(y, x + 5)
+
+
+def k_half_assigned(x: f32[n], y: mut[f32[n]]):
+    i = tile.linear_id()
+    if i > 2:
+        z = complex(x[i], 1.0)
+    y[i] = z.real  # E:halfz
+
+
+def test_a_complex_assigned_on_one_path_is_named_as_the_source_spells_it():
+    err = compile_error(k_half_assigned)
+    assert "'z.real' may be read before it is assigned" in str(err)
+    assert_points_at(str(err), __file__, "halfz", "z.real")
