@@ -26,7 +26,7 @@ class DType:
 
     name: str
     np_dtype: np.dtype
-    kind: str  # "f" float, "i" signed int, "u" unsigned int, "b" bool
+    kind: str  # "f" float, "i" signed int, "u" unsigned int, "b" bool, "c" complex
     bits: int
 
     def __eq__(self, other: object) -> bool:
@@ -81,12 +81,17 @@ bool_ = _dt("bool_", np.bool_, "b")
 COMPUTED_IN_F32 = (f16, bf16)
 
 ALL_DTYPES: tuple[DType, ...] = (f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, bool_)
-BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
+# complex arrays: a kernel reads and writes their elements as complex numbers, which it
+# computes with as pairs of floats (docs/language.md, "Small value types")
+complex64 = _dt("complex64", np.complex64, "c")
+complex128 = _dt("complex128", np.complex128, "c")
+COMPLEX_PARTS = {complex64: f32, complex128: f64}  # the dtype of each component
+BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES + (complex64, complex128)}
 
 
 def from_numpy(dtype: np.dtype) -> DType | None:
     """The Tessera dtype whose storage is exactly ``dtype``, or None."""
-    for d in ALL_DTYPES:
+    for d in ALL_DTYPES + (complex64, complex128):
         if d.np_dtype == dtype:
             return d
     return None
@@ -106,6 +111,12 @@ class Symbol:
 
     def __hash__(self) -> int:
         return hash(("sym", self.name))
+
+    def __getitem__(self, dims: object) -> object:
+        raise TypeError(
+            f"'{self.name}' is not a dtype; a dtype chosen per launch is a parameter "
+            f"'{self.name}: dtype_constexpr'"
+        )
 
     def __truediv__(self, axis: object) -> ShardedDim:
         axis_name = axis.name if isinstance(axis, Symbol) else str(axis)
@@ -189,5 +200,42 @@ class _Constexpr:
         return "constexpr"
 
 
+class _DTypeConstexpr:
+    """Annotation of a dtype parameter (``T: dtype_constexpr``): a launch passes a dtype
+    (``ts.f16`` or NumPy's), and each dtype compiles its own code. The signature and body
+    use ``T`` as a dtype: ``x: T[n]``, ``tshared.alloc[T](...)``, ``T(0)``."""
+
+    def __repr__(self) -> str:
+        return "dtype_constexpr"
+
+
+@dataclass(frozen=True)
+class DTypeVar:
+    """The dtype a ``dtype_constexpr`` parameter names, before a launch binds it."""
+
+    name: str
+
+    def __getitem__(self, dims: object) -> ArrayAnnotation:
+        if not isinstance(dims, tuple):
+            dims = (dims,)
+        return ArrayAnnotation(self, tuple(dims))
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def as_dtype(value: object) -> DType | None:
+    """The Tessera dtype ``value`` names (a DType, or a NumPy dtype or scalar type)."""
+    if isinstance(value, DType):
+        return value
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return None  # (NumPy reads None as float64 and names as dtypes)
+    try:
+        return from_numpy(np.dtype(value))
+    except TypeError:
+        return None
+
+
 mut = _Mut()
 constexpr = _Constexpr()
+dtype_constexpr = _DTypeConstexpr()

@@ -69,7 +69,7 @@ BL = {
     "inf for an i32": (4, lambda: (_x(), 1.0, float("inf"), 1)),
     "np.float32 inf for an i32": (4, lambda: (_x(), 1.0, np.float32("inf"), 1)),
     "2.5 for an i32": (4, lambda: (_x(), 1.0, 2.5, 1)),
-    "str for a constexpr": (4, lambda: (_x(), 1.0, 1, "three")),
+    "list for a constexpr": (4, lambda: (_x(), 1.0, 1, [3])),
     "array for a constexpr": (4, lambda: (_x(), 1.0, 1, np.ones(2))),
     "complex for a constexpr": (4, lambda: (_x(), 1.0, 1, 1j)),
     "negative grid": (-1, lambda: (_x(), 1.0, 1, 1)),

@@ -15,6 +15,7 @@ from tessera import (
     KiB,
     LaunchError,
     bf16,
+    complex64,
     cp_async,
     f32,
     group_linear_id,
@@ -258,3 +259,24 @@ def test_products_are_rounded_on_their_own_as_on_every_target(arch):
     assert "fma.rn.f32" not in ptx and "mul.rn.f32" in ptx
     ptx = own_math_functions.inspect("ptx", x, x, grid=1, arch=arch)
     assert "fma.rn.f32" not in ptx and "mul.rn.f32" in ptx
+
+
+@kernel
+def _mandelbrot_rows(a: complex64[n], out: mut[i32[n]], max_iter: i32):
+    i = tile.linear_id()
+    if i < n:
+        c = a[i]
+        z = complex(0.0, 0.0)
+        k = 0
+        while k < max_iter and abs(z) <= 2.0:
+            z = z * z + c
+            k += 1
+        out[i] = k
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_complex_arithmetic_and_complex_arrays_compile_to_ptx(arch):
+    a, out = np.zeros(64, np.complex64), np.zeros(64, np.int32)
+    ptx = _mandelbrot_rows.inspect("ptx", a, out, 10, grid=64, arch=arch)
+    assert f".target {arch}" in ptx
+    assert "ld.global.f32" in ptx or "ld.global.nc.f32" in ptx

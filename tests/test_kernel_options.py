@@ -46,9 +46,13 @@ def test_an_option_passed_by_position_after_the_function_is_refused():
         kernel(copy, 128)
 
 
-@pytest.mark.parametrize("tile_", [0.5, True, -1, 0, (), (1, 2, 3, 4), "4", (4, None), (2.0,)])
+@pytest.mark.parametrize("tile_", [0.5, True, -1, 0, (), (1, 2, 3, 4), (4, None), (2.0,)])
 def test_a_tile_that_is_not_1_to_3_positive_ints_points_at_the_decorator(tile_):
     refused("must be 1 to 3 positive ints", tile=tile_)
+
+
+def test_a_tile_naming_no_constexpr_parameter_points_at_the_decorator():
+    refused("names '4', which is not a constexpr parameter", tile="4")
 
 
 def test_a_group_of_more_lanes_than_the_limit_points_at_the_decorator():

@@ -174,7 +174,7 @@ def test_out_of_range_int_scalar(xy):
 
 def test_non_number_for_constexpr(warm, target):
     y = np.zeros(4, np.float32)
-    refused(lambda: lk_cx[4](y, "three"), [y], "'C'", kernel_name="lk_cx")
+    refused(lambda: lk_cx[4](y, [3]), [y], "'C'", kernel_name="lk_cx")
 
 
 @pytest.mark.parametrize("grid", [-1, 2.0, 3.5, (1, 2, 3, 4), (), (4, -1), True, "4", None])

@@ -24,6 +24,7 @@ from ..config import get as setting
 from ..dtypes import ShardedDim, Symbol
 from ..errors import AutotuneError, CacheWarning, TesseraError
 from ..kernel.kernel import Kernel
+from ..kernel.source import enclosing_names
 from ..tracebacks import entry_point
 from . import store
 from .space import Config, expand, make_strategy, prune
@@ -57,6 +58,7 @@ class Autotuned:
     ):
         self.fn = fn
         self.name = fn.__name__
+        self.enclosing = enclosing_names(fn)  # a factory's names, while its frame exists
         self.configs = prune(expand(space), prune_rule)
         if not self.configs:
             raise AutotuneError(f"kernel '{self.name}': prune= removed every config")
@@ -110,7 +112,12 @@ class Autotuned:
                 tile = self.tile(c) if callable(self.tile) else self.tile
                 shared = self.shared(c) if callable(self.shared) else self.shared
                 self._kernels[c] = Kernel(
-                    self.fn, tile=tile, shared=shared, target=self.target, constants=dict(c.items())
+                    self.fn,
+                    tile=tile,
+                    shared=shared,
+                    target=self.target,
+                    constants=dict(c.items()),
+                    enclosing=self.enclosing,
                 )
             except TesseraError as exc:
                 self._kernels[c] = f"does not compile: {_first_line(exc)}"

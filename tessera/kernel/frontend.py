@@ -22,6 +22,7 @@ from ..tile import blocks as B
 from ..tile import primitives as P
 from . import ir
 from .frontend_calls import CallLowering
+from .frontend_values import SMALL, TupleValue, ValueLowering, describe, leaves
 from .scope import Scope, assigned_names, first_assignment, strip_docstring
 from .signature import GRID_GROUPS, ParamSpec
 from .source import SourceInfo
@@ -46,7 +47,7 @@ MAX_EXPRESSION_DEPTH = 40  # levels of one expression, a leaf included (docs/lan
 MAX_SHARED_DIMS = 4  # of a shared array: its copies and reductions are loops, one a dim
 
 
-class Frontend(CallLowering):
+class Frontend(CallLowering, ValueLowering):
     """Lowers one kernel's AST to IR. Use :func:`build_ir`."""
 
     def __init__(
@@ -162,8 +163,7 @@ class Frontend(CallLowering):
                 return [ir.Return(loc)]
             if node.value is None:
                 raise self.error(scope, node, "a helper used as a value must return a value")
-            pre, value = self.expr(scope, node.value)
-            return pre + [ir.Assign(loc, scope.result, value), ir.Return(loc)]
+            return self.helper_return(scope, node, loc)
         raise self.error(
             scope, node, f"'{type(node).__name__}' statements are not supported in kernels"
         )
@@ -177,14 +177,21 @@ class Frontend(CallLowering):
             alloc = self.try_shared_alloc(scope, target, value, loc)
             if alloc is not None:
                 return [alloc]
-            pre, val = self.expr(scope, value)
+            pre, val = self.value(scope, value)
+            if isinstance(val, SMALL):
+                return pre + self.bind_small(scope, target, val, loc)
+            self.check_shape(scope, target, "value")
+            scope.plain.add(target.id)
             name = self.local_name(scope, target)
             if pre and _is_tile_result(pre[-1], val):  # ``acc = tile.dot(a, b, acc)``
                 return pre[:-1] + [ir.Assign(loc, name, pre[-1].value)]  # no temporary
             return pre + [ir.Assign(loc, name, val)]
         if isinstance(target, ast.Subscript):
-            array = self.array_ref(scope, target.value)
+            array = self.array_ref(scope, target.value, complex_ok=True)
             pre_i, indices = self.indices(scope, target.slice)
+            if self.is_complex_array(array):
+                pre_v, val = self.value(scope, value)
+                return pre_i + pre_v + self.store_complex(scope, value, array, indices, val, loc)
             pre_v, val = self.expr(scope, value)
             return pre_i + pre_v + [ir.Store(loc, array, indices, val)]
         raise self.error(scope, target, "can only assign to a name, an element or a tuple")
@@ -194,27 +201,33 @@ class Frontend(CallLowering):
     ) -> list[ir.Stmt]:
         elts = target.elts
         if isinstance(value, ast.Attribute) and value.attr == "shape":
-            array = self.array_ref(scope, value.value)
+            array = self.array_ref(scope, value.value, complex_ok=True)
             ndim = self.array_ndim(scope, array, value)
             if ndim != len(elts):
                 raise self.error(scope, target, f"unpacking {ndim} dims into {len(elts)} names")
             values = [ir.Shape(loc, array, k) for k in range(ndim)]
             pre: list[ir.Stmt] = []
-        elif isinstance(value, ast.Tuple):
-            if len(value.elts) != len(elts):
-                raise self.error(
-                    scope, target, f"unpacking {len(value.elts)} values into {len(elts)} targets"
-                )
-            pre, values = [], []
-            for v in value.elts:
-                p, e = self.expr(scope, v)
-                pre += p
-                values.append(e)
         else:
-            raise self.error(scope, value, "can only unpack a tuple or an array's .shape")
+            pre, got = self.value(scope, value)
+            if not isinstance(got, TupleValue):
+                raise self.error(
+                    scope,
+                    value,
+                    f"can only unpack a tuple or an array's .shape, not {describe(got)}",
+                )
+            if len(got.items) != len(elts):
+                raise self.error(
+                    scope, target, f"unpacking {len(got.items)} values into {len(elts)} targets"
+                )
+            values = got.items
         # evaluate every value before assigning any target: a, b = b, a swaps
         temps = []
         for v in values:
+            if isinstance(v, SMALL):
+                parts = leaves(v)
+                held = self.assign_temps(pre, parts, loc)
+                temps.append(self.rebuild_value(v, held))
+                continue
             if isinstance(v, (ir.Const, ir.Shape)):
                 temps.append(v)
                 continue
@@ -222,7 +235,16 @@ class Frontend(CallLowering):
             pre.append(ir.Assign(loc, t, v))
             temps.append(ir.Name(loc, t))
         for tgt, v in zip(elts, temps):
-            if isinstance(tgt, ast.Name):
+            if isinstance(v, SMALL) or isinstance(tgt, ast.Tuple):
+                if isinstance(tgt, ast.Tuple):
+                    pre += self.unpack_value(scope, tgt, v, loc)
+                elif isinstance(tgt, ast.Name):
+                    pre += self.bind_small(scope, tgt, v, loc)
+                else:
+                    raise self.error(scope, tgt, f"cannot store {describe(v)} in an element")
+            elif isinstance(tgt, ast.Name):
+                self.check_shape(scope, tgt, "value")
+                scope.plain.add(tgt.id)
                 pre.append(ir.Assign(loc, self.local_name(scope, tgt), v))
             elif isinstance(tgt, ast.Subscript):
                 array = self.array_ref(scope, tgt.value)
@@ -241,8 +263,8 @@ class Frontend(CallLowering):
             return None
         if not self.grouped:
             raise self.flat_error(scope, value, "tshared.alloc")
-        dtype = self.resolve_global(scope, value.func.slice)
-        if not isinstance(dtype, dtypes.DType):
+        dtype = self.dtype_of(scope, value.func.slice)
+        if dtype is None:
             raise self.error(scope, value.func.slice, "tshared.alloc[...] needs a dtype")
         if len(value.args) != 1 or value.keywords:
             raise self.error(scope, value, "tshared.alloc[dtype](shape) takes one shape")
@@ -318,6 +340,8 @@ class Frontend(CallLowering):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise self.error(scope, pnode, "prefetch must be a positive integer constant")
             prefetch = value
+        self.check_shape(scope, node.target, "value")
+        scope.plain.add(node.target.id)
         var = self.local_name(scope, node.target)
         body = self.block(scope, node.body)
         return pre + [ir.For(loc, var, start, stop, step, body, tile_range, prefetch)]
@@ -341,14 +365,25 @@ class Frontend(CallLowering):
                 p3, mask = self.expr(scope, args["mask"])
                 p2 += p3
             return pre + p2 + [ir.Store(loc, array, idx, val, mask)]
-        pre, e = self.expr(scope, node)
-        if isinstance(e, ir.Name) and e.name.startswith("_ret"):
+        pre, e = self.value(scope, node)
+        if isinstance(e, SMALL) or (isinstance(e, ir.Name) and e.name.startswith("_ret")):
             return pre  # a helper called for its effects
         return pre + [ir.ExprStmt(loc, e)]
 
     # ------------------------------------------------------------------ expressions
     def expr(self, scope: Scope, node: ast.expr) -> tuple[list[ir.Stmt], ir.Expr]:
-        """Lower an expression; returns statements that must run first, and the value.
+        """Lower an expression that is one value; returns statements that must run first,
+        and the value."""
+        pre, value = self.value(scope, node)
+        if isinstance(value, SMALL):
+            raise self.error(
+                scope, node, f"{describe(value)} cannot be used here; a single value is needed"
+            )
+        return pre, value
+
+    def value(self, scope: Scope, node: ast.expr) -> tuple[list[ir.Stmt], object]:
+        """Lower an expression that may also be a tuple or a complex number
+        (frontend_values.py); returns statements that must run first, and the value.
 
         An expression nested deeper than :data:`MAX_EXPRESSION_DEPTH` is refused at the
         node that goes past it: generated code nests a few parentheses per level, and
@@ -369,20 +404,36 @@ class Frontend(CallLowering):
     def lower_expr(self, scope: Scope, node: ast.expr) -> tuple[list[ir.Stmt], ir.Expr]:
         loc = self.loc(scope, node)
         if isinstance(node, ast.Constant):
-            if isinstance(node.value, (bool, int, float)):
+            if isinstance(node.value, (bool, int, float, str)):  # strings: passes/fold.py
                 return [], ir.Const(loc, node.value)
             raise self.error(scope, node, f"constant {node.value!r} is not a number or bool")
         if isinstance(node, ast.Name):
+            small = self.small_name(scope, node.id, loc)
+            if small is not None:
+                return [], small
             return [], self.name_expr(scope, node, loc)
+        if isinstance(node, ast.Tuple):
+            pre, items = [], []
+            for elt in node.elts:
+                p, e = self.value(scope, elt)
+                pre += p
+                items.append(e)
+            return pre, TupleValue(items)
         if isinstance(node, ast.BinOp):
             op = BINOPS.get(type(node.op))
             if op is None:
                 raise self.error(scope, node, f"operator {type(node.op).__name__} is not supported")
-            p1, a = self.expr(scope, node.left)
-            p2, b = self.expr(scope, node.right)
+            p1, a = self.value(scope, node.left)
+            p2, b = self.value(scope, node.right)
+            if isinstance(a, SMALL) or isinstance(b, SMALL):
+                p3, v = self.small_binop(scope, node, op, a, b, loc)
+                return p1 + p2 + p3, v
             return p1 + p2, ir.BinOp(loc, op, a, b)
         if isinstance(node, ast.UnaryOp):
-            p, a = self.expr(scope, node.operand)
+            p, a = self.value(scope, node.operand)
+            if isinstance(a, SMALL):
+                p2, v = self.small_unary(scope, node, UNARYOPS[type(node.op)], a, loc)
+                return p + p2, v
             return p, ir.UnaryOp(loc, UNARYOPS[type(node.op)], a)
         if isinstance(node, ast.Compare):
             return self.compare(scope, node, loc)
@@ -391,8 +442,10 @@ class Frontend(CallLowering):
             return self.short_circuit(scope, op, node.values, loc)
         if isinstance(node, ast.IfExp):
             pc, c = self.expr(scope, node.test)
-            pa, a = self.expr(scope, node.body)
-            pb, b = self.expr(scope, node.orelse)
+            pa, a = self.value(scope, node.body)
+            pb, b = self.value(scope, node.orelse)
+            if isinstance(a, SMALL) or isinstance(b, SMALL):
+                return self.small_select(scope, node, c, (pa, a), (pb, b), pc, loc)
             if not pa and not pb:
                 return pc, ir.IfExp(loc, c, a, b)
             t = self.fresh("sel")
@@ -401,11 +454,14 @@ class Frontend(CallLowering):
         if isinstance(node, ast.Subscript):
             return self.subscript(scope, node, loc)
         if isinstance(node, ast.Attribute):
+            if self.holds_small(scope, node.value):
+                pre, base = self.value(scope, node.value)
+                return pre, self.small_attribute(scope, node, base)
             if node.attr == "T" and self.tile_method(scope, node) is not None:
                 pre, base = self.expr(scope, node.value)
                 return pre, ir.PrimCall(loc, B.transpose, [base])
             value = self.resolve_global(scope, node)
-            if isinstance(value, (bool, int, float)):
+            if isinstance(value, (bool, int, float, str)):
                 self.global_constants[ast.unparse(node)] = value
                 return [], ir.Const(loc, value)
             raise self.error(scope, node, f"'{ast.unparse(node)}' cannot be used as a value")
@@ -416,7 +472,17 @@ class Frontend(CallLowering):
         )
 
     def compare(self, scope: Scope, node: ast.Compare, loc: SourceLoc):
-        pre, left = self.expr(scope, node.left)
+        pre, left = self.value(scope, node.left)
+        if isinstance(left, SMALL) or len(node.comparators) == 1:
+            p, right = self.value(scope, node.comparators[0])
+            if isinstance(left, SMALL) or isinstance(right, SMALL):
+                p2, v = self.small_compare(scope, node, left, right, loc)
+                return pre + p + p2, v
+            if type(node.ops[0]) not in CMPOPS:
+                raise self.error(
+                    scope, node, f"comparison {type(node.ops[0]).__name__} is not supported"
+                )
+            return pre + p, ir.Compare(loc, CMPOPS[type(node.ops[0])], left, right)
         parts = []
         for op, comparator in zip(node.ops, node.comparators):
             if type(op) not in CMPOPS:
@@ -442,8 +508,11 @@ class Frontend(CallLowering):
 
     def subscript(self, scope: Scope, node: ast.Subscript, loc: SourceLoc):
         base = node.value
+        if self.holds_small(scope, base):
+            pre, value = self.value(scope, base)
+            return pre, self.small_subscript(scope, node, value)
         if isinstance(base, ast.Attribute) and base.attr == "shape":
-            array = self.array_ref(scope, base.value)
+            array = self.array_ref(scope, base.value, complex_ok=True)
             axis = self.constant_value(scope, node.slice)
             ndim = self.array_ndim(scope, array, node)
             if not isinstance(axis, int) or not -ndim <= axis < ndim:
@@ -457,8 +526,10 @@ class Frontend(CallLowering):
             for i in items
         ):
             return self.tile_view(scope, node, items, loc)
-        array = self.array_ref(scope, base)
+        array = self.array_ref(scope, base, complex_ok=True)
         pre, idx = self.indices(scope, node.slice)
+        if self.is_complex_array(array):
+            return pre, self.load_complex(array, idx, loc)
         return pre, ir.Load(loc, array, idx)
 
     def indices(self, scope: Scope, node: ast.expr) -> tuple[list[ir.Stmt], list[ir.Expr]]:
@@ -488,7 +559,7 @@ class Frontend(CallLowering):
         if name in scope.locals or name in self.params or name in self.symbols:
             return ir.Name(loc, name)
         value = self.resolve_global(scope, node)
-        if isinstance(value, (bool, int, float)):
+        if isinstance(value, (bool, int, float, str)):
             self.global_constants[name] = value
             return ir.Const(loc, value)
         raise self.error(scope, node, f"'{name}' cannot be used as a value in a kernel")
@@ -524,6 +595,16 @@ class Frontend(CallLowering):
                 ) from None
         return _LOCAL
 
+    def dtype_of(self, scope: Scope, node: ast.expr) -> dtypes.DType | dtypes.DTypeVar | None:
+        """The dtype ``node`` names: a dtype, or a ``T: dtype_constexpr`` parameter (bound
+        per launch: a :class:`~tessera.dtypes.DTypeVar` until then)."""
+        if isinstance(node, ast.Name) and node.id not in scope.locals:
+            p = self.params.get(node.id)
+            if p is not None and p.of_dtype:
+                return dtypes.DTypeVar(node.id)
+        value = self.resolve_global(scope, node)
+        return value if isinstance(value, dtypes.DType) else None
+
     def constant_value(self, scope: Scope, node: ast.expr) -> object:
         pre, e = self.expr(scope, node)
         if not pre and isinstance(e, ir.Const):
@@ -532,10 +613,20 @@ class Frontend(CallLowering):
             return -e.operand.value
         return None
 
-    def array_ref(self, scope: Scope, node: ast.expr) -> ir.Name:
+    def array_ref(self, scope: Scope, node: ast.expr, complex_ok: bool = False) -> ir.Name:
+        """The array ``node`` names. A complex array is read and written only an element
+        at a time (``complex_ok``): the primitives take arrays of real numbers."""
         if isinstance(node, ast.Name):
             name = scope.array_aliases.get(node.id) or scope.rename.get(node.id, node.id)
             p = self.params.get(name)
+            if p is not None and p.kind == "array" and p.dtype in dtypes.COMPLEX_PARTS:
+                if not complex_ok:
+                    raise self.error(
+                        scope,
+                        node,
+                        f"'{node.id}' is a complex array: read and write it an element at a "
+                        "time (z = x[i], x[i] = z)",
+                    )
             if (p is not None and p.kind == "array") or name in self.shared_vars:
                 return ir.Name(self.loc(scope, node), name)
             if node.id in scope.locals:  # a local variable holding a shared array

@@ -15,6 +15,7 @@ from ..tile import blocks as B
 from ..tile import primitives as P
 from ..tile.mathfns import MATH
 from . import ir
+from .frontend_values import SMALL, ComplexValue, describe
 from .func import Func
 from .passes.returns import eliminate_returns
 from .scope import Scope, assigned_names, first_assignment, strip_docstring
@@ -73,13 +74,15 @@ class CallLowering:
         return pre + [ir.CopyAsync(loc, dst, src, starts, stops, sliced)]
 
     def call(self, scope: Scope, node: ast.Call, loc: SourceLoc):
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "conjugate":
+            return self.conjugate(scope, node, loc)
         method = self.tile_method(scope, node.func)
         if method is not None:  # ``t.sum(axis=0)``: the tile is the first argument
             call = ast.copy_location(
                 ast.Call(node.func, [node.func.value, *node.args], node.keywords), node
             )
             return self.primitive_call(scope, method, call, loc)
-        fn = self.resolve_global(scope, node.func)
+        fn = self.dtype_of(scope, node.func) or self.resolve_global(scope, node.func)
         if isinstance(fn, P.Primitive):
             if fn.is_statement:
                 raise self.error(scope, node, f"{fn.name}() is a statement, not a value")
@@ -88,21 +91,27 @@ class CallLowering:
             return self.masked_load(scope, node, loc)
         if isinstance(fn, P.SyntaxForm):
             raise self.syntax_form_error(scope, fn, node)
-        if isinstance(fn, dtypes.DType) or fn in BUILTIN_CASTS:
-            dtype = fn if isinstance(fn, dtypes.DType) else BUILTIN_CASTS[fn]
+        if isinstance(fn, (dtypes.DType, dtypes.DTypeVar)) or fn in BUILTIN_CASTS:
+            dtype = fn if isinstance(fn, (dtypes.DType, dtypes.DTypeVar)) else BUILTIN_CASTS[fn]
             if len(node.args) != 1 or node.keywords:
                 raise self.error(
                     scope, node, f"the cast {ast.unparse(node.func)}(x) takes one value"
                 )
             p, v = self.expr(scope, node.args[0])
             return p, ir.Cast(loc, dtype, v)
+        if fn is builtins.complex:
+            return self.complex_call(scope, node, loc)
         name = MATH_FUNCS.get(fn) or BUILTIN_FUNCS.get(fn)
         if name is not None:
             if node.keywords:
                 raise self.error(scope, node, f"{name}() takes no keyword arguments")
             pre, args = [], []
             for a in node.args:
-                p, e = self.expr(scope, a)
+                p, e = self.value(scope, a)
+                if isinstance(e, ComplexValue) and name == "abs" and len(node.args) == 1:
+                    return p, self.small_abs(e, loc)
+                if isinstance(e, SMALL):
+                    raise self.error(scope, a, f"{name}() takes single values, not {describe(e)}")
                 pre += p
                 args.append(e)
             return pre, ir.MathCall(loc, name, args)
@@ -139,8 +148,8 @@ class CallLowering:
     def primitive_arg(self, scope: Scope, fn: P.Primitive, arg: P.Arg, node: ast.expr):
         loc = self.loc(scope, node)
         if arg.kind == "dtype":
-            dtype = self.resolve_global(scope, node)
-            if not isinstance(dtype, dtypes.DType):
+            dtype = self.dtype_of(scope, node)
+            if dtype is None:
                 raise self.error(scope, node, f"{fn.name}({arg.name}) needs a dtype such as f32")
             return [], ir.Const(loc, dtype)
         if arg.kind == "shape":
@@ -252,18 +261,25 @@ class CallLowering:
         prefix = self.fresh(f"{fn.name}_")
         pre: list[ir.Stmt] = []
         for param, arg in zip(fparams, node.args):
-            if param.arg in inner.locals:
-                raise self.error(
-                    inner,
-                    first_assignment(info.fn_node.body, param.arg),
-                    f"cannot assign to parameter '{param.arg}' of helper '{fn.name}'",
-                )
-            if self.is_array_expr(scope, arg):
-                inner.array_aliases[param.arg] = self.array_ref(scope, arg).name
+            if self.is_array_expr(scope, arg):  # by reference: the helper may not rebind it
+                if param.arg in inner.locals:
+                    raise self.error(
+                        inner,
+                        first_assignment(info.fn_node.body, param.arg),
+                        f"cannot assign to parameter '{param.arg}' of helper '{fn.name}': "
+                        "it is an array, passed by reference",
+                    )
+                inner.array_aliases[param.arg] = self.array_ref(scope, arg, complex_ok=True).name
                 continue
-            p, e = self.expr(scope, arg)
+            # by value: the parameter is a variable of the helper's own, which it may
+            # reassign (the caller's value is unchanged), as in Python and CUDA
+            p, e = self.value(scope, arg)
             inner.rename[param.arg] = f"{prefix}_{param.arg}"
-            pre += p + [ir.Assign(loc, inner.rename[param.arg], e)]
+            if isinstance(e, SMALL):
+                pre += p + self.bind_argument(inner, param.arg, e, inner.rename[param.arg], loc)
+            else:
+                inner.plain.add(param.arg)
+                pre += p + [ir.Assign(loc, inner.rename[param.arg], e)]
         for name in inner.locals:
             inner.rename[name] = f"{prefix}_{name}"
         inner.result = f"_ret{prefix}"
@@ -277,7 +293,7 @@ class CallLowering:
             self._inlining.pop()
             self.depth = depth
         body = eliminate_returns(body, f"{prefix}_done")
-        return pre + body, ir.Name(loc, inner.result)
+        return pre + body, self.helper_result(inner, loc)
 
     def call_args(
         self, scope: Scope, node: ast.Call, names: tuple[str, ...], required: int

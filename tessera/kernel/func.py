@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 
 from ..errors import TesseraError
-from .source import SourceInfo, source_info_of
+from .source import SourceInfo, enclosing_names, source_info_of
 
 
 class Func:
@@ -25,11 +25,12 @@ class Func:
         self.fn = fn
         self.name = fn.__name__
         self._info: SourceInfo | None = None
+        self._enclosing = enclosing_names(fn)  # now: a factory's frame is gone later
         functools.update_wrapper(self, fn)
 
     def source_info(self) -> SourceInfo:
         if self._info is None:
-            self._info = source_info_of(self.fn, "helper")
+            self._info = source_info_of(self.fn, "helper", self._enclosing)
         return self._info
 
     def __call__(self, *args: object) -> object:

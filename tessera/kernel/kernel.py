@@ -17,11 +17,13 @@ import math
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from .. import failures, stats
 from ..arrays import unwrap_dlpack
 from ..config import get as setting
 from ..config import launch_settings
-from ..errors import InternalError, KernelError, TesseraError, internal_errors
+from ..errors import InternalError, KernelError, LaunchError, TesseraError, internal_errors
 from ..observers import OBSERVERS, run_launch
 from ..observers import stage as observed_stage
 from ..tracebacks import entry_point, user_frames
@@ -30,7 +32,7 @@ from .cache import SpecialisationCache, explain_recompile
 from .ir import CopyAsync, PrimCall, stmt_exprs, walk_stmts
 from .pipeline import PASS_NAMES, KernelOptions, front, pass_text, specialise
 from .signature import parse_params
-from .source import SourceInfo, source_info_of
+from .source import SourceInfo, enclosing_names, source_info_of
 from .targets import HOST_CHOICE, TARGETS, resolve, stage_owner
 from .targets.target import BuildOptions, Target
 
@@ -53,7 +55,10 @@ class Kernel:
         boundscheck: bool | None = None,
         constants: dict[str, object] | None = None,
         flops: Callable[..., float] | None = None,
+        enclosing: dict | None = None,
     ):
+        """``enclosing``: the names of the factory that defines ``fn``, when they were read
+        earlier (source.enclosing_names); by default they are read now."""
         if not inspect.isfunction(fn):
             raise TesseraError(f"@kernel decorates a function, not {type(fn).__name__}")
         self.fn = fn
@@ -62,7 +67,8 @@ class Kernel:
         self.name = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        info = source_info_of(fn, "kernel")
+        info = source_info_of(fn, "kernel", enclosing_names(fn) if enclosing is None else enclosing)
+        names = info.globals  # a factory's names too, for annotations
         self.target = _checked_target(self.name, target, info)
         tile = _checked_tile(self.name, tile, info)
         if boundscheck not in (None, True, False):
@@ -78,7 +84,7 @@ class Kernel:
         self.options = KernelOptions(tile, shared)
         with internal_errors(self.name, info.decorator_loc):  # (or the statement's)
             self.params = parse_params(
-                self.name, info.fn_node, fn.__globals__, info.filename, info.line_offset
+                self.name, info.fn_node, names, info.filename, info.line_offset
             )
             self.ir = front(self.name, info, self.params, self.options)
         self.flops = _checked_flops(self.name, flops, self.params, self.ir.symbols, info)
@@ -292,10 +298,109 @@ def kernel(*args: object, **options: object):
     return entry_point(functools.partial(_declare, problem=problem, options=options))
 
 
-def _declare(fn: Callable, problem: str | None, options: dict) -> Kernel:
+def _declare(fn: Callable, problem: str | None, options: dict) -> Kernel | ShapedKernel:
     if problem is not None and inspect.isfunction(fn):
         raise KernelError(fn.__name__, problem, source_info_of(fn, "kernel").decorator_loc)
+    tile = options.get("tile")
+    if isinstance(tile, str) or (isinstance(tile, tuple) and any(isinstance(t, str) for t in tile)):
+        return ShapedKernel(fn, **options)
     return Kernel(fn, **options)
+
+
+class ShapedKernel:
+    """``@kernel(tile=("BLOCK",))``: a group shape named by constexpr parameters. Each
+    value of them compiles a :class:`Kernel` of its own with that shape, as a factory
+    (``def make(BLOCK): @kernel(tile=(BLOCK,)) ...``) would; launched like any kernel.
+    With defaults for the names, the default shape compiles when the decorator runs, so
+    its errors surface there; otherwise at the first launch."""
+
+    @entry_point
+    def __init__(self, fn: Callable, tile: tuple | str, **options: object):
+        self.fn, self.name, self.options = fn, fn.__name__, options
+        self._enclosing = enclosing_names(fn)
+        info = source_info_of(fn, "kernel", self._enclosing)
+        self.params = parse_params(
+            self.name, info.fn_node, info.globals, info.filename, info.line_offset
+        )
+        self.tile = (tile,) if isinstance(tile, str) else tuple(tile)
+        by_name = {p.name: (k, p) for k, p in enumerate(self.params)}
+        for t in self.tile:
+            if not isinstance(t, str):
+                continue
+            k, p = by_name.get(t, (None, None))
+            if p is None or p.kind != "constexpr" or p.of_dtype:
+                raise KernelError(
+                    self.name,
+                    f"tile={tile!r} names {t!r}, which is not a constexpr parameter of "
+                    f"'{self.name}'; a group shape is ints or names of constexpr parameters",
+                    info.decorator_loc,
+                )
+        self._slots = {t: by_name[t][0] for t in self.tile if isinstance(t, str)}
+        self._kernels: dict[tuple[int, ...], Kernel] = {}
+        defaults = [self.params[k].default for k in self._slots.values()]
+        if all(defaults):  # compile the default shape now: its errors surface here
+            values = {t: d[0] for t, d in zip(self._slots, defaults)}
+            self._kernel(tuple(values.get(t, t) for t in self.tile))
+
+    def __repr__(self) -> str:
+        return f"<tessera.kernel {self.name} tile={self.tile}>"
+
+    def _kernel(self, shape: tuple) -> Kernel:
+        if shape not in self._kernels:
+            self._kernels[shape] = Kernel(
+                self.fn, tile=shape, enclosing=self._enclosing, **self.options
+            )
+        return self._kernels[shape]
+
+    def kernel_for(self, args: tuple) -> Kernel:
+        """The kernel of the group shape these launch arguments give."""
+        shape = []
+        for t in self.tile:
+            if not isinstance(t, str):
+                shape.append(t)
+                continue
+            k = self._slots[t]
+            p = self.params[k]
+            value = args[k] if k < len(args) else p.default[0] if p.default else None
+            if isinstance(value, np.integer):
+                value = int(value)
+            if type(value) is not int or value <= 0:
+                raise LaunchError(
+                    self.name,
+                    f"constexpr parameter '{t}' gives the group shape (tile={self.tile!r}), "
+                    f"so it must be a positive int, got {value!r}",
+                )
+            shape.append(value)
+        return self._kernel(tuple(shape))
+
+    def __getitem__(self, grid: object) -> Callable[..., None]:
+        try:
+            return functools.partial(self.launch, launch.normalise_grid(self.name, grid))
+        except TesseraError as error:
+            user_frames(error)
+            raise
+
+    def launch(self, grid: tuple[int, ...], *args: object) -> None:
+        try:
+            kernel = self.kernel_for(args)
+        except TesseraError as error:
+            user_frames(error)
+            raise
+        kernel.launch(grid, *args)
+
+    def __call__(self, *args: object) -> None:
+        raise TesseraError(
+            f"kernel '{self.name}' must be launched with a grid: {self.name}[grid](...)"
+        )
+
+    @entry_point
+    def inspect(self, stage: str, *args: object, grid: object = 1, arch: str = "sm_90"):
+        """:meth:`Kernel.inspect` of the kernel these arguments' group shape selects."""
+        return self.kernel_for(args).inspect(stage, *args, grid=grid, arch=arch)
+
+    @entry_point
+    def metadata(self, *args: object, grid: object = 1, arch: str = "sm_90") -> dict:
+        return self.kernel_for(args).metadata(*args, grid=grid, arch=arch)
 
 
 def _checked_target(kernel: str, target: object, info: SourceInfo) -> str | None:

@@ -20,7 +20,7 @@ from .. import dtypes as D
 from ..arrays import is_device_array
 from ..dtypes import COMPUTED_IN_F32, ShardedDim, Symbol
 from ..errors import LaunchError
-from .signature import GRID_GROUPS, ParamSpec
+from .signature import GRID_GROUPS, ParamSpec, resolve_dtypes
 from .targets.target import Target
 
 _NO_CONSTEXPRS: dict[str, object] = {}
@@ -72,6 +72,9 @@ class Binder:
         self.target = target
         self.plan = []
         for p in params:
+            if not isinstance(p.dtype, (D.DType, type(None))) or p.dtype in D.COMPLEX_PARTS:
+                self.plan = None  # a dtype bound per launch, or complex: the checked path
+                break
             if p.kind == "array":
                 dims = []
                 for axis, d in enumerate(p.dims):
@@ -182,6 +185,8 @@ def bind(
 ) -> Bound:
     """Check every argument for a launch on ``target``; raise a LaunchError naming the
     first problem. Targets with ``device_arrays`` accept GPU arrays too."""
+    if len(args) < len(params) and all(p.default for p in params[len(args) :]):
+        args = tuple(args) + tuple(p.default[0] for p in params[len(args) :])
     if len(args) != len(params):
         names = ", ".join(p.name for p in params)
         raise LaunchError(
@@ -195,7 +200,10 @@ def bind(
             groups *= g
         bound[GRID_GROUPS], bound_by[GRID_GROUPS] = groups, "the launch grid"
     arrays, scalars, key = [], [], [len(grid)]
-    constexprs: dict[str, object] = {}
+    constexprs = {
+        p.name: _constexpr(kernel, p, a) for p, a in zip(params, args) if p.kind == "constexpr"
+    }  # first: they give the dtypes of the others
+    params = resolve_dtypes(params, constexprs)
     for p, a in zip(params, args):
         if p.kind == "array":
             arrays.append(_check_array(kernel, p, a, bound, bound_by, axis_size, target))
@@ -203,20 +211,35 @@ def bind(
         elif p.kind == "scalar":
             scalars.append(_convert_scalar(kernel, p, a))
         else:
-            if isinstance(a, (np.generic,)):
-                a = a.item()
-            if not isinstance(a, (bool, int, float)):
-                raise LaunchError(
-                    kernel,
-                    f"constexpr parameter '{p.name}' must be an int, "
-                    f"float or bool, got {type(a).__name__}",
-                )
-            if isinstance(a, float) and a != a:
-                a = NAN  # every NaN is one value: one specialisation, not one per launch
-            constexprs[p.name] = a
+            a = constexprs[p.name]
             key.append((p.name, type(a).__name__, a))
     sym_values = tuple(bound[s] for s in symbols)
     return Bound(tuple(key), tuple(arrays) + tuple(scalars) + sym_values, constexprs)
+
+
+def _constexpr(kernel: str, p: ParamSpec, a: object) -> object:
+    """A constexpr argument as the compiler sees it: a number, a bool or a string; for a
+    ``dtype_constexpr``, a dtype (``ts.f16`` or NumPy's ``np.float16``)."""
+    if p.of_dtype:
+        dtype = D.as_dtype(a)
+        if dtype is None or dtype in D.COMPLEX_PARTS:
+            raise LaunchError(
+                kernel,
+                f"dtype_constexpr parameter '{p.name}' must be a real dtype such as ts.f16 "
+                f"or np.float16, got {a!r}",
+            )
+        return dtype
+    if isinstance(a, (np.generic,)):
+        a = a.item()
+    if not isinstance(a, (bool, int, float, str)):
+        raise LaunchError(
+            kernel,
+            f"constexpr parameter '{p.name}' must be an int, "
+            f"float, bool or str, got {type(a).__name__}",
+        )
+    if isinstance(a, float) and a != a:
+        a = NAN  # every NaN is one value: one specialisation, not one per launch
+    return a
 
 
 def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size, target: Target):
@@ -271,8 +294,28 @@ def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size, target: Ta
             )
         bound[sym] = value
         bound_by.setdefault(sym, p.name)
+    if p.dtype in D.COMPLEX_PARTS:
+        return complex_parts(kernel, p, a)
     view = target.storage(p.dtype)  # e.g. 16-bit floats as uint16 bits
     return a if view is None else a.view(view)
+
+
+def complex_parts(kernel: str, p: ParamSpec, a):
+    """A complex array as the kernel's code sees it: its floats, with an axis of 2 added
+    (real, imaginary) — a view, so writes reach the array (docs/language.md)."""
+    part = D.COMPLEX_PARTS[p.dtype].np_dtype
+    shape = tuple(a.shape) + (2,)
+    if isinstance(a, np.ndarray):
+        strides = a.strides + (part.itemsize,)
+        return np.lib.stride_tricks.as_strided(a.real, shape, strides, writeable=p.mutable)
+    try:  # a device array: C-contiguous ones have the same view
+        return a.view(part).reshape(shape)
+    except Exception as exc:
+        raise LaunchError(
+            kernel,
+            f"parameter '{p.name}': a complex GPU array is passed as its floats, which "
+            f"needs a C-contiguous array ({type(exc).__name__}: {exc})",
+        ) from None
 
 
 def _dtype_of(a) -> np.dtype:

@@ -17,17 +17,19 @@ import copy
 import dataclasses
 import hashlib
 
+from ..dtypes import DTypeVar
 from ..errors import SourceLoc
 from . import ir
 from .frontend import Frontend
 from .ir_print import format_kernel, format_schedule
 from .passes import Pass, checks, uniformity
+from .passes.fold import fold_constants
 from .passes.prefetch import mark_prefetch_waits
 from .passes.regions import Schedule, form_regions
 from .passes.returns import eliminate_returns
 from .passes.strip_mine import strip_mine
 from .passes.webs import split_webs
-from .signature import ParamSpec, symbols_of
+from .signature import ParamSpec, complex_storage, resolve_dtypes, symbols_of
 from .source import SourceInfo
 from .typer import Typer, fold_int
 
@@ -60,7 +62,7 @@ def front(
     loc = SourceLoc(info.filename, info.fn_node.lineno + info.line_offset, info.fn_node.col_offset)
     kir = ir.KernelIR(
         name=name,
-        params=params,
+        params=[complex_storage(p) for p in params],
         body=body,
         grouped=grouped,
         tile_shape=tuple(options.tile or ()),
@@ -70,7 +72,9 @@ def front(
         symbols=symbols,
         user_vars=fe.user_vars,
     )
-    kir.source_hash = _source_hash(info, fe.helpers_used, fe.global_constants, options)
+    kir.source_hash = _source_hash(info, fe.helpers_used, fe.global_constants, options, params)
+    fold_constants(kir)  # strings from module constants or a factory: one branch stays
+    kir.allocs = [s for s in ir.walk_stmts(kir.body) if isinstance(s, ir.SharedAlloc)]
     checks.check_nesting(kir)
     checks.check_mut_writes(kir)
     checks.check_assigned_before_use(kir)
@@ -91,6 +95,8 @@ def front(
 def _bind_constexprs(spec: Specialised, constexprs: dict) -> None:
     if constexprs:
         _substitute(spec.kir, constexprs)
+        spec.kir.params = resolve_dtypes(spec.kir.params, constexprs)
+        fold_constants(spec.kir)
     kir = spec.kir
     # the deep copy duplicated the allocations; the body's copies are the ones to keep
     kir.allocs = [s for s in ir.walk_stmts(kir.body) if isinstance(s, ir.SharedAlloc)]
@@ -179,8 +185,11 @@ def pass_text(spec: Specialised, name: str) -> str:
     return format_schedule(spec.schedule)
 
 
-def _source_hash(info: SourceInfo, helpers: list, constants: dict, options: KernelOptions) -> str:
+def _source_hash(
+    info: SourceInfo, helpers: list, constants: dict, options: KernelOptions, params: list
+) -> str:
     digest = hashlib.sha256()
+    digest.update(repr([p.describe() for p in params]).encode())  # a factory's dtypes
     digest.update(repr(sorted(constants.items())).encode())
     digest.update(ast.unparse(info.fn_node).encode())
     for helper in helpers:
@@ -195,10 +204,14 @@ def _substitute(kir: ir.KernelIR, values: dict[str, object]) -> None:
     def fix(node: object) -> object:
         if isinstance(node, ir.Name) and node.name in values:
             return ir.Const(node.loc, values[node.name])
+        if isinstance(node, DTypeVar):  # T of ``T: dtype_constexpr``, in a cast or alloc
+            return values[node.name]
         if isinstance(node, (ir.Expr, ir.Stmt)):
             for f in dataclasses.fields(node):
                 value = getattr(node, f.name)
-                if isinstance(value, list):
+                if isinstance(value, DTypeVar):
+                    setattr(node, f.name, values[value.name])
+                elif isinstance(value, list):
                     setattr(node, f.name, [fix(v) for v in value])
                 elif isinstance(value, tuple) and f.name == "shape":
                     setattr(node, f.name, tuple(fix(v) for v in value))

@@ -17,6 +17,13 @@ class Scope:
     rename: dict[str, str] = field(default_factory=dict)  # source name → IR name
     array_aliases: dict[str, str] = field(default_factory=dict)  # helper array param → IR name
     result: str | None = None  # helper: the IR variable that receives the return value
+    # helper: the structure of the value it returns (a tuple's, a complex number's), fixed
+    # by its first ``return`` (every return must match), and that return's line
+    result_shape: object = None
+    result_line: int = 0
+    # names holding a tuple or a complex number: source name → (structure, IR variables)
+    small: dict[str, tuple[object, list[str]]] = field(default_factory=dict)
+    plain: set[str] = field(default_factory=set)  # names assigned a single value
 
 
 def strip_docstring(body: list[ast.stmt]) -> list[ast.stmt]:

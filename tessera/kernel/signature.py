@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 from dataclasses import dataclass
 
 from ..dtypes import (
+    COMPLEX_PARTS,
     ArrayAnnotation,
     DType,
+    DTypeVar,
     MutAnnotation,
     ReductionAnnotation,
     ShardedDim,
     Symbol,
     _Constexpr,
+    _DTypeConstexpr,
+    as_dtype,
 )
 from ..errors import KernelError, SourceLoc
 
@@ -32,11 +37,13 @@ class ParamSpec:
 
     name: str
     kind: str  # "array", "scalar" or "constexpr"
-    dtype: DType | None = None
+    dtype: DType | DTypeVar | None = None  # a DTypeVar: the dtype a parameter names
     dims: tuple[int | Symbol | ShardedDim, ...] = ()
     mutable: bool = False
     loc: SourceLoc | None = None
     reduction: str | None = None  # "sum" for reduce_sum[...] outputs (written, then reduced)
+    of_dtype: bool = False  # a dtype_constexpr: its value is a dtype
+    default: tuple = ()  # a constexpr's default value, as a 1-tuple; () when it has none
 
     @property
     def ndim(self) -> int:
@@ -44,7 +51,7 @@ class ParamSpec:
 
     def describe(self) -> str:
         if self.kind == "constexpr":
-            return "constexpr"
+            return "dtype_constexpr" if self.of_dtype else "constexpr"
         if self.kind == "scalar":
             return self.dtype.name
         dims = ", ".join(repr(d) for d in self.dims)
@@ -57,11 +64,14 @@ class ParamSpec:
 class _SymbolScope(dict):
     """Locals for evaluating annotations: unknown names become symbols."""
 
-    def __init__(self, globals_: dict):
+    def __init__(self, globals_: dict, dtype_params: frozenset[str] = frozenset()):
         super().__init__()
         self._globals = globals_
+        self._dtype_params = dtype_params
 
     def __missing__(self, key: str) -> object:
+        if key in self._dtype_params:  # ``T`` of ``T: dtype_constexpr``: a dtype to bind
+            return DTypeVar(key)
         if key in self._globals or hasattr(builtins, key):
             raise KeyError(key)
         return Symbol(key)
@@ -89,9 +99,34 @@ def _parse_dim(dim: object) -> int | Symbol | ShardedDim:
     raise TypeError(f"{dim!r} is not a dimension (an int, a name like n, or 'K/tp')")
 
 
-def _evaluate(node: ast.expr, globals_: dict, filename: str) -> object:
+def _evaluate(
+    node: ast.expr, globals_: dict, filename: str, dtype_params: frozenset[str] = frozenset()
+) -> object:
     code = compile(ast.Expression(body=node), filename, "eval")
-    return eval(code, globals_, _SymbolScope(globals_))  # noqa: S307 - user's own annotation
+    scope = _SymbolScope(globals_, dtype_params)
+    return eval(code, globals_, scope)  # noqa: S307 - user's own annotation
+
+
+def _annotation_node(arg: ast.arg) -> ast.expr:
+    node = arg.annotation
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return ast.parse(node.value, mode="eval").body
+    return node
+
+
+def _dtype_params(args: list[ast.arg], globals_: dict, filename: str) -> frozenset[str]:
+    """The parameters annotated ``dtype_constexpr``: other annotations may use them as
+    dtypes (``x: T[n]``)."""
+    names = set()
+    for arg in args:
+        if arg.annotation is None:
+            continue
+        try:
+            if isinstance(_evaluate(_annotation_node(arg), globals_, filename), _DTypeConstexpr):
+                names.add(arg.arg)
+        except Exception:  # noqa: S112 - reported when the annotation is read for real
+            continue
+    return frozenset(names)
 
 
 def parse_params(
@@ -99,13 +134,17 @@ def parse_params(
 ) -> list[ParamSpec]:
     """Read every parameter's annotation; errors name the parameter and its line."""
     args = fn_node.args
-    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
+    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
         raise KernelError(
             kernel_name,
-            "kernel parameters must be plain positional parameters (no defaults, *args, "
+            "kernel parameters must be plain positional parameters (no *args, "
             "**kwargs or keyword-only parameters)",
             SourceLoc(filename, fn_node.lineno + line_offset, fn_node.col_offset),
         )
+    dtype_params = _dtype_params(args.args, globals_, filename)
+    defaults = dict(
+        zip([a.arg for a in args.args][len(args.args) - len(args.defaults) :], args.defaults)
+    )
     specs: list[ParamSpec] = []
     for arg in args.args:
         loc = SourceLoc(filename, arg.lineno + line_offset, arg.col_offset)
@@ -116,12 +155,12 @@ def parse_params(
                 "'y: mut[f32[n]]', 'alpha: f32' or 'BM: constexpr'",
                 loc,
             )
-        ann_node = arg.annotation
         try:
-            if isinstance(ann_node, ast.Constant) and isinstance(ann_node.value, str):
-                ann_node = ast.parse(ann_node.value, mode="eval").body
-            ann = _evaluate(ann_node, globals_, filename)
-            specs.append(_spec_from_annotation(arg.arg, ann, loc))
+            ann = _evaluate(_annotation_node(arg), globals_, filename, dtype_params)
+            spec = _spec_from_annotation(arg.arg, ann, loc)
+            if arg.arg in defaults:
+                spec = _with_default(kernel_name, spec, defaults[arg.arg], globals_, filename)
+            specs.append(spec)
         except KernelError:
             raise
         except Exception as exc:  # the annotation is user code; any failure is theirs
@@ -130,6 +169,26 @@ def parse_params(
             ) from None
     _check_names(kernel_name, specs)
     return specs
+
+
+def _with_default(
+    kernel_name: str, spec: ParamSpec, node: ast.expr, globals_: dict, filename: str
+) -> ParamSpec:
+    """``ACTIVATION: constexpr = "relu"``: only compile-time parameters take defaults (a
+    launch may leave them out, from the last one back)."""
+    if spec.kind != "constexpr":
+        raise KernelError(
+            kernel_name,
+            f"parameter '{spec.name}' has a default; only constexpr parameters take one",
+            spec.loc,
+        )
+    value = _evaluate(node, globals_, filename)
+    if spec.of_dtype and as_dtype(value) is None:
+        raise KernelError(
+            kernel_name, f"the default of '{spec.name}' is {value!r}, not a dtype", spec.loc
+        )
+    value = as_dtype(value) if spec.of_dtype else value
+    return dataclasses.replace(spec, default=(value,))
 
 
 def _check_names(kernel_name: str, specs: list[ParamSpec]) -> None:
@@ -164,14 +223,41 @@ def _spec_from_annotation(name: str, ann: object, loc: SourceLoc) -> ParamSpec:
         if not dims:
             raise TypeError("an array needs at least one dimension")
         return ParamSpec(name, "array", ann.dtype, dims, mutable, loc, reduction)
-    if isinstance(ann, DType):
+    if ann in COMPLEX_PARTS:
+        raise TypeError(
+            f"a {ann} scalar parameter is not supported: pass its two floats and write "
+            "complex(re, im) in the body, or pass a complex array"
+        )
+    if isinstance(ann, (DType, DTypeVar)):
         return ParamSpec(name, "scalar", ann, loc=loc)
     if isinstance(ann, _Constexpr):
         return ParamSpec(name, "constexpr", loc=loc)
+    if isinstance(ann, _DTypeConstexpr):
+        return ParamSpec(name, "constexpr", loc=loc, of_dtype=True)
     raise TypeError(
         f"{ann!r} is not a Tessera annotation (expected f32[n], mut[f32[n]], "
-        "reduce_sum[f32[n]], f32 or constexpr)"
+        "reduce_sum[f32[n]], f32, constexpr or dtype_constexpr)"
     )
+
+
+def complex_storage(p: ParamSpec) -> ParamSpec:
+    """A complex array parameter as compiled code sees it: an array of its floats with an
+    axis of 2 added (real, imaginary); launch.py passes such a view. Others unchanged."""
+    if p.kind != "array" or p.dtype not in COMPLEX_PARTS:
+        return p
+    return dataclasses.replace(p, dtype=COMPLEX_PARTS[p.dtype], dims=(*p.dims, 2))
+
+
+def resolve_dtypes(params: list[ParamSpec], constexprs: dict[str, object]) -> list[ParamSpec]:
+    """The parameters with each ``T`` of ``T: dtype_constexpr`` replaced by its value."""
+    if not any(isinstance(p.dtype, DTypeVar) for p in params):
+        return params
+    return [
+        dataclasses.replace(p, dtype=constexprs[p.dtype.name])
+        if isinstance(p.dtype, DTypeVar)
+        else p
+        for p in params
+    ]
 
 
 def symbols_of(params: list[ParamSpec]) -> list[str]:

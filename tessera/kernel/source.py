@@ -30,8 +30,33 @@ class SourceInfo:
         return SourceLoc(self.filename, self.line_offset + 1, self.fn_node.col_offset)
 
 
-def source_info_of(fn: object, what: str) -> SourceInfo:
-    """Parse ``fn``'s source into a :class:`SourceInfo` whose lines match the file."""
+def enclosing_names(fn: object) -> dict:
+    """The names of the function that defines ``fn``, for a kernel made by a factory
+    (``def make(BLOCK, dt): @kernel def k(x: dt[n]) ...``): its locals while it runs
+    (annotations name them without capturing them) and ``fn``'s closure cells. Read when
+    the decorator runs, as Python evaluates annotations when the ``def`` runs."""
+    names: dict = {}
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            if fn.__code__ in frame.f_code.co_consts:
+                if frame.f_code.co_flags & inspect.CO_NEWLOCALS:  # a function, not a module
+                    names.update(frame.f_locals)
+                break
+            frame = frame.f_back
+    finally:
+        del frame
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            names[name] = cell.cell_contents
+        except ValueError:  # a cell not yet filled
+            pass
+    return names
+
+
+def source_info_of(fn: object, what: str, enclosing: dict | None = None) -> SourceInfo:
+    """Parse ``fn``'s source into a :class:`SourceInfo` whose lines match the file; names
+    resolve in ``fn``'s globals, then in ``enclosing`` (a factory's names) over them."""
     try:
         lines, first_line = inspect.getsourcelines(fn)
         filename = inspect.getsourcefile(fn) or inspect.getfile(fn)
@@ -55,4 +80,5 @@ def source_info_of(fn: object, what: str) -> SourceInfo:
                 node.col_offset += indent
             if getattr(node, "end_col_offset", None) is not None:
                 node.end_col_offset += indent
-    return SourceInfo(fn_node, filename, first_line - 1, fn.__globals__)
+    names = {**fn.__globals__, **enclosing} if enclosing else fn.__globals__
+    return SourceInfo(fn_node, filename, first_line - 1, names)

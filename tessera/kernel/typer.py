@@ -242,6 +242,14 @@ class Typer:
 
     def _expr(self, e: ir.Expr, final: bool) -> ir.Type:
         if isinstance(e, ir.Const):
+            if isinstance(e.value, str):
+                raise self.error(
+                    e,
+                    f"the string {e.value!r} is only compared (== or !=) with a string known "
+                    "at compile time, such as a constexpr parameter",
+                )
+            if isinstance(e.value, D.DType):
+                raise self.error(e, f"the dtype {e.value} is not a value; cast with {e.value}(x)")
             if isinstance(e.value, bool):
                 return BOOL
             if isinstance(e.value, int):

@@ -5,6 +5,7 @@ shared-memory budget of a group, and group shapes the sub-group primitives can u
 
 from __future__ import annotations
 
+from ...dtypes import DTypeVar
 from ...errors import KernelError
 from ...tile.primitives import SUBGROUP, subgroup_width
 from .. import ir
@@ -63,7 +64,7 @@ def shared_sizes(kir: ir.KernelIR) -> list[tuple[ir.SharedAlloc, int | None]]:
     out = []
     for a in kir.allocs:
         dims = [fold_int(d) if isinstance(d, ir.Expr) else d for d in a.shape]
-        if any(d is None for d in dims):
+        if any(d is None for d in dims) or isinstance(a.dtype, DTypeVar):  # T: bound per launch
             out.append((a, None))
             continue
         for d, e in zip(dims, a.shape):
