@@ -35,6 +35,8 @@ def _copy_wait(cg, call, site):
 
 @lowering(P.atomic_add)
 def _atomic_add(cg, call, site):
+    """An LLVM atomic on a global array (groups run on several cores); a plain
+    read-modify-write on a shared array, which only its group's core touches."""
     array, index, value = call.args
     at = cg.types[array.name]
     target_t = ScalarType(D.f32 if at.dtype in D.COMPUTED_IN_F32 else at.dtype)
@@ -42,11 +44,12 @@ def _atomic_add(cg, call, site):
     idx = cg.index(index.items, array, call.loc)
     idx = idx if len(index.items) == 1 else f"({idx})"
     args = f"{cg.name(array.name)}, {idx}, {v}"
+    kind = "_plain_add" if at.space == "shared" else "_atomic_add"
     if at.dtype == D.f16:
-        return f"_atomic_add_16({args}, _h2f, _f2h)"
+        return f"{kind}_16({args}, _h2f, _f2h)"
     if at.dtype == D.bf16:
-        return f"_atomic_add_16({args}, _b2f, _f2b)"
-    return f"_atomic_add({args})"
+        return f"{kind}_16({args}, _b2f, _f2b)"
+    return f"{kind}({args})"
 
 
 @lowering(P.reduce_sum, P.reduce_max, P.reduce_min)

@@ -3,8 +3,11 @@ fixed reduction tree and NaN-propagating min/max.
 
 Numba's CPU target has no float16 arithmetic, so f16 and bf16 arrays travel as uint16
 and every value is converted at loads and stores (f16 through LLVM's ``half``, bf16 with
-integer round-to-nearest-even). Atomics are LLVM ``atomicrmw`` instructions, so they are
-correct when groups run on several cores at once.
+integer round-to-nearest-even). Atomics on global arrays are LLVM ``atomicrmw``
+instructions, so they are correct when groups run on several cores at once; atomics on a
+shared array are plain read-modify-writes, because a group's shared memory belongs to the
+one core that runs the group's lanes one after another (a locked instruction there would
+only cost time: about 6× on a shared-memory histogram).
 
 Everything here is made by Numba, so it is defined on first use (:func:`namespace`): a
 process that only loads cached kernels never imports Numba.
@@ -160,6 +163,22 @@ def _definitions() -> dict:
                 return to_f32(old)
             old = prev
 
+    @numba.njit(**_JIT)
+    def plain_add(ary, idx, value):
+        """``old = a[idx]; a[idx] += value`` for memory no other core touches (a group's
+        shared arrays); integers wrap as the atomic does; returns ``old``."""
+        old = ary[idx]
+        ary[idx] = old + value
+        return old
+
+    @numba.njit(**_JIT)
+    def plain_add_16(ary, idx, value, to_f32, from_f32):
+        """:func:`plain_add` on a 16-bit float stored as uint16, rounded once as the
+        atomic rounds; returns the old value as f32."""
+        old = to_f32(ary[idx])
+        ary[idx] = from_f32(old + np.float32(value))
+        return old
+
     @functools.cache
     def stack_array(shape: tuple[int, ...], dtype_name: str):
         """An intrinsic returning a C-contiguous array of constant ``shape`` in the calling
@@ -221,6 +240,8 @@ def namespace() -> dict:
         "_round_bf16": d["round_bf16"],
         "_atomic_add": d["atomic_add"],
         "_atomic_add_16": d["atomic_add_16"],
+        "_plain_add": d["plain_add"],
+        "_plain_add_16": d["plain_add_16"],
         "_fmax": semantics.fmax,
         "_fmin": semantics.fmin,
         "_add": semantics.add,
