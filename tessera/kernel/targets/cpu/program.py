@@ -19,6 +19,7 @@ import functools
 import hashlib
 import logging
 import math
+import os
 import time
 import types
 from pathlib import Path
@@ -40,7 +41,12 @@ JIT_OPTIONS = dict(nogil=True, error_model="numpy", fastmath=False, boundscheck=
 # statement is a loop over the elements) to pay for waking the thread pool, whatever the
 # lane count says (the parallel threshold counts lanes)
 HEAVY_TILE = 1024
+# a launch on fewer groups than threads that runs this long has left cores idle for long
+# enough to matter (shorter ones are tests and toy sizes: no warning for those)
+STARVED_SECONDS = 1e-3
 log = logging.getLogger("tessera")
+_warned_starved: set[tuple[str, str]] = set()  # (kernel, where defined) warned about
+_CORES = max(os.cpu_count() or 1, 2)  # launches on this many groups or more fill the cores
 
 
 class CpuProgram:
@@ -63,6 +69,7 @@ class CpuProgram:
         )
         self._entries: dict[bool, object] = {}  # variant → the compiled function
         self._dispatchers: dict[bool, tuple] = {}  # variant → (dispatcher, signature)
+        self._watch_shape = self.grouped  # until this kernel's starved launch is reported
 
     def _build(self, parallel: bool, args: tuple) -> object:
         """The variant's function: from the disk cache if there, else compiled (and stored)."""
@@ -163,7 +170,47 @@ class CpuProgram:
     def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
         if self.heavy_groups and not parallel:
             parallel = math.prod(grid) > 1
+        if self._watch_shape and math.prod(grid) < _CORES:  # cheap test first: most don't
+            groups = math.prod(grid)
+            threads = cpu_threads()
+            if groups < threads and self._entries.get(parallel) is not None:
+                start = time.perf_counter()
+                self.run_variant(args, grid, parallel)
+                self._starved(groups, threads, time.perf_counter() - start)
+                return
         self.run_variant(args, grid, parallel)
+
+    def _starved(self, groups: int, threads: int, seconds: float) -> None:
+        """Warn (once per kernel) about a long launch on fewer groups than threads.
+
+        A group runs on one core here, its lanes one after another, so a GPU-shaped launch
+        (one big group for the whole input, or a few groups that grid-stride over it)
+        leaves the other cores idle and is many times slower than it need be. Short
+        launches are not reported: they cost little either way. Neither is a launch that
+        compiles or loads its code (only launches of code already at hand are timed)."""
+        if seconds < STARVED_SECONDS:
+            return
+        kir = self.spec.kir
+        self._watch_shape = False
+        key = (kir.name, str(kir.loc))
+        if key in _warned_starved:
+            return
+        _warned_starved.add(key)
+        log.warning(
+            "kernel '%s' (%s) launched %d group(s) of %d lanes on a CPU with %d threads: "
+            "a group runs on one core, so %d of them sat idle for this %.1f ms launch. "
+            "Launch at least %d groups, e.g. one group per block of elements instead of "
+            "a grid-stride loop over a few groups (docs/targets.md, 'Launch shapes for the "
+            "CPU'); this is reported once per kernel",
+            kir.name,
+            kir.loc,
+            groups,
+            self.lanes,
+            threads,
+            threads - groups,
+            seconds * 1e3,
+            threads,
+        )
 
     def run_variant(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
         """Run the parallel or the serial variant (compiled or loaded on first use)."""
