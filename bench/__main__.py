@@ -26,6 +26,7 @@ BENCHES = (
     "softmax",
     "stencil",
     "axpy_tiled",
+    "cpu_traps",
     "launch",
     "bandwidth",
     "warm_start",

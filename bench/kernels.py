@@ -15,6 +15,8 @@ from tessera import (
     f32,
     group_id,
     group_linear_id,
+    i32,
+    i64,
     kernel,
     mut,
     tbarrier,
@@ -119,3 +121,95 @@ def axpy_tiled(X: f16[m], Y: mut[f16[m]], alpha: f16):
             Y[t + lane] = alpha * s0[lane] + Y[t + lane]
         tbarrier()
         s0, s1 = s1, s0
+
+
+# --- the CPU target's speed traps (bench/cpu_traps.py) ----------------------------------
+
+
+@kernel(tile=(256,), shared=2 * KiB)
+def scan_swap(x: f32[n], out: mut[f32[n]]):
+    """Inclusive scan of each 256-element block, double-buffered by swapping the arrays."""
+    s0 = tshared.alloc[f32](256)
+    s1 = tshared.alloc[f32](256)
+    lane = tile.linear_id()
+    k = group_linear_id() * 256 + lane
+    s0[lane] = x[k] if k < n else 0.0
+    tbarrier()
+    offset = 1
+    while offset < 256:
+        v = s0[lane]
+        if lane >= offset:
+            v += s0[lane - offset]
+        s1[lane] = v
+        tbarrier()
+        s0, s1 = s1, s0
+        offset *= 2
+    if k < n:
+        out[k] = s0[lane]
+
+
+@kernel(tile=(256,), shared=2 * KiB)
+def scan_copy_back(x: f32[n], out: mut[f32[n]]):
+    """The same scan without the swap: each step copies the second buffer back."""
+    s0 = tshared.alloc[f32](256)
+    s1 = tshared.alloc[f32](256)
+    lane = tile.linear_id()
+    k = group_linear_id() * 256 + lane
+    s0[lane] = x[k] if k < n else 0.0
+    tbarrier()
+    offset = 1
+    while offset < 256:
+        v = s0[lane]
+        if lane >= offset:
+            v += s0[lane - offset]
+        s1[lane] = v
+        tbarrier()
+        s0[lane] = s1[lane]
+        tbarrier()
+        offset *= 2
+    if k < n:
+        out[k] = s0[lane]
+
+
+@kernel(tile=(256,), shared=1 * KiB)
+def histogram_shared(x: i32[n], hist: mut[i32[256]], per_group: i64):
+    """A histogram privatised in shared memory (atomics there), added to the global one
+    once per group (atomics there too)."""
+    s = tshared.alloc[i32](256)
+    lane = tile.linear_id()
+    s[lane] = 0
+    tbarrier()
+    start = group_linear_id() * per_group
+    for i in range(start + lane, min(start + per_group, n), 256):
+        tile.atomic_add(s, x[i], 1)
+    tbarrier()
+    tile.atomic_add(hist, lane, s[lane])
+
+
+@kernel
+def histogram_global(x: i32[n], hist: mut[i32[256]]):
+    """Every element's count is an atomic add on the global histogram."""
+    i = tile.linear_id()
+    if i < n:
+        tile.atomic_add(hist, x[i], 1)
+
+
+@kernel(tile=(512,), shared=2 * KiB)
+def sum_squares(x: f32[n], per_group: mut[f32[grid_groups]], chunk: i64):
+    """Each group sums the squares of one contiguous chunk (examples/cpu_launch_shapes.py)."""
+    s = tshared.alloc[f32](512)
+    lane = tile.linear_id()
+    acc = f32(0.0)
+    start = group_linear_id() * chunk
+    for i in range(start + lane, min(start + chunk, n), 512):
+        acc += x[i] * x[i]
+    s[lane] = acc
+    tbarrier()
+    width = 256
+    while width > 0:
+        if lane < width:
+            s[lane] += s[lane + width]
+        tbarrier()
+        width //= 2
+    if lane == 0:
+        per_group[group_linear_id()] = s[0]
