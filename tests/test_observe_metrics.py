@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -94,3 +95,36 @@ def test_the_metrics_setting_writes_every_launch_by_exit(tmp_path):
     env = dict(os.environ, TESSERA_METRICS=str(tmp_path / "m.jsonl"))
     subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=300)
     assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 5000
+
+
+def test_no_record_is_lost_when_threads_launch_while_another_flushes(tmp_path):
+    axpy = make_axpy()
+    x, y = np.ones(64, np.float32), np.zeros(64, np.float32)
+    axpy[64](x, y, 1.0)  # compiled before the threads start
+    threads, each = 4, 2000
+    done = threading.Event()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # interleave the threads as often as possible
+    try:
+        with ts.metrics(tmp_path / "m.jsonl") as m:
+
+            def flush_until_done():
+                while not done.is_set():
+                    m.flush()
+
+            def launch():
+                for _ in range(each):
+                    axpy[64](x, y, 1.0)
+
+            flusher = threading.Thread(target=flush_until_done)
+            workers = [threading.Thread(target=launch) for _ in range(threads)]
+            flusher.start()
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+            done.set()
+            flusher.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert len(read(tmp_path / "m.jsonl")) == threads * each

@@ -9,6 +9,11 @@ p50/p95 per kernel (:func:`summary`).
 
 Records are kept as tuples and written in batches: a launch pays for a tuple, and for a
 line of text once per batch, so that metrics cost little per launch (bench/README.md).
+Launches may come from several threads while one of them flushes: a launch appends to the
+one pending list (one atomic list operation, no lock), and a flush takes, under its lock,
+the records that are there when it starts and deletes exactly those, so a record appended
+meanwhile stays for the next flush. (Swapping in a fresh list instead would lose a record
+appended by a thread that had fetched the old list just before the swap.)
 """
 
 from __future__ import annotations
@@ -85,10 +90,13 @@ class Metrics(Observer):
     def flush(self) -> None:
         """Write the records held so far."""
         with self._lock:
-            pending, self._pending = self._pending, []
-            if self._file.closed:
+            pending = self._pending
+            count = len(pending)
+            batch = pending[:count]
+            del pending[:count]
+            if self._file.closed or not batch:
                 return
-            self._file.write("".join(self._line(*r) for r in pending))
+            self._file.write("".join(self._line(*r) for r in batch))
             self._file.flush()
 
     def _line(self, start, name, target, grid, seconds, nbytes, amount, extra=None) -> str:
