@@ -125,3 +125,31 @@ def test_each_rank_writes_its_trace_and_merge_makes_a_track_per_rank(tmp_path):
         records = [json.loads(line) for line in lines]
         assert {r["kind"] for r in records} == {"launch", "collective"}
         assert {r["rank"] for r in records} == {rank}
+
+
+def test_a_long_trace_streams_its_events_and_holds_few_in_memory(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[ts.trace.__module__], "BATCH", 10)
+    axpy = make_axpy()
+    x, y = np.ones(8, np.float32), np.zeros(8, np.float32)
+    axpy[8](x, y, 1.0)  # compiled outside the trace
+    with ts.trace(tmp_path / "t.json") as t:
+        for _ in range(35):
+            axpy[8](x, y, 1.0)
+            assert len(t.events) < 10
+        assert t.written == 30
+    assert sum(e["cat"] == "launch" for e in _events(tmp_path / "t.json")) == 35
+
+
+def test_merge_reads_the_batches_of_a_trace_that_was_never_closed(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[ts.trace.__module__], "BATCH", 4)
+    axpy = make_axpy()
+    x, y = np.ones(8, np.float32), np.zeros(8, np.float32)
+    axpy[8](x, y, 1.0)
+    with ts.trace(tmp_path / "t.json"):
+        for _ in range(9):
+            axpy[8](x, y, 1.0)
+        unfinished = (tmp_path / "t.json").read_text()
+    (tmp_path / "dead.json").write_text(unfinished)  # as a process that died would leave it
+    merged = tmp_path / "m.json"
+    assert main(["trace", "merge", str(tmp_path / "dead.json"), "-o", str(merged)]) == 0
+    assert sum(e["cat"] == "launch" for e in _events(merged)) == 8

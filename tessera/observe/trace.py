@@ -19,16 +19,25 @@ from pathlib import Path
 from ..observers import LaunchRecord, Observer, Span, attach, detach
 from .measures import Clock, rank_and_size, rank_path, shapes
 
+BATCH = 8192  # events held in memory before they are appended to the file
+
 
 class Trace(Observer):
-    """Collects trace events while attached; :meth:`write` saves them."""
+    """Collects trace events while attached and streams them to the file in batches of
+    :data:`BATCH`, so a long process's trace costs a bounded amount of memory; the file
+    is complete JSON once :meth:`write` (at the end of the ``with`` block, or at exit for
+    ``TESSERA_TRACE``) has closed it. A process that dies first leaves the batches written
+    so far; :func:`merge` reads such a file too."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
-        self.events: list[dict] = []
+        self.events: list[dict] = []  # not yet written
+        self.written = 0  # events in the file so far
         self.clock = Clock()
         self.rank = rank_and_size()[0]
         self._lock = threading.Lock()
+        self._file = None  # opened at the first batch: under MPI the rank is known by then
+        self._closed: Path | None = None
 
     def _event(self, name: str, cat: str, start: float, seconds: float, args: dict) -> None:
         event = {
@@ -41,8 +50,10 @@ class Trace(Observer):
             "tid": threading.get_native_id(),
             "args": args,
         }
-        with self._lock:
-            self.events.append(event)
+        events = self.events
+        events.append(event)  # one list operation: safe from any thread without the lock
+        if len(events) >= BATCH:
+            self.flush()
 
     def launch(self, record: LaunchRecord) -> None:
         args = {
@@ -58,9 +69,9 @@ class Trace(Observer):
         name = f"{record.name} {record.fields['step']}" if "step" in record.fields else None
         self._event(name or record.name, record.kind, record.start, record.seconds, record.fields)
 
-    def document(self) -> dict:
+    def _meta(self) -> list[dict]:
         rank = rank_and_size()[0]
-        meta = [
+        return [
             {"name": "process_name", "ph": "M", "pid": self.rank, "args": {"name": f"rank {rank}"}},
             {
                 "name": "process_sort_index",
@@ -69,17 +80,44 @@ class Trace(Observer):
                 "args": {"sort_index": rank},
             },
         ]
+
+    def flush(self) -> None:
+        """Append the events held so far to the file (opening it at the first batch).
+        Events other threads add meanwhile stay for the next batch."""
         with self._lock:
-            events = meta + list(self.events)
-        return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"rank": rank}}
+            if self._closed is not None:
+                return
+            pending = self.events
+            count = len(pending)
+            batch = pending[:count]
+            del pending[:count]
+            if self._file is None:
+                path = rank_path(self.path)
+                if path.parent != Path(""):
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = open(path, "w")  # noqa: SIM115 - open while attached
+                rank = rank_and_size()[0]
+                self._file.write(
+                    f'{{"displayTimeUnit": "ms", "otherData": {{"rank": {rank}}}, '
+                    '"traceEvents": [\n'
+                )
+                batch = self._meta() + batch
+            elif batch:
+                self._file.write(",\n")
+            self._file.write(",\n".join(json.dumps(e, default=str) for e in batch))
+            self._file.flush()
+            self.written += count
 
     def write(self) -> Path:
-        """Write the events to this rank's file (see :func:`~.measures.rank_path`)."""
-        path = rank_path(self.path)
-        if path.parent != Path(""):
-            path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.document(), default=str))
-        return path
+        """Write what is left and close the file: complete JSON from here on. Returns this
+        rank's file (see :func:`~.measures.rank_path`); a second call changes nothing."""
+        self.flush()
+        with self._lock:
+            if self._closed is None:
+                self._file.write("\n]}\n")
+                self._file.close()
+                self._closed = Path(self._file.name)
+            return self._closed
 
     def __enter__(self) -> Trace:
         attach(self)
@@ -105,7 +143,7 @@ def merge(paths: list[str | os.PathLike], out: str | os.PathLike) -> int:
     events: list[dict] = []
     used: set[int] = set()
     for path in paths:
-        document = json.loads(Path(path).read_text())
+        document = _load(Path(path))
         found = document["traceEvents"] if isinstance(document, dict) else document
         pids = {e.get("pid", 0) for e in found}
         clash = pids & used
@@ -119,3 +157,13 @@ def merge(paths: list[str | os.PathLike], out: str | os.PathLike) -> int:
         used |= {p + shift for p in pids}
     Path(out).write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
     return len(events)
+
+
+def _load(path: Path) -> dict | list:
+    """A trace file; one that a process left unfinished (it died before closing its
+    trace) is read up to its last complete batch."""
+    text = path.read_text()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return json.loads(text.rstrip().rstrip(",") + "\n]}")
