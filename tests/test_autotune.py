@@ -17,6 +17,7 @@ from tessera import KiB, f32, group_linear_id, mut, tile, tshared
 from tessera.autotune import Config, store
 from tessera.config import refresh
 from tessera.kernel import disk_cache
+from tessera.observe.metrics import read as read_metrics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -249,3 +250,17 @@ def test_a_stored_winner_that_no_longer_compiles_is_a_warning_and_a_retune(fresh
         tuned[-(-200 // 64)](x, y)
     np.testing.assert_array_equal(y, x + 1)
     assert store.load(tuned.name, key)["config"] == {"S": 64}
+
+
+def test_flops_reach_every_config_and_the_metrics_show_gflops(fresh_cache, tmp_path):
+    tuned = ts.kernel.autotune(
+        space=dict(BM=[32, 64]), tile=lambda c: (c.BM,), flops=lambda n: 2 * n
+    )(_plain_add)
+    assert all(tuned.kernel_for(c).flops is not None for c in tuned.configs)
+    x = np.arange(200, dtype=np.float32)
+    y = np.ones(200, np.float32)
+    tuned[lambda c: -(-200 // c.BM)](x, y)  # tunes
+    with ts.metrics(tmp_path / "m.jsonl"):
+        tuned[lambda c: -(-200 // c.BM)](x, y)
+    (record,) = [r for r in read_metrics(tmp_path / "m.jsonl") if r["kind"] == "launch"]
+    assert record["gflops"] == pytest.approx(400 / record["seconds"] / 1e9, rel=1e-3)

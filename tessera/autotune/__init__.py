@@ -33,12 +33,14 @@ def autotune(
     scope: str = "world",
     measure: Callable | None = None,
     target: str | None = None,
+    flops: Callable[..., float] | None = None,
 ) -> Callable[[Callable], Autotuned]:
     """Declare a kernel tuned over ``space`` (see docs/autotune.md for every option).
 
     ``tile``/``shared`` may be functions of the config; ``check`` compares each config's
     outputs with the first valid one's (exact for integers, ``rtol``/``atol`` for floats);
-    ``measure(run, config) -> list of seconds`` replaces the default timing.
+    ``measure(run, config) -> list of seconds`` replaces the default timing; ``flops``
+    is every config's ``@kernel(flops=...)``, so profiles and metrics show GFLOP/s.
     """
 
     options = dict(
@@ -53,6 +55,7 @@ def autotune(
         scope=scope,
         measure=measure,
         target=target,
+        flops=flops,
     )
 
     @entry_point

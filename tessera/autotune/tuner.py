@@ -55,6 +55,7 @@ class Autotuned:
         scope,
         measure,
         target,
+        flops,
     ):
         self.fn = fn
         self.name = fn.__name__
@@ -72,6 +73,7 @@ class Autotuned:
         self.scope = scope
         self.measure_hook = measure
         self.target = target
+        self.flops = flops  # each config's kernel declares it: profiles show GFLOP/s
         self._kernels: dict[Config, Kernel | str] = {}
         self._winners: dict[str, Config] = {}
         self.last_table: list[dict] = []
@@ -116,6 +118,7 @@ class Autotuned:
                     tile=tile,
                     shared=shared,
                     target=self.target,
+                    flops=self.flops,
                     constants=dict(c.items()),
                     enclosing=self.enclosing,
                 )
