@@ -153,3 +153,10 @@ def test_merge_reads_the_batches_of_a_trace_that_was_never_closed(tmp_path, monk
     merged = tmp_path / "m.json"
     assert main(["trace", "merge", str(tmp_path / "dead.json"), "-o", str(merged)]) == 0
     assert sum(e["cat"] == "launch" for e in _events(merged)) == 8
+
+
+@pytest.mark.skipif(mpi_missing(), reason="needs mpi4py and mpiexec")
+def test_coalesced_buckets_reduced_in_shared_memory_are_profiled_traced_and_metered(tmp_path):
+    result = run_mpi("mpi_observe_coalesced_script.py", 2, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)] == ["ok", "ok"]

@@ -8,7 +8,8 @@ enough that the first bucket's communication overlaps packing the next) pays it 
 times. Buckets hold one dtype each; all of them are started before any is waited on.
 When the axis's ranks share a node, a bucket of host arrays is reduced in shared memory
 instead of by MPI's all-reduce (``shared_buckets``). Either way the results are read-only
-views of a kept buffer, not copies.
+views of a kept buffer, not copies, and profiles, traces and metrics see one
+``all_reduce`` per bucket (a shared-memory one says so in its trace arguments).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from ..config import get as setting
 from ..errors import TesseraError
+from ..observers import OBSERVERS, entered, now, report
 from . import shared_buckets
 from .channel import ISSUE_LOCK
 from .collectives import all_reduce, check_op
@@ -149,10 +151,19 @@ def _through_shared_memory(channel, pieces: list, count: int, first, op: str):
         or setting("dist_shared_memory") == "off"
     ):
         return None
+    start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:  # the bucket's three synchronisations, in the one global order
         bucket = shared_buckets.BucketShape((count,), first.dtype)
         seq = channel.begin("all_reduce", bucket, op, via="shared memory")
-        return shared_buckets.reduce_bucket(channel, pieces, count, first.dtype, op, seq)
+        if not OBSERVERS:
+            return shared_buckets.reduce_bucket(channel, pieces, count, first.dtype, op, seq)
+        with entered("collective", "all_reduce"):  # NVTX ranges
+            flat = shared_buckets.reduce_bucket(channel, pieces, count, first.dtype, op, seq)
+    if flat is not None:  # (None: through MPI, whose all_reduce reports itself)
+        nbytes = count * first.dtype.itemsize
+        fields = dict(op=op, axis=channel.axis, bytes=nbytes, seq=seq, via="shared memory")
+        report("collective", "all_reduce", start, **fields)
+    return flat
 
 
 def _kind(i: int, a) -> tuple:
