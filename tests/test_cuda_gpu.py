@@ -4,7 +4,9 @@ have not run in CI; see docs/targets.md for how to run them."""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 
 import numpy as np
 import pytest
@@ -138,3 +140,18 @@ def test_flash_attention_forward_on_the_gpu_matches_numpy():
     ts.synchronize()
     want16 = example["reference"](*(x.astype(np.float64) for x in (q16, k16, v16)), scale)
     np.testing.assert_allclose(do16.copy_to_host(), want16, rtol=1e-2, atol=5e-3)
+
+
+def test_a_cuda_compile_says_how_many_seconds_it_took(caplog):
+    @ts.kernel
+    def add_two(x: ts.f32[n], y: ts.mut[ts.f32[n]]):
+        i = ts.tile.linear_id()
+        if i < n:
+            y[i] = x[i] + 2.0
+
+    x, y = np.ones(64, np.float32), np.zeros(64, np.float32)
+    with caplog.at_level(logging.INFO, logger="tessera"), ts.config(target="cuda"):
+        add_two[64](x, y)
+    done = [r.getMessage() for r in caplog.records if "compiled kernel 'add_two'" in r.getMessage()]
+    assert len(done) == 1 and re.search(r"for cuda with numba-cuda in \d+\.\d\d s", done[0])
+    assert np.all(y == 3.0)

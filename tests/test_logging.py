@@ -108,3 +108,14 @@ def test_tessera_log_takes_a_level_in_any_case(level, monkeypatch):
         tessera_config.refresh()
         log.install()
         logging.getLogger("tessera").setLevel(logging.NOTSET)
+
+
+@pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="runs in the simulator process"
+)
+def test_a_kernel_first_run_by_the_cuda_simulator_says_so(caplog):
+    x, y = np.ones(4, np.float32), np.zeros(4, np.float32)
+    with caplog.at_level(logging.INFO, logger="tessera"), tessera.config(target="cuda"):
+        _fresh_kernel()[4](x, y)
+    said = [r.getMessage() for r in caplog.records if "kernel 'add_one' for cuda" in r.getMessage()]
+    assert said == ["kernel 'add_one' for cuda: numba-cuda's simulator runs it"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import time
 
 import numpy as np
 
@@ -146,7 +147,8 @@ class CudaProgram:
             jit_options = {} if self.simulated else {"launch_bounds": self.max_threads()}
             self._kernel = cuda_module().jit(self.python_function(), **jit_options)
             stats.bump("compiles")
-            log.info("kernel '%s' for cuda: numba-cuda compiles it at this launch", self.kir.name)
+            if self.simulated:
+                log.info("kernel '%s' for cuda: numba-cuda's simulator runs it", self.kir.name)
         blocks, threads = self.launch_shape(grid)
         cuda = cuda_module()
         # numba-cuda copies host arrays to the GPU and back after the launch. Read-only
@@ -172,8 +174,15 @@ class CudaProgram:
             self._opt_in_dynamic_shared(args, grid, aligned)
         launch = self._kernel[blocks, threads, stream, self.dynamic_shared_bytes]
         if first and not self.simulated:  # numba-cuda compiles on the first call
+            start = time.perf_counter()
             with stage("compile", self.kir.name, step="numba-cuda (first launch)"):
                 launch(*args, *grid, *aligned)
+            log.info(
+                "compiled kernel '%s' for cuda with numba-cuda in %.2f s (at its first "
+                "launch; the time includes the launch)",
+                self.kir.name,
+                time.perf_counter() - start,
+            )
         else:
             launch(*args, *grid, *aligned)
         for original, copy in write_back:
