@@ -18,6 +18,7 @@ import tessera as ts
 from tessera import dist
 from tessera.cli import main
 from tessera.observe.metrics import FIELDS, read
+from tessera.observers import LaunchRecord, now
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -97,34 +98,37 @@ def test_the_metrics_setting_writes_every_launch_by_exit(tmp_path):
     assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 5000
 
 
-def test_no_record_is_lost_when_threads_launch_while_another_flushes(tmp_path):
+class _SlowDeviceArray:
+    """Stands in for a GPU array (no GPU here) whose size is read while its launch is
+    being recorded: it holds that thread inside the record until told to go on."""
+
+    shape = (64,)
+
+    def __init__(self) -> None:
+        self.reading, self.go = threading.Event(), threading.Event()
+
+    @property
+    def nbytes(self) -> int:
+        self.reading.set()
+        assert self.go.wait(10)
+        return 256
+
+
+def test_a_record_added_while_another_thread_flushes_is_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[read.__module__], "BATCH", 1)  # every record flushes
     axpy = make_axpy()
-    x, y = np.ones(64, np.float32), np.zeros(64, np.float32)
-    axpy[64](x, y, 1.0)  # compiled before the threads start
-    threads, each = 4, 2000
-    done = threading.Event()
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # interleave the threads as often as possible
-    try:
-        with ts.metrics(tmp_path / "m.jsonl") as m:
+    cpu = axpy.target_for((np.ones(1, np.float32), np.ones(1, np.float32), 1.0))
+    slow = _SlowDeviceArray()
+    m = ts.metrics(tmp_path / "m.jsonl")
 
-            def flush_until_done():
-                while not done.is_set():
-                    m.flush()
+    def record(args):
+        return LaunchRecord(axpy, cpu, (64,), args, now(), 1e-6, False)
 
-            def launch():
-                for _ in range(each):
-                    axpy[64](x, y, 1.0)
-
-            flusher = threading.Thread(target=flush_until_done)
-            workers = [threading.Thread(target=launch) for _ in range(threads)]
-            flusher.start()
-            for w in workers:
-                w.start()
-            for w in workers:
-                w.join()
-            done.set()
-            flusher.join()
-    finally:
-        sys.setswitchinterval(switch)
-    assert len(read(tmp_path / "m.jsonl")) == threads * each
+    recording = threading.Thread(target=m.launch, args=(record((slow,)),))
+    recording.start()
+    assert slow.reading.wait(10)  # that thread is inside m.launch
+    m.launch(record((np.ones(64, np.float32),)))  # this one flushes meanwhile
+    slow.go.set()
+    recording.join()
+    m.close()
+    assert sorted(r["bytes"] for r in read(tmp_path / "m.jsonl")) == [256, 256]
