@@ -170,17 +170,18 @@ class CpuProgram:
     def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
         if self.heavy_groups and not parallel:
             parallel = math.prod(grid) > 1
-        if self._watch_shape and math.prod(grid) < _CORES:  # cheap test first: most don't
+        if self._watch_shape:
             groups = math.prod(grid)
-            threads = cpu_threads()
-            if groups < threads and self._entries.get(parallel) is not None:
+            if groups < _CORES and self._entries.get(parallel) is not None:
                 start = time.perf_counter()
                 self.run_variant(args, grid, parallel)
-                self._starved(groups, threads, time.perf_counter() - start)
+                seconds = time.perf_counter() - start
+                if seconds >= STARVED_SECONDS:  # (the thread count is read only then)
+                    self._starved(groups, seconds)
                 return
         self.run_variant(args, grid, parallel)
 
-    def _starved(self, groups: int, threads: int, seconds: float) -> None:
+    def _starved(self, groups: int, seconds: float) -> None:
         """Warn (once per kernel) about a long launch on fewer groups than threads.
 
         A group runs on one core here, its lanes one after another, so a GPU-shaped launch
@@ -188,7 +189,8 @@ class CpuProgram:
         leaves the other cores idle and is many times slower than it need be. Short
         launches are not reported: they cost little either way. Neither is a launch that
         compiles or loads its code (only launches of code already at hand are timed)."""
-        if seconds < STARVED_SECONDS:
+        threads = cpu_threads()
+        if groups >= threads:
             return
         kir = self.spec.kir
         self._watch_shape = False
