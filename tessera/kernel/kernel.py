@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import failures, stats
-from ..arrays import unwrap_dlpack
+from ..arrays import host_arrays
 from ..config import get as setting
 from ..config import launch_settings
 from ..errors import InternalError, KernelError, LaunchError, TesseraError, internal_errors
@@ -130,7 +130,7 @@ class Kernel:
             target = HOST_CHOICE.get(name)  # the target when every array is a NumPy array
             bound = self._binders[target].fast(args, grid) if target is not None else None
             if bound is None:  # something unusual: the full checks find it, or a GPU array
-                args = unwrap_dlpack(self.name, self.params, args)
+                args = host_arrays(self.name, self.params, args)
                 target = resolve(name, args, self.name)
                 bound = self.bind(target, args, grid)
             lanes = self.lanes
@@ -175,7 +175,7 @@ class Kernel:
     def target_for(self, args: tuple) -> Target:
         """The target a launch with these arguments runs on now."""
         name = self.target or launch_settings()[0]
-        return resolve(name, unwrap_dlpack(self.name, self.params, args), self.name)
+        return resolve(name, host_arrays(self.name, self.params, args), self.name)
 
     def _build(
         self,
@@ -248,7 +248,7 @@ class Kernel:
             choices = ", ".join(known)
             raise TesseraError(f"unknown stage {stage!r}; choose one of {choices}")
         grid_t = launch.normalise_grid(self.name, grid)
-        args = unwrap_dlpack(self.name, self.params, args)
+        args = host_arrays(self.name, self.params, args)
         bound = self.bind(target, args, grid_t)
         options = BuildOptions(False, arch)
         if stage == "ir" or stage in PASS_NAMES:
