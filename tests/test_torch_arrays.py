@@ -11,6 +11,7 @@ import traceback
 
 import numpy as np
 import pytest
+from mpi_run import mpi_missing, run_mpi
 
 import tessera
 from tessera import bf16, dist, f32, kernel, mut, tile
@@ -129,3 +130,12 @@ def test_coalesced_all_reduce_gives_back_tensors_beside_numpy_arrays(mesh):
     assert torch.equal(got[2], torch.full((2, 2), 2.0))
     got[0] += 1  # a tensor of its own, writable
     assert got[0].tolist() == [2.0, 2.0]
+
+
+@pytest.mark.skipif(mpi_missing(), reason="needs mpi4py and mpiexec")
+def test_collectives_move_tensors_between_two_ranks(tmp_path):
+    pytest.importorskip("jax")
+    result = run_mpi("mpi_torch_script.py", 2, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    reports = {r: (tmp_path / f"rank{r}.txt").read_text() for r in range(2)}
+    assert reports == {0: "ok", 1: "ok"}, reports
