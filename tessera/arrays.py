@@ -87,11 +87,14 @@ class TorchKind(ArrayKind):
         if t.requires_grad or not t.is_cpu:
             return None
         try:
-            if t.dtype is self.torch.bfloat16:
-                return t.view(self.torch.int16).numpy().view(BF16)
-            return t.numpy()
-        except (TypeError, RuntimeError):  # e.g. float8, or a conjugate view
+            return self._numpy(t)
+        except (TypeError, RuntimeError):  # e.g. float8, or a lazy conjugate view
             return None
+
+    def _numpy(self, t) -> np.ndarray:
+        if t.dtype is self.torch.bfloat16:
+            return t.view(self.torch.int16).numpy().view(BF16)
+        return t.numpy()
 
     def on_device(self, t) -> bool:
         return bool(t.is_cuda)
@@ -102,8 +105,13 @@ class TorchKind(ArrayKind):
                 "requires grad; Tessera is invisible to autograd, so pass x.detach() "
                 "(the same memory) to use it anyway"
             )
-        if t.is_cpu and self.view(t) is None:
-            return f"a {t.dtype} tensor has no NumPy view; Tessera never converts silently"
+        if not (t.is_cpu or t.is_cuda):
+            return f"is on device {t.device}; Tessera takes CPU and CUDA tensors"
+        if t.is_cpu:
+            try:
+                self._numpy(t)
+            except (TypeError, RuntimeError) as exc:
+                return f"has no NumPy view ({exc}); Tessera never converts silently"
         return None
 
     def result(self, array):

@@ -39,3 +39,10 @@ def test_readme_example_is_the_block_sum_example():
     example = (Path(__file__).parent.parent / "examples" / "block_sum.py").read_text()
     code = readme.split("```python\n", 1)[1].split("```", 1)[0]
     assert code.strip() in example
+
+
+def test_targets_docs_pytorch_block_is_the_torch_example():
+    docs = (Path(__file__).parent.parent / "docs" / "targets.md").read_text()
+    example = (Path(__file__).parent.parent / "examples" / "torch_arrays.py").read_text()
+    code = docs.split("## PyTorch and JAX", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert code.strip() in example

@@ -80,6 +80,12 @@ def test_a_tensor_of_the_wrong_dtype_is_refused_naming_the_parameter(target):
         axpy[4](torch.ones(4), torch.zeros(4, dtype=torch.float64), 1.0)
 
 
+def test_a_tensor_numpy_cannot_view_is_refused_naming_the_parameter(target):
+    x = torch.ones(4, dtype=torch.float8_e4m3fn)
+    with pytest.raises(tessera.LaunchError, match=r"parameter 'x' is a PyTorch tensor that has no"):
+        axpy[4](x, torch.zeros(4), 1.0)
+
+
 def test_a_host_tensor_launch_takes_the_lean_path():
     binder = axpy._binders[HOST_CHOICE[AUTO]]
     x, y = torch.ones(4), torch.zeros(4)
