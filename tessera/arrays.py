@@ -9,7 +9,7 @@ cannot be passed (a PyTorch tensor that requires grad), and turns a result back 
 caller's kind (what collectives return). Kinds are learnt once per Python type, so the
 launch path pays one dictionary lookup and the library's own cheapest view:
 ``Tensor.numpy()`` for PyTorch, ``numpy.asarray`` for JAX, ``numpy.from_dlpack`` for
-the rest (docs/targets.md, "PyTorch and JAX").
+the rest (bf16 read from the capsule by dlpack.py; docs/targets.md, "PyTorch and JAX").
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 import ml_dtypes
 import numpy as np
 
+from .dlpack import bf16_view
 from .errors import LaunchError, TesseraError
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -41,6 +42,10 @@ class ArrayKind:
                 return None
             return np.from_dlpack(a)
         except (BufferError, RuntimeError, TypeError, ValueError):
+            pass
+        try:  # bf16, which NumPy's DLPack has no dtype for
+            return bf16_view(a)
+        except (BufferError, RuntimeError, TypeError, ValueError):
             return None
 
     def on_device(self, a) -> bool:
@@ -51,7 +56,8 @@ class ArrayKind:
         try:
             np.from_dlpack(a)
         except (BufferError, RuntimeError, TypeError, ValueError) as exc:
-            return f"NumPy cannot read it through DLPack ({exc})"
+            if self.view(a) is None:
+                return f"NumPy cannot read it through DLPack ({exc})"
         return None
 
     def device_view(self, a):

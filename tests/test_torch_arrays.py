@@ -7,7 +7,9 @@ Skipped where PyTorch is not installed (it is no test dependency).
 
 from __future__ import annotations
 
+import gc
 import traceback
+import weakref
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from mpi_run import mpi_missing, run_mpi
 
 import tessera
 from tessera import bf16, dist, f32, kernel, mut, tile
+from tessera.dlpack import bf16_view
 from tessera.kernel.targets import AUTO, HOST_CHOICE
 
 torch = pytest.importorskip("torch")
@@ -55,6 +58,38 @@ def test_bf16_tensors_are_read_and_written(target):
     y = torch.zeros(3, dtype=torch.bfloat16)
     twice_bf16[3](x, y)
     assert y.dtype == torch.bfloat16 and y.tolist() == [3.0, -4.0, 6.5]
+
+
+class DLPackOnly:
+    """A tensor that offers only the DLPack protocol (as other libraries' tensors do)."""
+
+    def __init__(self, tensor):
+        self._tensor = tensor
+
+    def __dlpack__(self, **kwargs):
+        return self._tensor.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._tensor.__dlpack_device__()
+
+
+def test_bf16_through_dlpacks_bfloat_code_is_read_and_written(target):
+    x = torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16)
+    y = torch.zeros(3, dtype=torch.bfloat16)
+    twice_bf16[3](DLPackOnly(x), DLPackOnly(y))
+    assert y.tolist() == [3.0, -4.0, 6.5]
+
+
+def test_a_bf16_dlpack_view_keeps_the_producers_tensor_alive():
+    tensor = torch.arange(6, dtype=torch.bfloat16).reshape(2, 3).t()  # strided
+    alive = weakref.ref(tensor)
+    view = bf16_view(DLPackOnly(tensor))
+    del tensor
+    gc.collect()
+    assert alive() is not None and view.tolist() == [[0, 3], [1, 4], [2, 5]]
+    del view
+    gc.collect()
+    assert alive() is None
 
 
 def test_a_tensor_that_requires_grad_is_refused_naming_kernel_and_parameter(target):
