@@ -16,7 +16,7 @@ import pytest
 from mpi_run import mpi_missing, run_mpi
 
 import tessera
-from tessera import bf16, dist, f32, kernel, mut, tile
+from tessera import bf16, dist, f32, group_linear_id, kernel, mut, tile
 from tessera.dlpack import bf16_view
 from tessera.kernel.targets import AUTO, HOST_CHOICE
 
@@ -127,6 +127,21 @@ def test_a_host_tensor_launch_takes_the_lean_path():
     bound = binder.fast((x, y, 1.0), (4,))
     assert bound is not None
     assert np.shares_memory(bound.call_args[1], y.numpy())
+
+
+@kernel.autotune(space=dict(BM=[32, 64]), key=["n"], tile=lambda c: (c.BM,))
+def add_tuned(x: f32[n], y: mut[f32[n]]):
+    i = group_linear_id() * BM + tile.linear_id()
+    if i < n:
+        y[i] += x[i]
+
+
+def test_an_autotune_sweep_restores_a_tensor_between_trials():
+    x, y = torch.arange(100, dtype=torch.float32), torch.ones(100)
+    with tessera.config(autotune="retune"):
+        add_tuned[lambda c: -(-100 // c.BM)](x, y)
+    assert len(add_tuned.last_table) == 2  # a sweep ran: both configs launched
+    assert torch.equal(y, x + 1)
 
 
 @pytest.fixture
