@@ -52,7 +52,9 @@ class ArrayKind:
         return int(a.__dlpack_device__()[0]) in (KDL_CUDA, KDL_CUDA_HOST)
 
     def refusal(self, a) -> str | None:
-        """Why host tensor ``a`` has no view (None when it has one)."""
+        """Why host tensor ``a`` has no view (None when it has one, or is no host tensor)."""
+        if int(a.__dlpack_device__()[0]) != KDL_CPU:
+            return None
         try:
             np.from_dlpack(a)
         except (BufferError, RuntimeError, TypeError, ValueError) as exc:
@@ -184,6 +186,8 @@ def _learn(cls: type) -> ArrayKind | None:
         if module.startswith(("jax", "jaxlib")) and "jax" in sys.modules:
             if base.__name__ in ("Array", "ArrayImpl"):
                 return JaxKind(sys.modules["jax"])
+    if hasattr(cls, "__cuda_array_interface__"):  # CuPy, numba: launched and moved as they are
+        return None
     if hasattr(cls, "__dlpack__") and hasattr(cls, "__dlpack_device__"):
         return _DLPACK
     return None
