@@ -8,6 +8,7 @@ Skipped where PyTorch is not installed (it is no test dependency).
 from __future__ import annotations
 
 import gc
+import json
 import traceback
 import weakref
 
@@ -142,6 +143,23 @@ def test_an_autotune_sweep_restores_a_tensor_between_trials():
         add_tuned[lambda c: -(-100 // c.BM)](x, y)
     assert len(add_tuned.last_table) == 2  # a sweep ran: both configs launched
     assert torch.equal(y, x + 1)
+
+
+@kernel
+def write_past_end(x: f32[n], y: mut[f32[n]]):
+    i = tile.linear_id()
+    y[i + 1] = x[i]
+
+
+def test_a_crash_capture_keeps_a_tensors_data_as_numpy(tmp_path):
+    x, y = torch.arange(4, dtype=torch.float32), torch.full((4,), 7.0)
+    with tessera.config(target="debug", crash_dir=str(tmp_path)):
+        with pytest.raises(tessera.TesseraError, match="out of bounds"):
+            write_past_end[4](x, y)
+    (capture,) = [p for p in tmp_path.iterdir() if (p / "metadata.json").exists()]
+    meta = json.loads((capture / "metadata.json").read_text())
+    assert [a["dtype"] for a in meta["args"]] == ["float32", "float32"]
+    np.testing.assert_array_equal(np.load(capture / "args.npz")["arg0"], x.numpy())
 
 
 @pytest.fixture
