@@ -9,6 +9,8 @@ import pytest
 from classic_kernels import axpy, block_reduce_tree
 
 import tessera as ts
+from tessera import graph
+from tessera.kernel.targets.cuda.streams import collective_stream
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="runs in the simulator process"
@@ -67,6 +69,16 @@ def test_launches_inside_a_named_stream_block_run_on_that_stream(rng):
     ts.synchronize()
     np.testing.assert_array_equal(dy.copy_to_host(), x)
     assert isinstance(start.elapsed_ms(end), float)  # the simulator's clock says -1
+
+
+def test_collectives_inside_graph_stream_are_enqueued_on_its_named_stream():
+    with graph.stream("comm"):
+        inside = collective_stream()
+        with ts.stream("compute") as compute:
+            assert collective_stream() is compute  # an explicit tessera.stream wins
+    with ts.stream("comm") as comm:
+        assert inside is comm
+    assert collective_stream() == 0  # outside: the default stream
 
 
 def test_shared_memory_above_48_kib_runs_and_matches_the_cpu():

@@ -15,8 +15,8 @@ import numpy as np
 
 from ..config import get as setting
 from ..errors import TesseraError
+from ..kernel import stream_scope as streams
 from ..kernel.targets import resolve
-from . import streams
 from .ir import Const, Input, Node
 from .passes import Lowered
 
