@@ -7,6 +7,7 @@ import importlib.util
 import math
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
 from classic_kernels import axpy_tiled, block_reduce_tree, histogram, matmul, softmax_rows
@@ -17,6 +18,7 @@ from tessera import (
     bf16,
     complex64,
     cp_async,
+    f16,
     f32,
     group_linear_id,
     i8,
@@ -259,6 +261,23 @@ def test_products_are_rounded_on_their_own_as_on_every_target(arch):
     assert "fma.rn.f32" not in ptx and "mul.rn.f32" in ptx
     ptx = own_math_functions.inspect("ptx", x, x, grid=1, arch=arch)
     assert "fma.rn.f32" not in ptx and "mul.rn.f32" in ptx
+
+
+@kernel
+def half_axpy(x: f16[n], y: mut[f16[n]], z: bf16[n], w: mut[bf16[n]]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = x[i] * x[i] + y[i]
+        w[i] = z[i] * z[i] + w[i]
+
+
+def test_f16_and_bf16_products_are_rounded_on_their_own_too():
+    """f16/bf16 arithmetic is f32 arithmetic rounded at the end: its products must not be
+    contracted either (the CPU rounds the f32 product, then adds)."""
+    h = np.ones(64, np.float16)
+    b = np.ones(64, ml_dtypes.bfloat16)
+    ptx = half_axpy.inspect("ptx", h, h.copy(), b, b.copy(), grid=1, arch="sm_80")
+    assert "fma.rn.f32" not in ptx and ptx.count("mul.rn.f32") >= 2
 
 
 @kernel

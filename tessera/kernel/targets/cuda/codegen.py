@@ -201,7 +201,10 @@ class CudaCodegen(SourceEmitter):
     def arith(self, a: str, op: str, b: str, t: ir.Type) -> str:
         """A float product is rounded on its own, never contracted into an FMA
         (rounding.py); everything else as on every target."""
-        product = PRODUCTS.get(concrete(t).dtype) if op == "*" and not self.simulated else None
+        dtype = concrete(t).dtype
+        if dtype in D.COMPUTED_IN_F32:  # f16/bf16 arithmetic is f32 arithmetic, rounded later
+            dtype = D.f32
+        product = PRODUCTS.get(dtype) if op == "*" and not self.simulated else None
         if product is not None:
             return f"{product}({a}, {b})"
         return super().arith(a, op, b, t)
