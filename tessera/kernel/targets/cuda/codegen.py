@@ -18,6 +18,7 @@ from ... import ir
 from ...ir import TileType
 from ...passes.prefetch import keep_in_flight
 from ...typer import concrete
+from .. import printing
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
 from .rounding import PRODUCTS
@@ -176,6 +177,16 @@ class CudaCodegen(SourceEmitter):
         if isinstance(site, ir.Assign):
             target = self.conv(code, t, self.types[site.target])
             self.emit(f"{self.name(site.target)} = {target}", site.loc)
+
+    # ------------------------------------------------------------------ print, assert
+    def print_line(self, s: ir.Print) -> None:
+        """One ``vprintf`` of the whole line (printf.py)."""
+        template = printing.template(self.kir, self.grid_ndim, s)
+        values = self.print_ids() + [self.expr(i) for i in s.items if not isinstance(i, str)]
+        self.emit(f"_printf({template!r}, ({', '.join(values)},))", s.loc)
+
+    def check_assert(self, s: ir.Assert) -> None:
+        """Compiled out: CUDA launches are not checked (docs/language.md)."""
 
     # ------------------------------------------------------------------ tiles
     def element_loops(self, shape: tuple[int, ...], body) -> None:
