@@ -76,6 +76,8 @@ class SourceEmitter(TileSource):
 
     # math functions the target's Numba has under another name (default: math.<name>)
     math_functions: dict[str, str] = {}
+    # whether bounds-checked launches (TESSERA_BOUNDSCHECK) check this target's code
+    checked_launches = True
     # integer operations computed by calling a rule of integers.py (by operator)
     integer_rules = frozenset({"<<", ">>", "**", "//", "%", "abs"})
 
@@ -89,6 +91,7 @@ class SourceEmitter(TileSource):
         self.indent = 0
         self.tile = kir.tile_shape
         self.lanes = math.prod(self.tile) if kir.grouped else 1
+        self.checked = kir.boundscheck and self.checked_launches  # indices and asserts
         # with bounds checks on: (array, axis, rank, loc) of each checked index, by site
         self.check_sites: list[tuple[str, int, int, object]] = []
         self.assert_sites: list[tuple[str, object]] = []  # (message, loc) of each assert
@@ -305,7 +308,7 @@ class SourceEmitter(TileSource):
         elif isinstance(s, ir.Print):
             self.print_line(s)
         elif isinstance(s, ir.Assert):
-            if self.kir.boundscheck:  # compiled out unless checks are on
+            if self.checked:  # compiled out unless checks are on
                 self.check_assert(s)
         elif isinstance(s, ir.Break):
             self.emit("break", s.loc)
@@ -341,7 +344,7 @@ class SourceEmitter(TileSource):
         # Unsigned indices: Tessera has no negative-index wraparound (a negative index is
         # out of bounds, as on a GPU), and without Numba's wraparound select LLVM
         # vectorises guarded loads and stores.
-        if not self.kir.boundscheck:
+        if not self.checked:
             return ", ".join(f"np.uint64({self.expr(i)})" for i in indices)
         out = []
         for axis, i in enumerate(indices):

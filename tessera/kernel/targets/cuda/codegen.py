@@ -33,6 +33,7 @@ class CudaCodegen(SourceEmitter):
     # integer division and abs stay the hardware's (no trap on a GPU): calling a rule's
     # device function would need a GPU to compile, and PTX is made without one
     integer_rules = frozenset({"<<", ">>", "**"})
+    checked_launches = False  # bounds checks and asserts are the CPU's and debug's
 
     def __init__(
         self,
@@ -178,15 +179,12 @@ class CudaCodegen(SourceEmitter):
             target = self.conv(code, t, self.types[site.target])
             self.emit(f"{self.name(site.target)} = {target}", site.loc)
 
-    # ------------------------------------------------------------------ print, assert
+    # ------------------------------------------------------------------ print
     def print_line(self, s: ir.Print) -> None:
         """One ``vprintf`` of the whole line (printf.py)."""
         template = printing.template(self.kir, self.grid_ndim, s)
         values = self.print_ids() + [self.expr(i) for i in s.items if not isinstance(i, str)]
         self.emit(f"_printf({template!r}, ({', '.join(values)},))", s.loc)
-
-    def check_assert(self, s: ir.Assert) -> None:
-        """Compiled out: CUDA launches are not checked (docs/language.md)."""
 
     # ------------------------------------------------------------------ tiles
     def element_loops(self, shape: tuple[int, ...], body) -> None:
