@@ -16,7 +16,18 @@ import pytest
 from error_helpers import assert_points_at, compile_error
 
 import tessera
-from tessera import f32, func, group_linear_id, group_tile_count, i64, kernel, mut, tbarrier, tile
+from tessera import (
+    constexpr,
+    f32,
+    func,
+    group_linear_id,
+    group_tile_count,
+    i64,
+    kernel,
+    mut,
+    tbarrier,
+    tile,
+)
 
 FILE = inspect.getsourcefile(inspect.currentframe())
 ORDERED = ("cpu", "debug")  # the targets whose lines come in group-then-lane order
@@ -140,6 +151,28 @@ def print_constant(out: mut[f32[n]]):
 def test_print_takes_module_string_constants(target, capsys):
     print_constant[1](np.zeros(1, np.float32))
     assert lines(capsys) == ["[group (0,) lane (0,)] scale 2"]
+
+
+@func
+def doubled(v):
+    print("helper got", v)
+    return v * 2
+
+
+@kernel(tile=(2,))
+def print_in_helper(out: mut[i64[n]], MODE: constexpr):
+    i = tile.linear_id()
+    out[i] = doubled(i)
+    print(MODE)
+
+
+def test_print_works_in_helpers_and_prints_string_constexprs(target, capsys):
+    print_in_helper[1](np.zeros(2, np.int64), "fast")
+    expected = []
+    for lane in range(2):
+        expected += [f"[group (0,) lane ({lane},)] helper got {lane}"]
+        expected += [f"[group (0,) lane ({lane},)] fast"]
+    assert ordered(target, lines(capsys)) == ordered(target, expected)
 
 
 # --------------------------------------------------------------------- assert
