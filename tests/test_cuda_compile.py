@@ -299,3 +299,20 @@ def test_complex_arithmetic_and_complex_arrays_compile_to_ptx(arch):
     ptx = _mandelbrot_rows.inspect("ptx", a, out, 10, grid=64, arch=arch)
     assert f".target {arch}" in ptx
     assert "ld.global.f32" in ptx or "ld.global.nc.f32" in ptx
+
+
+@kernel(tile=(32,))
+def prints_a_lane(x: f32[n]):
+    i = tile.linear_id()
+    print("x =", x[i], i, i > 0, "100%")
+
+
+def test_print_compiles_to_one_vprintf_with_the_whole_line_as_its_format():
+    ptx = prints_a_lane.inspect("ptx", np.zeros(32, np.float32), grid=2, arch="sm_90")
+    assert "vprintf" in ptx
+    strings = [
+        bytes(int(b) for b in text.split("{")[1].split("}")[0].split(",")).rstrip(b"\0")
+        for text in ptx.splitlines()
+        if text.startswith(".const") and "__conststring__" in text
+    ]
+    assert b"[group (%lld,) lane (%lld,)] x = %f %lld %s 100%%\n" in strings

@@ -18,6 +18,7 @@ from ... import ir
 from ...ir import TileType
 from ...passes.prefetch import keep_in_flight
 from ...typer import concrete
+from .. import printing
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
 from .rounding import PRODUCTS
@@ -32,6 +33,7 @@ class CudaCodegen(SourceEmitter):
     # integer division and abs stay the hardware's (no trap on a GPU): calling a rule's
     # device function would need a GPU to compile, and PTX is made without one
     integer_rules = frozenset({"<<", ">>", "**"})
+    checked_launches = False  # bounds checks and asserts are the CPU's and debug's
 
     def __init__(
         self,
@@ -176,6 +178,13 @@ class CudaCodegen(SourceEmitter):
         if isinstance(site, ir.Assign):
             target = self.conv(code, t, self.types[site.target])
             self.emit(f"{self.name(site.target)} = {target}", site.loc)
+
+    # ------------------------------------------------------------------ print
+    def print_line(self, s: ir.Print) -> None:
+        """One ``vprintf`` of the whole line (printf.py)."""
+        template = printing.template(self.kir, self.grid_ndim, s)
+        values = self.print_ids() + [self.expr(i) for i in s.items if not isinstance(i, str)]
+        self.emit(f"_printf({template!r}, ({', '.join(values)},))", s.loc)
 
     # ------------------------------------------------------------------ tiles
     def element_loops(self, shape: tuple[int, ...], body) -> None:
