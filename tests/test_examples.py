@@ -14,7 +14,9 @@ EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_example_runs_and_checks_its_result(path, capsys):
+def test_example_runs_and_checks_its_result(path, capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "argv", [str(path)])  # as run by hand: no pytest options
+    monkeypatch.chdir(tmp_path)  # whatever an example writes stays out of the tree
     runpy.run_path(str(path), run_name="__main__")
     assert capsys.readouterr().out.strip()
 

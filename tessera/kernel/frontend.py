@@ -22,6 +22,7 @@ from ..tile import blocks as B
 from ..tile import primitives as P
 from . import ir
 from .frontend_calls import CallLowering
+from .frontend_print import PrintLowering
 from .frontend_values import SMALL, TupleValue, ValueLowering, describe, leaves
 from .scope import Scope, assigned_names, first_assignment, strip_docstring
 from .signature import GRID_GROUPS, ParamSpec
@@ -47,7 +48,7 @@ MAX_EXPRESSION_DEPTH = 40  # levels of one expression, a leaf included (docs/lan
 MAX_SHARED_DIMS = 4  # of a shared array: its copies and reductions are loops, one a dim
 
 
-class Frontend(CallLowering, ValueLowering):
+class Frontend(CallLowering, PrintLowering, ValueLowering):
     """Lowers one kernel's AST to IR. Use :func:`build_ir`."""
 
     def __init__(
@@ -150,6 +151,8 @@ class Frontend(CallLowering, ValueLowering):
                 )
                 return [ir.While(loc, ir.Const(loc, True), body)]
             return [ir.While(loc, cond, body)]
+        if isinstance(node, ast.Assert):
+            return self.assert_statement(scope, node, loc)
         if isinstance(node, ast.Break):
             return [ir.Break(loc)]
         if isinstance(node, ast.Continue):
@@ -350,6 +353,8 @@ class Frontend(CallLowering, ValueLowering):
         if not isinstance(node, ast.Call):
             raise self.error(scope, node, "an expression statement must be a call")
         fn = self.resolve_global(scope, node.func)
+        if fn is builtins.print:
+            return self.print_call(scope, node, loc)
         if isinstance(fn, P.Primitive) and fn.is_statement:
             pre, call = self.primitive_call(scope, fn, node, loc)
             return pre + [ir.ExprStmt(loc, call)]

@@ -119,6 +119,8 @@ class CallLowering:
             return self.inline(scope, fn, node, loc)
         if fn is builtins.range:
             raise self.error(scope, node, "range() can only be the iterable of a for loop")
+        if fn is builtins.print:
+            raise self.error(scope, node, "print() is a statement in a kernel, not a value")
         raise self.error(scope, node.func, f"cannot call '{ast.unparse(node.func)}' in a kernel")
 
     def primitive_call(self, scope: Scope, fn: P.Primitive, node: ast.Call, loc: SourceLoc):

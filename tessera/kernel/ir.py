@@ -355,6 +355,36 @@ class CopyAsync(Stmt):
 
 
 @dataclass(eq=False)
+class Print(Stmt):
+    """``print(...)``: its items, constant strings and scalar values, printed as Python's
+    print would (one space between, a newline after) after the lane's prefix. A statement
+    of its own, not a call: targets print it their own way (docs/language.md)."""
+
+    items: list[str | Expr]
+
+    def exprs(self) -> Iterator[Expr]:
+        yield from (i for i in self.items if isinstance(i, Expr))
+
+
+@dataclass(eq=False)
+class Assert(Stmt):
+    """``assert cond, message``: checked where checks are on (the debug target, bounds-
+    checked launches), compiled to nothing elsewhere, so ``cond`` is a plain expression
+    (nothing to run before it) and evaluating it is the whole check."""
+
+    cond: Expr
+    message: str
+
+    def exprs(self) -> Iterator[Expr]:
+        yield self.cond
+
+
+def prints(body: list[Stmt]) -> bool:
+    """Whether ``body`` prints: targets keep such code in lane order (docs/language.md)."""
+    return any(isinstance(s, Print) for s in walk_stmts(body))
+
+
+@dataclass(eq=False)
 class SharedAlloc(Stmt):
     target: str
     dtype: DType

@@ -91,6 +91,11 @@ def format_stmt(s: ir.Stmt, indent: int) -> list[str]:
         return [f"{pad}{s.target} = tshared.alloc[{s.dtype.name}]({s.shape}){line}"]
     if isinstance(s, ir.CopyAsync):
         return [f"{pad}cp_async({s.dst.name} <- {s.src.name}){line}"]
+    if isinstance(s, ir.Print):
+        items = ", ".join(repr(i) if isinstance(i, str) else format_expr(i) for i in s.items)
+        return [f"{pad}print({items}){line}"]
+    if isinstance(s, ir.Assert):
+        return [f"{pad}assert {format_expr(s.cond)}, {s.message!r}{line}"]
     names = {
         ir.Break: "break",
         ir.Continue: "continue",

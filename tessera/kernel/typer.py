@@ -143,6 +143,9 @@ class Typer:
                 self.scalar(s.mask, final)
         elif isinstance(s, ir.ExprStmt):
             self.expr(s.value, final)
+        elif isinstance(s, (ir.Print, ir.Assert)):
+            for e in s.exprs():
+                self.scalar(e, final)
         elif isinstance(s, (ir.If, ir.While)):
             self.scalar(s.cond, final)
             for b in s.bodies():

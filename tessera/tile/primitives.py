@@ -381,7 +381,23 @@ store = _form(
     "(a, index, value, mask=None)",
     "Explicit store; a masked-off lane writes nothing.",
 )
+# Python's own print and assert, given kernel meanings (docs/language.md, "Printing and
+# asserting"): the frontend recognises the builtin and the statement, and these entries
+# give them their rows in the docs table.
+kernel_print = _form(
+    "print",
+    "(*values)",
+    "Prints constant strings and scalar values as Python does, after the lane's "
+    "`[group (g,) lane (l,)]` prefix; ordered by group then lane on cpu and debug.",
+)
+kernel_assert = _form(
+    "assert",
+    " cond, message",
+    "Checked on the debug target and in bounds-checked launches (a KernelAssertionError "
+    "naming group, lane and line); compiled out otherwise.",
+)
 __all__ += ["alloc", "copy_async", "range", "load", "store", "SyntaxForm", "SYNTAX_FORMS"]
+__all__ += ["kernel_print", "kernel_assert"]
 
 
 def table() -> str:

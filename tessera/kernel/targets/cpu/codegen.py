@@ -144,6 +144,7 @@ class CpuCodegen(SourceEmitter):
         return (
             len(self.tile) > 1
             and isinstance(item.stmt, ir.For)
+            and not ir.prints(item.stmt.body)  # lines stay in lane order
             and len(item.body) == 1
             and isinstance(item.body[0], LaneRegion)
         )

@@ -18,6 +18,7 @@ from ... import ir
 from ...ir import TileType
 from ...passes.prefetch import keep_in_flight
 from ...typer import concrete
+from .. import printing
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
 from .rounding import PRODUCTS
@@ -32,6 +33,7 @@ class CudaCodegen(SourceEmitter):
     # integer division and abs stay the hardware's (no trap on a GPU): calling a rule's
     # device function would need a GPU to compile, and PTX is made without one
     integer_rules = frozenset({"<<", ">>", "**"})
+    checked_launches = False  # bounds checks and asserts are the CPU's and debug's
 
     def __init__(
         self,
@@ -177,6 +179,13 @@ class CudaCodegen(SourceEmitter):
             target = self.conv(code, t, self.types[site.target])
             self.emit(f"{self.name(site.target)} = {target}", site.loc)
 
+    # ------------------------------------------------------------------ print
+    def print_line(self, s: ir.Print) -> None:
+        """One ``vprintf`` of the whole line (printf.py)."""
+        template = printing.template(self.kir, self.grid_ndim, s)
+        values = self.print_ids() + [self.expr(i) for i in s.items if not isinstance(i, str)]
+        self.emit(f"_printf({template!r}, ({', '.join(values)},))", s.loc)
+
     # ------------------------------------------------------------------ tiles
     def element_loops(self, shape: tuple[int, ...], body) -> None:
         """Every lane computes its share of a tile's elements; then the group waits, so
@@ -201,7 +210,10 @@ class CudaCodegen(SourceEmitter):
     def arith(self, a: str, op: str, b: str, t: ir.Type) -> str:
         """A float product is rounded on its own, never contracted into an FMA
         (rounding.py); everything else as on every target."""
-        product = PRODUCTS.get(concrete(t).dtype) if op == "*" and not self.simulated else None
+        dtype = concrete(t).dtype
+        if dtype in D.COMPUTED_IN_F32:  # f16/bf16 arithmetic is f32 arithmetic, rounded later
+            dtype = D.f32
+        product = PRODUCTS.get(dtype) if op == "*" and not self.simulated else None
         if product is not None:
             return f"{product}({a}, {b})"
         return super().arith(a, op, b, t)
