@@ -59,6 +59,7 @@ from .observe import bench, metrics, profile, trace
 from .stats import stats
 from .tile import (
     cp_async,
+    group_count,
     group_id,
     group_linear_id,
     group_tile_count,
@@ -109,6 +110,7 @@ __all__ = [
     "f64",
     "func",
     "graph",
+    "group_count",
     "group_id",
     "group_linear_id",
     "group_tile_count",

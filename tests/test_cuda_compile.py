@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pytest
 from classic_kernels import axpy_tiled, block_reduce_tree, histogram, matmul, softmax_rows
+from test_smaller_gaps import grid_sizes
 
 from tessera import (
     KiB,
@@ -280,3 +281,8 @@ def test_complex_arithmetic_and_complex_arrays_compile_to_ptx(arch):
     ptx = _mandelbrot_rows.inspect("ptx", a, out, 10, grid=64, arch=arch)
     assert f".target {arch}" in ptx
     assert "ld.global.f32" in ptx or "ld.global.nc.f32" in ptx
+
+
+def test_group_count_compiles_for_the_gpu():
+    ptx = grid_sizes.inspect("ptx", np.zeros((6, 3), np.int64), grid=(2, 3), arch="sm_90")
+    assert ".target sm_90" in ptx

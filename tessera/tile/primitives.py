@@ -175,6 +175,13 @@ group_linear_id = declare(
     "The group's index in [0, grid_groups).",
     grouped_only=True,
 )
+group_count = declare(
+    "group_count",
+    "axis:axis",
+    "i64",
+    "The number of groups along `axis` of the launch grid (CUDA's gridDim); 1 past its dims.",
+    grouped_only=True,
+)
 group_tile_count = declare(
     "group_tile_count",
     "",

@@ -39,6 +39,12 @@ def _group_id(cg, call, site):
     return cg.group_axis(call.args[0].value)
 
 
+@common(P.group_count)
+def _group_count(cg, call, site):
+    axis = call.args[0].value
+    return f"np.int64(_N{axis})" if axis < cg.grid_ndim else "np.int64(1)"
+
+
 @common(P.group_tile_count)
 def _group_tile_count(cg, call, site):
     return f"np.int64({cg.lanes})"

@@ -62,6 +62,7 @@ class DebugProgram:
             env[s] = np.int64(v)
         if kir.grouped:
             env["grid_groups"] = np.int64(math.prod(grid))
+            env["__grid__"] = tuple(np.int64(g) for g in grid)
             self._run_groups(env, grid)
         else:
             self._run_flat(env, grid)
