@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 from classic_kernels import axpy_tiled, block_reduce_tree, histogram, matmul, softmax_rows
-from test_smaller_gaps import grid_sizes
+from test_smaller_gaps import grid_sizes, uniforms
 
 from tessera import (
     KiB,
@@ -286,3 +286,8 @@ def test_complex_arithmetic_and_complex_arrays_compile_to_ptx(arch):
 def test_group_count_compiles_for_the_gpu():
     ptx = grid_sizes.inspect("ptx", np.zeros((6, 3), np.int64), grid=(2, 3), arch="sm_90")
     assert ".target sm_90" in ptx
+
+
+def test_rand_compiles_for_the_gpu():
+    ptx = uniforms.inspect("ptx", np.zeros(16, np.float32), 1, 0, grid=16, arch="sm_80")
+    assert "mul.wide.u32" in ptx or "mul.lo.s64" in ptx or "mul.hi" in ptx

@@ -18,6 +18,7 @@ from . import ir
 from .frontend_values import SMALL, ComplexValue, describe
 from .func import Func
 from .passes.returns import eliminate_returns
+from .philox import rand as philox_rand
 from .scope import Scope, assigned_names, first_assignment, strip_docstring
 
 MATH_FUNCS = {getattr(math, name): name for name in MATH}
@@ -89,6 +90,10 @@ class CallLowering:
             return self.primitive_call(scope, fn, node, loc)
         if fn is P.load:
             return self.masked_load(scope, node, loc)
+        if fn is P.rand:  # the Philox helper, inlined: the same arithmetic on every target
+            args = self.call_args(scope, node, ("seed", "offset"), 2)
+            call = ast.copy_location(ast.Call(node.func, [args["seed"], args["offset"]], []), node)
+            return self.inline(scope, philox_rand, call, loc)
         if isinstance(fn, P.SyntaxForm):
             raise self.syntax_form_error(scope, fn, node)
         if isinstance(fn, (dtypes.DType, dtypes.DTypeVar)) or fn in BUILTIN_CASTS:

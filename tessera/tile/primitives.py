@@ -327,8 +327,9 @@ shuffle_up = declare(
 __all__ += [name for name, value in list(globals().items()) if isinstance(value, Primitive)]
 
 # ----------------------------------------------------------------------------- syntax forms
-# These have syntax of their own (a dtype subscript, slices, a loop, masks): the frontend
-# handles them directly and they have no generic IR node. They are declared for errors
+# These have syntax of their own (a dtype subscript, slices, a loop, masks), or expand to
+# kernel-language code (``tile.rand``: a Philox helper, the same on every target): the
+# frontend handles them directly and they have no generic IR node. They are declared for errors
 # outside kernels and for the docs.
 
 
@@ -388,7 +389,14 @@ store = _form(
     "(a, index, value, mask=None)",
     "Explicit store; a masked-off lane writes nothing.",
 )
-__all__ += ["alloc", "copy_async", "range", "load", "store", "SyntaxForm", "SYNTAX_FORMS"]
+rand = _form(
+    "tile.rand",
+    "(seed, offset)",
+    "A uniform f32 in [0, 1) from Philox 4x32-10: a pure function of (seed, offset), the "
+    "same on every target and the same stream as op.dropout.",
+)
+__all__ += ["alloc", "copy_async", "range", "load", "store", "rand", "SyntaxForm"]
+__all__ += ["SYNTAX_FORMS"]
 
 
 def table() -> str:
