@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 from classic_kernels import axpy_tiled, block_reduce_tree, histogram, matmul, softmax_rows
-from test_smaller_gaps import grid_sizes, uniforms
+from test_smaller_gaps import grid_sizes, reverse_chunks, uniforms
 
 from tessera import (
     KiB,
@@ -291,3 +291,11 @@ def test_group_count_compiles_for_the_gpu():
 def test_rand_compiles_for_the_gpu():
     ptx = uniforms.inspect("ptx", np.zeros(16, np.float32), 1, 0, grid=16, arch="sm_80")
     assert "mul.wide.u32" in ptx or "mul.lo.s64" in ptx or "mul.hi" in ptx
+
+
+def test_dynamic_shared_memory_is_an_extern_array_sized_at_launch():
+    x = np.zeros(400, np.float32)
+    source = reverse_chunks.inspect("cuda", x, x, 100, grid=4)
+    assert "cuda.shared.array(0, _dt_float32)[32:32 + p_chunk]" in source
+    ptx = reverse_chunks.inspect("ptx", x, x, 100, grid=4, arch="sm_90")
+    assert ".extern .shared" in ptx

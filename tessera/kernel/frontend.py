@@ -259,7 +259,10 @@ class Frontend(CallLowering, ValueLowering):
     ) -> ir.SharedAlloc | None:
         if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Subscript)):
             return None
-        if self.resolve_global(scope, value.func.value) is not P.alloc:
+        form = self.resolve_global(scope, value.func.value)
+        if form is P.dynamic:
+            return self.dynamic_shared(scope, target, value, loc)
+        if form is not P.alloc:
             return None
         if not self.grouped:
             raise self.flat_error(scope, value, "tshared.alloc")
@@ -285,6 +288,37 @@ class Frontend(CallLowering, ValueLowering):
         name = self.local_name(scope, target)
         self.shared_vars.add(name)
         alloc = ir.SharedAlloc(loc, name, dtype, tuple(shape), slot=len(self.allocs))
+        self.allocs.append(alloc)
+        return alloc
+
+    def dynamic_shared(
+        self, scope: Scope, target: ast.Name, value: ast.Call, loc: SourceLoc
+    ) -> ir.SharedAlloc:
+        """``tshared.dynamic[dtype](n)``: one per kernel, 1-D, ``n`` a scalar integer
+        parameter or a size symbol, so the launch knows the size before anything runs."""
+        if not self.grouped:
+            raise self.flat_error(scope, value, P.dynamic.name)
+        dtype = self.dtype_of(scope, value.func.slice)
+        if not isinstance(dtype, dtypes.DType):
+            raise self.error(scope, value.func.slice, "tshared.dynamic[...] needs a dtype")
+        if any(a.dynamic for a in self.allocs):
+            raise self.error(scope, value, "a kernel has at most one tshared.dynamic array")
+        size = value.args[0] if len(value.args) == 1 and not value.keywords else None
+        p = self.params.get(size.id) if isinstance(size, ast.Name) else None
+        is_int = p is not None and p.kind == "scalar" and p.dtype.is_int
+        if not (is_int or (isinstance(size, ast.Name) and size.id in self.symbols)):
+            raise self.error(
+                scope,
+                size or value,
+                "tshared.dynamic[dtype](n) takes one size: a scalar integer parameter or a "
+                "size symbol of the signature, bound at launch",
+            )
+        if size.id == GRID_GROUPS:
+            raise self.error(scope, size, "a tshared.dynamic size cannot be grid_groups")
+        name = self.local_name(scope, target)
+        self.shared_vars.add(name)
+        shape = (ir.Name(self.loc(scope, size), size.id),)
+        alloc = ir.SharedAlloc(loc, name, dtype, shape, slot=len(self.allocs), dynamic=True)
         self.allocs.append(alloc)
         return alloc
 

@@ -187,6 +187,15 @@ class CallLowering:
             array = self.array_ref(scope, node)
             if arg.kind == "shared" and array.name not in self.shared_vars:
                 raise self.error(scope, node, f"{fn.name} takes a shared array")
+            if arg.kind == "shared" and any(
+                a.dynamic and a.target == array.name for a in self.allocs
+            ):
+                raise self.error(
+                    scope,
+                    node,
+                    f"{fn.name} needs a shared array of constant shape (tshared.alloc), not "
+                    "a tshared.dynamic one, sized at launch",
+                )
             return [], array
         pre, value = self.expr(scope, node)
         if value is None:

@@ -360,6 +360,9 @@ class SharedAlloc(Stmt):
     dtype: DType
     shape: tuple[int, ...]
     slot: int = 0  # index of the allocation in the kernel, for backends to reuse storage
+    # ``tshared.dynamic[dtype](n)``: sized at launch, ``shape`` is ``(Name(n),)``, n a
+    # scalar parameter or a symbol (CUDA's ``extern __shared__``)
+    dynamic: bool = False
 
 
 # ----------------------------------------------------------------------------- kernel
@@ -382,6 +385,18 @@ class KernelIR:
     source_hash: str = ""
     boundscheck: bool = False  # the CPU target checks every index (TESSERA_BOUNDSCHECK)
     user_vars: dict[str, str] = field(default_factory=dict)  # IR name → name in the source
+
+    @property
+    def dynamic_alloc(self) -> SharedAlloc | None:
+        """The kernel's ``tshared.dynamic`` array (at most one), if any."""
+        return next((a for a in self.allocs if a.dynamic), None)
+
+    def call_arg_index(self, name: str) -> int:
+        """Where a scalar parameter's or a symbol's value is in a launch's call arguments
+        (arrays, then scalars, then symbols: launch.Bound.call_args)."""
+        arrays = [p.name for p in self.params if p.kind == "array"]
+        scalars = [p.name for p in self.params if p.kind == "scalar"]
+        return len(arrays) + (scalars + self.symbols).index(name)
 
 
 # ----------------------------------------------------------------------------- names

@@ -88,6 +88,9 @@ def format_stmt(s: ir.Stmt, indent: int) -> list[str]:
     if isinstance(s, ir.While):
         return [f"{pad}while {format_expr(s.cond)}:{line}"] + format_body(s.body, indent + 1)
     if isinstance(s, ir.SharedAlloc):
+        if s.dynamic:
+            size = format_expr(s.shape[0])
+            return [f"{pad}{s.target} = tshared.dynamic[{s.dtype.name}]({size}){line}"]
         return [f"{pad}{s.target} = tshared.alloc[{s.dtype.name}]({s.shape}){line}"]
     if isinstance(s, ir.CopyAsync):
         return [f"{pad}cp_async({s.dst.name} <- {s.src.name}){line}"]

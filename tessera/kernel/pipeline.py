@@ -101,7 +101,8 @@ def _bind_constexprs(spec: Specialised, constexprs: dict) -> None:
     # the deep copy duplicated the allocations; the body's copies are the ones to keep
     kir.allocs = [s for s in ir.walk_stmts(kir.body) if isinstance(s, ir.SharedAlloc)]
     for a in kir.allocs:
-        a.shape = tuple(fold_int(d) if isinstance(d, ir.Expr) else d for d in a.shape)
+        if not a.dynamic:  # (a dynamic array's size is read at launch)
+            a.shape = tuple(fold_int(d) if isinstance(d, ir.Expr) else d for d in a.shape)
 
 
 def _shared_memory(spec: Specialised, constexprs: dict) -> None:

@@ -363,6 +363,13 @@ alloc = _form(
     "A group-shared array of constant shape; contents undefined at group start.",
     grouped_only=True,
 )
+dynamic = _form(
+    "tshared.dynamic",
+    "[dtype](n)",
+    "A group-shared 1-D array of n elements, n a scalar parameter or a size symbol: sized at "
+    "launch (CUDA's extern __shared__), checked against shared= then.",
+    grouped_only=True,
+)
 copy_async = _form(
     "cp_async.shared.global_",
     "(dst, src)",
@@ -395,7 +402,7 @@ rand = _form(
     "A uniform f32 in [0, 1) from Philox 4x32-10: a pure function of (seed, offset), the "
     "same on every target and the same stream as op.dropout.",
 )
-__all__ += ["alloc", "copy_async", "range", "load", "store", "rand", "SyntaxForm"]
+__all__ += ["alloc", "dynamic", "copy_async", "range", "load", "store", "rand", "SyntaxForm"]
 __all__ += ["SYNTAX_FORMS"]
 
 
@@ -428,7 +435,7 @@ class _Namespace:
         return f"<tessera namespace {self._name}>"
 
 
-tshared = _Namespace("tshared", alloc=alloc)
+tshared = _Namespace("tshared", alloc=alloc, dynamic=dynamic)
 cp_async = _Namespace(
     "cp_async", shared=_Namespace("cp_async.shared", global_=copy_async), wait=copy_wait
 )

@@ -152,12 +152,19 @@ class SourceEmitter(TileSource):
         """The shape of the shared array a variable holds; every candidate must agree
         (a variable bound by swapping shared arrays may hold any of its kind)."""
         t = self.types[var]
+        if any(a.dynamic for a in self.kir.allocs if a.target == var):
+            raise KernelError(
+                self.kir.name,
+                f"'{var}' is a tshared.dynamic array, sized at launch; this needs a shared array "
+                "of constant shape (tshared.alloc)",
+                at.loc,
+            )
         shapes = {tuple(int(x) for x in a.shape) for a in self.kir.allocs if a.target == var}
         if not shapes:
             shapes = {
                 tuple(int(x) for x in a.shape)
                 for a in self.kir.allocs
-                if len(a.shape) == t.ndim and a.dtype == t.dtype
+                if len(a.shape) == t.ndim and a.dtype == t.dtype and not a.dynamic
             }
         if len(shapes) != 1:
             raise KernelError(

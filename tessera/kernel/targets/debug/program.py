@@ -81,7 +81,7 @@ class DebugProgram:
             shared = [
                 SharedArray(
                     a.target,
-                    tuple(int(d) for d in a.shape),
+                    tuple(int(env[d.name] if a.dynamic else d) for d in a.shape),
                     _STORAGE.get(a.dtype.name, a.dtype.np_dtype),
                 )
                 for a in self.kir.allocs
