@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from classic_kernels import axpy_tiled, block_reduce_tree, histogram, matmul, softmax_rows
 from test_smaller_gaps import grid_sizes, reverse_chunks, uniforms
+from test_views import staged_rows
 
 from tessera import (
     KiB,
@@ -299,3 +300,10 @@ def test_dynamic_shared_memory_is_an_extern_array_sized_at_launch():
     assert "cuda.shared.array(0, _dt_float32)[32:32 + p_chunk]" in source
     ptx = reverse_chunks.inspect("ptx", x, x, 100, grid=4, arch="sm_90")
     assert ".extern .shared" in ptx
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_copies_into_a_shared_sub_array_compile_to_cp_async(arch):
+    A, out = np.zeros((8, 16), np.float32), np.zeros(8, np.float32)
+    ptx = staged_rows.inspect("ptx", A, out, grid=2, arch=arch)
+    assert "cp.async" in ptx

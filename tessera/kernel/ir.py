@@ -298,7 +298,7 @@ class For(Stmt):
     step: Expr
     body: list[Stmt]
     tile_range: bool = False
-    prefetch: int | None = None
+    prefetch: int | Expr | None = None  # an Expr of constexprs until they are bound
 
     def bodies(self) -> Iterator[list[Stmt]]:
         yield self.body
@@ -346,12 +346,15 @@ class CopyAsync(Stmt):
     starts: list[Expr]
     stops: list[Expr | None]
     sliced: list[bool]
+    # fixed leading indices of the destination: a sub-array ``As[j]`` of a shared array
+    dst_lead: list[Expr] = field(default_factory=list)
 
     def exprs(self) -> Iterator[Expr]:
         yield self.dst
         yield self.src
         yield from self.starts
         yield from (s for s in self.stops if s is not None)
+        yield from self.dst_lead
 
 
 @dataclass(eq=False)

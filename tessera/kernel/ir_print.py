@@ -80,7 +80,8 @@ def format_stmt(s: ir.Stmt, indent: int) -> list[str]:
         return out
     if isinstance(s, ir.For):
         kind = "tile.range" if s.tile_range else "range"
-        depth = f", prefetch={s.prefetch}" if s.prefetch else ""
+        prefetch = format_expr(s.prefetch) if isinstance(s.prefetch, ir.Expr) else s.prefetch
+        depth = f", prefetch={prefetch}" if s.prefetch else ""
         head = (
             f"{kind}({format_expr(s.start)}, {format_expr(s.stop)}, {format_expr(s.step)}{depth})"
         )

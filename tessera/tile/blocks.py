@@ -60,17 +60,20 @@ def _arange(n):
 
 
 def _load(src, offset, shape, other):
+    """A block of the last ``len(shape)`` dims; the offset's leading indices (a sub-array,
+    ``As[j]``) are fixed."""
     dtype, ndim = src
-    if offset != ndim or len(shape) != ndim:
+    if offset != ndim or not 1 <= len(shape) <= ndim:
         raise RuleError(
-            f"a {ndim}-d array needs a {ndim}-d offset and shape, not {offset} and {len(shape)}"
+            f"a {ndim}-d array needs a {ndim}-d offset and a shape of at most {ndim} dims, not "
+            f"{offset} and {len(shape)}"
         )
     return Block(dtype, _shape(shape))
 
 
 def _store(dst, offset, t, mask):
     dtype, ndim = dst
-    if offset != ndim or len(t.shape) != ndim:
+    if offset != ndim or len(t.shape) > ndim:
         raise RuleError(
             f"storing a {len(t.shape)}-d tile into a {ndim}-d array at a {offset}-d offset"
         )

@@ -126,6 +126,11 @@ class SourceEmitter(TileSource):
         names, the number of sliced axes and, in terms of ``_q<d>`` (the destination
         index), the source index and the in-range conditions."""
         dst, src = self.name(s.dst.name), self.name(s.src.name)
+        if s.dst_lead:  # ``As[j]``: the copy fills a sub-array (a view of the shared array)
+            i64 = ScalarType(D.i64)
+            lead = [self.conv(self.expr(e), e.type, i64) for e in s.dst_lead]
+            self.emit(f"_cpd = {dst}[{', '.join(lead)}]")
+            dst = "_cpd"
         src_t = self.types[s.src.name]
         sliced = s.sliced or [True] * src_t.ndim
         starts = s.starts or [ir.Const(s.loc, 0)] * src_t.ndim
