@@ -17,6 +17,7 @@ from tessera import (
     cp_async,
     f32,
     group_id,
+    i32,
     kernel,
     mut,
     tbarrier,
@@ -141,3 +142,60 @@ def has_an_end(a: f32[n], out: mut[f32[n]]):
 def test_a_view_takes_a_start_only():
     with pytest.raises(KernelError, match="a start only"):
         kernel(has_an_end)
+
+
+@ts.func
+def smooth_at(v, i):
+    """A helper given a view indexes it as the caller does."""
+    return (v[i - 1] + v[i] + v[i + 1]) / 3.0
+
+
+@kernel
+def writes_through_views(x: f32[n], y: mut[f32[n]], hits: mut[i32[k]]):
+    i = tile.linear_id()
+    src = x[1:]
+    dst = y[1:]
+    counts = hits[2:]
+    if i < n - 2:
+        dst[i] = smooth_at(src, i)
+        tile.atomic_add(counts, i % 2 - 2, 1)  # hits[0] and hits[1]: reach back
+    if i == 0:
+        dst[-1] = f32(src.shape[0])  # y[0] = n - 1
+
+
+def test_views_take_stores_atomics_and_go_into_helpers(target):
+    x = np.arange(12, dtype=np.float32) ** 2
+    y, hits = np.zeros(12, np.float32), np.zeros(4, np.int32)
+    writes_through_views[12](x, y, hits)
+    want = (x[:-2] + x[1:-1] + x[2:]) / np.float32(3.0)
+    np.testing.assert_allclose(y[1:-1], want, rtol=1e-6)
+    assert y[0] == 11.0 and hits.tolist() == [5, 5, 0, 0]
+
+
+@kernel(tile=(8,), shared=4 * KiB)
+def block_copy(A: f32[M, N], out: mut[f32[M, N]], STAGES: constexpr = 2):
+    Bs = tshared.alloc[f32]((STAGES * 2 - 2, 8, 8))
+    r0 = group_id(0) * 8
+    for c0 in tile.range(0, N, 8, prefetch=STAGES * 2 - 2):
+        b = Bs[(c0 // 8) % (STAGES * 2 - 2)]
+        cp_async.shared.global_(b, A[r0 : r0 + 8, c0 : c0 + 8])
+        tbarrier()
+        tile.store_block(out, (r0, c0), tile.load_block(b, (0, 0), (8, 8)))
+        tbarrier()
+
+
+def test_prefetch_and_shared_shapes_take_the_same_constant_expressions(target):
+    A = np.arange(16 * 24, dtype=np.float32).reshape(16, 24)
+    out = np.zeros_like(A)
+    block_copy[2](A, out)
+    np.testing.assert_array_equal(out, A)
+
+
+def nonconstant_prefetch(x: f32[n], y: mut[f32[n]]):
+    for k in tile.range(0, n, 8, prefetch=n - 1):
+        y[k] = x[k]
+
+
+def test_prefetch_must_be_a_constant_expression():
+    with pytest.raises(KernelError, match="prefetch must be a positive integer constant"):
+        kernel(tile=(8,))(nonconstant_prefetch)

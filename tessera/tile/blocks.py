@@ -174,7 +174,9 @@ load_block = _tile(
     "tile.load_block",
     "src:array offset:index shape:shape other:value=0",
     _load,
-    "The block of `src` at `offset` (one index per dim); elements outside the array read `other`.",
+    "The block of `src` at `offset` (one index per dim); elements outside the array read "
+    "`other`. A shape of fewer dims than `src` is a block of its last dims, the offset's "
+    "leading indices fixed.",
     collective=True,
     grouped_only=True,
 )
@@ -182,8 +184,8 @@ store_block = declare(
     "tile.store_block",
     "dst:array offset:index t:tile mask:tile=None",
     "rule",
-    "Writes tile `t` into `dst` at `offset`; elements outside the array, or where `mask` "
-    "is False, are not written.",
+    "Writes tile `t` into `dst` at `offset` (leading indices fixed when `t` has fewer dims); "
+    "elements outside the array, or where `mask` is False, are not written.",
     tile=True,
     rule=_store,
     collective=True,
