@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from test_ops_dropout import expected_mask, philox_reference
 
+import tessera as ts
 from tessera import (
     KernelError,
     KiB,
@@ -185,3 +186,18 @@ def test_cp_async_fills_a_dynamic_shared_array(target):
     x, y = np.arange(50, dtype=np.float32), np.zeros(50, np.float32)
     copies_into_dynamic[4](x, y, 13)
     np.testing.assert_array_equal(y, 2 * x)
+
+
+def test_the_debug_target_checks_a_dynamic_shared_array_against_its_launch_size():
+    x, y = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    with ts.config(target="debug"), pytest.raises(ts.OutOfBoundsError, match=r"shape \(10,\)"):
+        reads_past_dynamic[1](x, y, 10)
+    assert not y.any()
+
+
+@kernel(tile=(8,))
+def reads_past_dynamic(x: f32[n], y: mut[f32[n]], chunk: i64):
+    s = tshared.dynamic[f32](chunk)
+    s[tile.linear_id()] = x[tile.linear_id()]
+    tbarrier()
+    y[tile.linear_id()] = s[tile.linear_id() + chunk - 4]  # lanes 4..7 read past chunk
