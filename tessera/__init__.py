@@ -60,6 +60,7 @@ from .observe import bench, metrics, profile, trace
 from .stats import stats
 from .tile import (
     cp_async,
+    group_count,
     group_id,
     group_linear_id,
     group_tile_count,
@@ -111,6 +112,7 @@ __all__ = [
     "f64",
     "func",
     "graph",
+    "group_count",
     "group_id",
     "group_linear_id",
     "group_tile_count",

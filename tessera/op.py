@@ -17,6 +17,7 @@ import functools
 from .ops.module import Module as _Module
 from .ops.module import apply as _apply
 from .ops.tensor import Tensor as _Tensor
+from .tracebacks import entry_point as _entry_point
 
 
 def matmul(a, b, tile_shape=None):
@@ -199,3 +200,8 @@ __all__ = [
     "rmsnorm", "sigmoid", "silu", "softmax", "sqrt", "sub", "sum", "tanh", "transpose",
     "where",
 ]  # fmt: skip
+
+# A GraphError or a compile error of a generated kernel reaches the caller with the
+# caller's frames only (tessera/tracebacks.py): every public op is wrapped once, here.
+for _name in __all__:
+    globals()[_name] = _entry_point(globals()[_name])

@@ -11,6 +11,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 from classic_kernels import axpy_tiled, block_reduce_tree, histogram, matmul, softmax_rows
+from test_smaller_gaps import grid_sizes, reverse_chunks, uniforms
+from test_views import staged_rows
 
 from tessera import (
     KiB,
@@ -316,3 +318,28 @@ def test_print_compiles_to_one_vprintf_with_the_whole_line_as_its_format():
         if text.startswith(".const") and "__conststring__" in text
     ]
     assert b"[group (%lld,) lane (%lld,)] x = %f %lld %s 100%%\n" in strings
+
+
+def test_group_count_compiles_for_the_gpu():
+    ptx = grid_sizes.inspect("ptx", np.zeros((6, 3), np.int64), grid=(2, 3), arch="sm_90")
+    assert ".target sm_90" in ptx
+
+
+def test_rand_compiles_for_the_gpu():
+    ptx = uniforms.inspect("ptx", np.zeros(16, np.float32), 1, 0, grid=16, arch="sm_80")
+    assert "mul.wide.u32" in ptx or "mul.lo.s64" in ptx or "mul.hi" in ptx
+
+
+def test_dynamic_shared_memory_is_an_extern_array_sized_at_launch():
+    x = np.zeros(400, np.float32)
+    source = reverse_chunks.inspect("cuda", x, x, 100, grid=4)
+    assert "cuda.shared.array(0, _dt_float32)[32:32 + p_chunk]" in source
+    ptx = reverse_chunks.inspect("ptx", x, x, 100, grid=4, arch="sm_90")
+    assert ".extern .shared" in ptx
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_copies_into_a_shared_sub_array_compile_to_cp_async(arch):
+    A, out = np.zeros((8, 16), np.float32), np.zeros(8, np.float32)
+    ptx = staged_rows.inspect("ptx", A, out, grid=2, arch=arch)
+    assert "cp.async" in ptx

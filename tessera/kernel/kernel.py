@@ -91,6 +91,7 @@ class Kernel:
         self.primitives = _primitives(self.ir.body)  # by name: what a profile's phase reads
         self.grouped = tile is not None
         self.lanes = math.prod(tile) if tile else 1
+        self._dynamic_shared = self.ir.dynamic_alloc is not None
         self._cache = SpecialisationCache()
         self._programs = self._cache.programs  # read directly on the launch path
         self._used = self._cache.used
@@ -146,6 +147,9 @@ class Kernel:
                 program = self._build(target, key, grid, bound, options)
             else:
                 self._used(key)
+            if self._dynamic_shared:  # tshared.dynamic: sized by this launch's arguments
+                spec = program.spec
+                launch.check_dynamic_shared(spec.kir, spec.shared_bytes, bound.call_args)
             stats.bump("launches")
             if lanes:
                 try:

@@ -20,6 +20,8 @@ from .. import dtypes as D
 from ..arrays import bits_view, device_dtype, host_view, is_device_array
 from ..dtypes import COMPUTED_IN_F32, ShardedDim, Symbol
 from ..errors import LaunchError
+from . import ir
+from .passes.checks import DEFAULT_SHARED_BUDGET
 from .signature import GRID_GROUPS, ParamSpec, resolve_dtypes
 from .targets.target import Target
 
@@ -389,3 +391,27 @@ def describe_flags(flags: int) -> dict[str, str]:
         "aligned": "aligned" if flags & _ALIGNED else "unaligned",
         "writable": "writable" if flags & _WRITEABLE else "read-only",
     }
+
+
+def check_dynamic_shared(kir: ir.KernelIR, static_bytes: int, call_args: tuple) -> int:
+    """The bytes a launch's ``tshared.dynamic`` array takes: its size is read from the
+    launch's arguments; with the constant allocations it must fit ``shared=`` (48 KiB
+    without it), or the launch fails before anything runs."""
+    alloc = kir.dynamic_alloc
+    size = alloc.shape[0].name
+    n = int(call_args[kir.call_arg_index(size)])
+    source = f"parameter '{size}'" if size not in kir.symbols else f"size symbol '{size}'"
+    if n < 0:
+        raise LaunchError(
+            kir.name, f"tshared.dynamic array '{alloc.target}' has {n} elements ({source})"
+        )
+    nbytes = n * alloc.dtype.itemsize
+    budget = DEFAULT_SHARED_BUDGET if kir.shared_budget is None else kir.shared_budget
+    if static_bytes + nbytes > budget:
+        raise LaunchError(
+            kir.name,
+            f"tshared.dynamic array '{alloc.target}' of {size}={n} {alloc.dtype.name} elements "
+            f"({source}) needs {nbytes} bytes; with {static_bytes} bytes of tshared.alloc "
+            f"arrays that is {static_bytes + nbytes}, over the kernel's shared={budget} bytes",
+        )
+    return nbytes

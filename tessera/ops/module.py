@@ -18,6 +18,7 @@ from .. import dtypes as D
 from ..config import get as setting
 from ..errors import TesseraError
 from ..observers import stage
+from ..tracebacks import entry_point
 from . import plan
 from .adjoints import backward
 from .ir import Node
@@ -100,6 +101,7 @@ class Module:
         graph.returns_tuple = isinstance(result, tuple)
         return graph
 
+    @entry_point
     def __call__(self, *args):
         with stage("graph module", self.name):
             lowered, arrays = self.lowered(args)
@@ -108,12 +110,14 @@ class Module:
             return None
         return tuple(results) if lowered.graph.returns_tuple else results[0]
 
+    @entry_point
     def graph(self, *args) -> str:
         """The optimised graph for these arguments: nodes, fused groups, kernels."""
         lowered, _ = self.lowered(args)
         kernels = "\n\n".join(s.text for s in lowered.sources if s is not None)
         return f"{lowered.text()}\n\nkernels:\n{kernels}"
 
+    @entry_point
     def kernels(self, *args) -> list:
         """The generated kernels these arguments run (``inspect`` works on them)."""
         lowered, _ = self.lowered(args)
@@ -153,6 +157,7 @@ class GradModule(Module):
         graph.outputs = ([result.value] if self.with_value else []) + [g.value for g in grads]
         return graph
 
+    @entry_point
     def __call__(self, *args):
         with stage("graph module", self.name):
             lowered, arrays = self.lowered(args)

@@ -156,6 +156,11 @@ class SourceEmitter(TileSource):
         names, the number of sliced axes and, in terms of ``_q<d>`` (the destination
         index), the source index and the in-range conditions."""
         dst, src = self.name(s.dst.name), self.name(s.src.name)
+        if s.dst_lead:  # ``As[j]``: the copy fills a sub-array (a view of the shared array)
+            i64 = ScalarType(D.i64)
+            lead = [self.conv(self.expr(e), e.type, i64) for e in s.dst_lead]
+            self.emit(f"_cpd = {dst}[{', '.join(lead)}]")
+            dst = "_cpd"
         src_t = self.types[s.src.name]
         sliced = s.sliced or [True] * src_t.ndim
         starts = s.starts or [ir.Const(s.loc, 0)] * src_t.ndim
@@ -182,12 +187,19 @@ class SourceEmitter(TileSource):
         """The shape of the shared array a variable holds; every candidate must agree
         (a variable bound by swapping shared arrays may hold any of its kind)."""
         t = self.types[var]
+        if any(a.dynamic for a in self.kir.allocs if a.target == var):
+            raise KernelError(
+                self.kir.name,
+                f"'{var}' is a tshared.dynamic array, sized at launch; this needs a shared array "
+                "of constant shape (tshared.alloc)",
+                at.loc,
+            )
         shapes = {tuple(int(x) for x in a.shape) for a in self.kir.allocs if a.target == var}
         if not shapes:
             shapes = {
                 tuple(int(x) for x in a.shape)
                 for a in self.kir.allocs
-                if len(a.shape) == t.ndim and a.dtype == t.dtype
+                if len(a.shape) == t.ndim and a.dtype == t.dtype and not a.dynamic
             }
         if len(shapes) != 1:
             raise KernelError(

@@ -67,6 +67,10 @@ class CpuCodegen(SourceEmitter):
         self.emit("for _c in _prange(_nchunks):")
         self.indent += 1
         for a in self.kir.allocs:
+            if a.dynamic:  # sized by a launch argument: on the heap, once per chunk
+                size = f"np.int64({self.name(a.shape[0].name)})"
+                self.emit(f"_sh{a.slot} = np.empty({size}, {self.storage(a.dtype)})", a.loc)
+                continue
             shape = tuple(int(x) for x in a.shape)
             self.emit(f"_sh{a.slot} = {self.scratch_array(shape, self.storage(a.dtype))}", a.loc)
         for v in sorted(self.lane_arrays):

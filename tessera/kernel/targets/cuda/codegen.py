@@ -116,9 +116,12 @@ class CudaCodegen(SourceEmitter):
         self.unflatten("_g", "_g", [f"_N{d}" for d in range(self.grid_ndim)])
         self.emit(f"s_grid_groups = {' * '.join(f'_N{d}' for d in range(self.grid_ndim))}")
         sizes = [
-            (a, math.prod(int(x) for x in a.shape) * a.dtype.itemsize) for a in self.kir.allocs
+            (a, math.prod(int(x) for x in a.shape) * a.dtype.itemsize)
+            for a in self.kir.allocs
+            if not a.dynamic
         ]
-        if sum(n for _, n in sizes) <= STATIC_SHARED_LIMIT:
+        dynamic = self.kir.dynamic_alloc
+        if dynamic is None and sum(n for _, n in sizes) <= STATIC_SHARED_LIMIT:
             for a, _ in sizes:
                 shape = tuple(int(x) for x in a.shape)
                 self.emit(
@@ -139,6 +142,12 @@ class CudaCodegen(SourceEmitter):
                 view += f".reshape({shape})"
             self.emit(f"_sh{a.slot} = {view}", a.loc)
             offset += -(-nbytes // 16) * 16
+        if dynamic is not None:  # last: its size is the launch's (program.py adds it)
+            start = offset // dynamic.dtype.itemsize
+            dtype = "_dt_" + self.storage(dynamic.dtype).removeprefix("np.")
+            size = self.name(dynamic.shape[0].name)
+            view = f"cuda.shared.array(0, {dtype})[{start}:{start} + {size}]"
+            self.emit(f"_sh{dynamic.slot} = {view}", dynamic.loc)
         self.dynamic_shared_bytes = offset
 
     # ------------------------------------------------------------------ numbering

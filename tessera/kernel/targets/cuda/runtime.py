@@ -126,7 +126,11 @@ def namespace(async_copies: bool) -> dict:
         "_fmin": semantics.jitted().fmin,
         "_tree_reduce": semantics.jitted().tree_reduce,
     }
-    names.update(integers.functions(lambda fn: fn if simulated else cuda.jit(device=True)(fn)))
+    names.update(
+        integers.functions(
+            lambda fn: fn if simulated else cuda.jit(device=True, inline="always")(fn)
+        )
+    )
     names.update(_bf16_conversions(cuda, simulated))
     names.update(_own_math(cuda, simulated))
     if not simulated:

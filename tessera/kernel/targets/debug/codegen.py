@@ -258,6 +258,7 @@ class Compiler:
         i64 = ScalarType(D.i64)
         starts = [convert(self.expr(e), e.type, i64) for e in s.starts]
         stops = [None if e is None else convert(self.expr(e), e.type, i64) for e in s.stops]
+        lead = [convert(self.expr(e), e.type, i64) for e in s.dst_lead]
 
         def run_gen(frame):
             args = (
@@ -265,6 +266,7 @@ class Compiler:
                 frame.vars[s.src.name],
                 tuple(int(st(frame)) for st in starts),
                 tuple(None if sp is None else int(sp(frame)) for sp in stops),
+                tuple(int(x(frame)) for x in lead),
             )
             yield ("copy", s, args)
             return None
