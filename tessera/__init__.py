@@ -41,6 +41,7 @@ from .errors import (
     DivergenceError,
     InternalError,
     KernelArithmeticError,
+    KernelAssertionError,
     KernelError,
     KernelRuntimeError,
     LaunchError,
@@ -59,6 +60,7 @@ from .observe import bench, metrics, profile, trace
 from .stats import stats
 from .tile import (
     cp_async,
+    group_count,
     group_id,
     group_linear_id,
     group_tile_count,
@@ -79,6 +81,7 @@ __all__ = [
     "DivergenceError",
     "InternalError",
     "KernelArithmeticError",
+    "KernelAssertionError",
     "OutOfBoundsError",
     "RaceError",
     "SanitizerError",
@@ -109,6 +112,7 @@ __all__ = [
     "f64",
     "func",
     "graph",
+    "group_count",
     "group_id",
     "group_linear_id",
     "group_tile_count",

@@ -1,45 +1,281 @@
 """What an array is and where it lives: NumPy arrays on the host, GPU arrays (CuPy,
-PyTorch, numba-cuda device arrays: anything with ``__cuda_array_interface__``), and
-arrays that speak only DLPack.
+PyTorch, numba-cuda device arrays: anything with ``__cuda_array_interface__``), and the
+arrays of other libraries — PyTorch tensors, JAX arrays, anything that speaks DLPack.
+
+A kernel runs on NumPy arrays on the host, so a host tensor of another library reaches
+it as a NumPy *view* of the same memory (never a copy: a kernel's writes land in the
+tensor). Each library has an :class:`ArrayKind` that makes that view, says why a tensor
+cannot be passed (a PyTorch tensor that requires grad), and turns a result back into the
+caller's kind (what collectives return). Kinds are learnt once per Python type, so the
+launch path pays one dictionary lookup and the library's own cheapest view:
+``Tensor.numpy()`` for PyTorch, ``numpy.asarray`` for JAX, ``numpy.from_dlpack`` for
+the rest (bf16 read from the capsule by dlpack.py; docs/targets.md, "PyTorch and JAX").
 """
 
 from __future__ import annotations
 
+import sys
+
+import ml_dtypes
 import numpy as np
 
-from .errors import LaunchError
+from .dlpack import bf16_view
+from .errors import LaunchError, TesseraError
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+KDL_CPU = 1  # DLPack's device types: host memory
+KDL_CUDA, KDL_CUDA_HOST = 2, 3
 
 
-def unwrap_dlpack(kernel: str, params: list, args: tuple) -> tuple:
-    """Arrays that speak only DLPack become arrays Tessera can check: host tensors through
-    ``numpy.from_dlpack`` (no copy), CUDA tensors through CuPy's ``from_dlpack`` (which
-    gives them ``__cuda_array_interface__``; needs CuPy, not yet run on a GPU)."""
+class ArrayKind:
+    """How Tessera reads the arrays of one library (the DLPack protocol unless a
+    subclass knows a cheaper way) and gives results back in that library's type."""
+
+    label = "DLPack tensor"
+    immutable = False  # JAX arrays: a kernel may read them, never write them
+
+    def view(self, a) -> np.ndarray | None:
+        """A NumPy view of host tensor ``a`` (no copy), or None: a device tensor, or one
+        that :meth:`refusal` explains."""
+        try:
+            if int(a.__dlpack_device__()[0]) != KDL_CPU:
+                return None
+            return np.from_dlpack(a)
+        except (BufferError, RuntimeError, TypeError, ValueError):
+            pass
+        try:  # bf16, which NumPy's DLPack has no dtype for
+            return bf16_view(a)
+        except (BufferError, RuntimeError, TypeError, ValueError):
+            return None
+
+    def on_device(self, a) -> bool:
+        return int(a.__dlpack_device__()[0]) in (KDL_CUDA, KDL_CUDA_HOST)
+
+    def refusal(self, a) -> str | None:
+        """Why host tensor ``a`` has no view (None when it has one, or is no host tensor)."""
+        if int(a.__dlpack_device__()[0]) != KDL_CPU:
+            return None
+        try:
+            np.from_dlpack(a)
+        except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+            if self.view(a) is None:
+                return f"NumPy cannot read it through DLPack ({exc})"
+        return None
+
+    def device_view(self, a):
+        """A CUDA tensor as an array with ``__cuda_array_interface__`` (through CuPy)."""
+        try:
+            import cupy
+        except ImportError:
+            raise TesseraError(
+                f"a CUDA {self.label} without __cuda_array_interface__ needs CuPy to be "
+                "wrapped (pip install cupy-cuda12x)"
+            ) from None
+        return cupy.from_dlpack(a)
+
+    def result(self, array):
+        """A collective's result (NumPy, or a CuPy array for device tensors) as the
+        caller's kind. Other DLPack libraries get NumPy or CuPy arrays back."""
+        return array
+
+
+class TorchKind(ArrayKind):
+    """PyTorch tensors. On the host ``Tensor.numpy()`` is the view (bf16 through an
+    int16 view: NumPy has no bf16 of its own, ml_dtypes' has the same bits); on the GPU
+    the tensor's own ``__cuda_array_interface__``. Tensors that require grad are refused:
+    a kernel is invisible to autograd, so its reads and writes would be wrong gradients
+    silently; ``x.detach()`` (no copy) says the caller means it."""
+
+    label = "PyTorch tensor"
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def view(self, t) -> np.ndarray | None:
+        if t.requires_grad or not t.is_cpu:
+            return None
+        try:
+            return self._numpy(t)
+        except (TypeError, RuntimeError):  # e.g. float8, or a lazy conjugate view
+            return None
+
+    def _numpy(self, t) -> np.ndarray:
+        if t.dtype is self.torch.bfloat16:
+            return t.view(self.torch.int16).numpy().view(BF16)
+        return t.numpy()
+
+    def on_device(self, t) -> bool:
+        return bool(t.is_cuda)
+
+    def refusal(self, t) -> str | None:
+        if t.requires_grad:
+            return (
+                "requires grad; Tessera is invisible to autograd, so pass x.detach() "
+                "(the same memory) to use it anyway"
+            )
+        if not (t.is_cpu or t.is_cuda):
+            return f"is on device {t.device}; Tessera takes CPU and CUDA tensors"
+        if t.is_cpu:
+            try:
+                self._numpy(t)
+            except (TypeError, RuntimeError) as exc:
+                return f"has no NumPy view ({exc}); Tessera never converts silently"
+        return None
+
+    def result(self, array):
+        torch = self.torch
+        if not isinstance(array, np.ndarray):
+            return torch.from_dlpack(array)
+        if not array.flags.writeable:  # torch tensors are always writable
+            array = array.copy()
+        if array.dtype == BF16:
+            return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(array)
+
+
+class JaxKind(ArrayKind):
+    """JAX arrays. On the host ``numpy.asarray`` is a read-only view; JAX arrays are
+    immutable, so they can be read by a kernel but never passed as ``mut``. Results of
+    collectives are new JAX arrays on the default device."""
+
+    label = "JAX array"
+    immutable = True
+
+    def __init__(self, jax):
+        self.jax = jax
+        self.host_platforms: set[str] = set()  # learnt from DLPack: no platform names here
+
+    def view(self, a) -> np.ndarray | None:
+        platform = a.platform()
+        if platform not in self.host_platforms:
+            if int(a.__dlpack_device__()[0]) != KDL_CPU:
+                return None
+            self.host_platforms.add(platform)
+        return np.asarray(a)
+
+    def refusal(self, a) -> str | None:
+        return None
+
+    def result(self, array):
+        numpy = self.jax.numpy
+        return numpy.asarray(array) if isinstance(array, np.ndarray) else numpy.from_dlpack(array)
+
+
+_KINDS: dict[type, ArrayKind | None] = {}
+_DLPACK = ArrayKind()
+_UNSEEN: ArrayKind = ArrayKind()  # a type not looked at yet
+
+
+def kind_of(a) -> ArrayKind | None:
+    """The :class:`ArrayKind` of ``a``'s type (None: NumPy, a GPU array with
+    ``__cuda_array_interface__`` and no library we know, or not an array), learnt once
+    per type."""
+    kind = _KINDS.get(type(a), _UNSEEN)
+    if kind is _UNSEEN:
+        kind = _KINDS[type(a)] = _learn(type(a))
+    return kind
+
+
+def _learn(cls: type) -> ArrayKind | None:
+    if issubclass(cls, np.ndarray):
+        return None
+    for base in cls.__mro__:
+        module = base.__module__ or ""
+        if module.startswith("torch") and base.__name__ == "Tensor" and "torch" in sys.modules:
+            return TorchKind(sys.modules["torch"])
+        if module.startswith(("jax", "jaxlib")) and "jax" in sys.modules:
+            if base.__name__ in ("Array", "ArrayImpl"):
+                return JaxKind(sys.modules["jax"])
+    if hasattr(cls, "__cuda_array_interface__"):  # CuPy, numba: launched and moved as they are
+        return None
+    if hasattr(cls, "__dlpack__") and hasattr(cls, "__dlpack_device__"):
+        return _DLPACK
+    return None
+
+
+def host_view(a) -> np.ndarray | None:
+    """The launch path's conversion: a NumPy view of a host tensor of a known library,
+    or None (then :func:`host_arrays` decides, with the checks and messages)."""
+    kind = kind_of(a)
+    return None if kind is None else kind.view(a)
+
+
+def host_arrays(kernel: str, params: list, args: tuple) -> tuple:
+    """``args`` with every host tensor of another library replaced by its NumPy view,
+    and CUDA tensors that lack ``__cuda_array_interface__`` wrapped by CuPy; a
+    LaunchError names the parameter of a tensor that cannot be passed."""
     out = list(args)
     for k, (p, a) in enumerate(zip(params, args)):
-        if p.kind != "array" or isinstance(a, np.ndarray) or is_device_array(a):
+        if p.kind != "array" or isinstance(a, np.ndarray):
             continue
-        if not hasattr(a, "__dlpack__") or not hasattr(a, "__dlpack_device__"):
+        kind = kind_of(a)
+        if kind is None:
             continue
-        device_type = int(a.__dlpack_device__()[0])
-        if device_type == 1:  # kDLCPU
-            out[k] = np.from_dlpack(a)
-        elif device_type in (2, 3):  # kDLCUDA, kDLCUDAHost
+        why = kind.refusal(a)
+        if why is not None:
+            raise LaunchError(kernel, f"parameter '{p.name}' is a {kind.label} that {why}")
+        if p.mutable and kind.immutable:
+            raise LaunchError(
+                kernel,
+                f"parameter '{p.name}' is mut[...] but a {kind.label} is immutable; "
+                "pass a NumPy array (or a PyTorch tensor) to be written",
+            )
+        view = kind.view(a)
+        if view is not None:
+            out[k] = view
+        elif kind.on_device(a) and not is_device_array(a):
             try:
-                import cupy
-            except ImportError:
-                raise LaunchError(
-                    kernel,
-                    f"parameter '{p.name}' is a CUDA DLPack tensor; "
-                    "wrapping it needs CuPy (pip install cupy-cuda12x)",
-                ) from None
-            out[k] = cupy.from_dlpack(a)
+                out[k] = kind.device_view(a)
+            except TesseraError as exc:
+                raise LaunchError(kernel, f"parameter '{p.name}': {exc}") from None
     return tuple(out)
+
+
+def transportable(a, name: str = "x") -> tuple[object, ArrayKind | None]:
+    """What a collective moves for ``a`` — its NumPy view on the host, a CuPy view of a
+    CUDA tensor (the transports speak NumPy and CuPy) — and its kind, whose
+    :meth:`ArrayKind.result` turns the result back (None: ``a`` is NumPy's or CuPy's)."""
+    kind = kind_of(a)
+    if kind is None:
+        return a, None
+    why = kind.refusal(a)
+    if why is not None:
+        raise TesseraError(f"{name} is a {kind.label} that {why}")
+    view = kind.view(a)
+    if view is not None:
+        return view, kind
+    if kind.on_device(a):
+        return kind.device_view(a), kind
+    raise TesseraError(f"{name} is a {kind.label} on a device collectives cannot reach")
 
 
 def is_device_array(a: object) -> bool:
     """A GPU array: ``__cuda_array_interface__`` (CuPy, PyTorch, numba) or a numba-cuda
-    device array (the simulator's carry no interface)."""
-    return hasattr(a, "__cuda_array_interface__") or type(a).__name__ in DEVICE_ARRAY_TYPES
+    device array (the simulator's carry no interface). A tensor whose interface raises
+    (a PyTorch tensor that requires grad) is not one: :func:`host_arrays` explains."""
+    try:
+        return hasattr(a, "__cuda_array_interface__") or type(a).__name__ in DEVICE_ARRAY_TYPES
+    except Exception:
+        return False
+
+
+def device_dtype(a) -> np.dtype:
+    """The dtype of a GPU array. ``__cuda_array_interface__`` spells bf16 ``<V2`` (PyTorch
+    says so, and it is ml_dtypes' own spelling); NumPy reads that as raw bytes."""
+    dtype = getattr(a, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        return dtype
+    typestr = a.__cuda_array_interface__["typestr"]
+    return BF16 if typestr == BF16.str else np.dtype(typestr)
+
+
+def bits_view(a, bits: np.dtype):
+    """Array ``a`` seen as ``bits`` (a 16-bit float as uint16) — no copy. PyTorch
+    tensors take PyTorch's dtypes, read from an empty NumPy array of ``bits``."""
+    kind = kind_of(a)
+    if isinstance(kind, TorchKind):
+        return a.view(kind.torch.from_numpy(np.empty(0, bits)).dtype)
+    return a.view(bits)
 
 
 DEVICE_ARRAY_TYPES = ("DeviceNDArray", "FakeCUDAArray", "MappedNDArray", "ManagedNDArray")

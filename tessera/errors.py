@@ -142,6 +142,13 @@ class OutOfBoundsError(SanitizerError):
     kind = "bounds"
 
 
+class KernelAssertionError(SanitizerError):
+    """An ``assert`` in a kernel failed (checked on the debug target and in bounds-checked
+    launches); the message names the group, the lane, the assert's message and line."""
+
+    kind = "assert"
+
+
 class UninitializedReadError(SanitizerError):
     kind = "initcheck"
 

@@ -9,8 +9,8 @@ and ``graph.value_and_grad`` differentiate a function of ops returning a scalar;
 
 from __future__ import annotations
 
+from .kernel.stream_scope import stream
 from .ops.module import Module, grad, module, value_and_grad
 from .ops.module import graph_kernel as kernel
-from .ops.streams import stream
 
 __all__ = ["Module", "grad", "kernel", "module", "stream", "value_and_grad"]

@@ -17,6 +17,7 @@ import functools
 from .ops.module import Module as _Module
 from .ops.module import apply as _apply
 from .ops.tensor import Tensor as _Tensor
+from .tracebacks import entry_point as _entry_point
 
 
 def matmul(a, b, tile_shape=None):
@@ -26,7 +27,7 @@ def matmul(a, b, tile_shape=None):
     product of the batch. When only ``a`` has batch dims (a linear layer) they are
     folded into its rows instead (reshapes are views), making one larger product."""
     attrs = {"tile_shape": _tile_shape(tile_shape)} if tile_shape is not None else {}
-    a_shape, b_shape = getattr(a, "shape", ()), getattr(b, "shape", ())
+    a_shape, b_shape = tuple(getattr(a, "shape", ())), tuple(getattr(b, "shape", ()))
     if len(a_shape) > 2 and len(b_shape) == 2:
         rows = reshape(a, (-1, a_shape[-1]))
         return reshape(_apply("matmul", [rows, b], attrs), (*a_shape[:-1], b_shape[1]))
@@ -186,9 +187,9 @@ def rmsnorm(x, w, eps=1e-6):
 
 
 def _vectors_along_last_axis(x, *params) -> bool:
-    shape = getattr(x, "shape", ())
+    shape = tuple(getattr(x, "shape", ()))
     return bool(shape) and all(
-        getattr(p, "shape", None) == tuple(shape[-1:]) and getattr(p, "dtype", None) == x.dtype
+        tuple(getattr(p, "shape", (0, 0))) == shape[-1:] and getattr(p, "dtype", None) == x.dtype
         for p in params
     )
 
@@ -199,3 +200,8 @@ __all__ = [
     "rmsnorm", "sigmoid", "silu", "softmax", "sqrt", "sub", "sum", "tanh", "transpose",
     "where",
 ]  # fmt: skip
+
+# A GraphError or a compile error of a generated kernel reaches the caller with the
+# caller's frames only (tessera/tracebacks.py): every public op is wrapped once, here.
+for _name in __all__:
+    globals()[_name] = _entry_point(globals()[_name])

@@ -6,15 +6,21 @@ its way out say nothing to the user and push the message off the screen. So ever
 entry point (the decorator, ``k[grid](...)``, ``Kernel.inspect``, ...) hands the errors it
 lets out to :func:`user_frames` and re-raises them with a bare ``raise``.
 
-The traceback then holds the user's frames only: ``user_frames`` drops the frames the
-error has collected so far, and a bare ``raise`` re-raises an exception with its own
-``__traceback__`` without adding the frame it runs in (CPython 3.11 and later; older
-versions keep the entry point's frames). ``TESSERA_TRACEBACK=full`` keeps everything.
+The traceback then holds the user's frames only: ``user_frames`` drops Tessera's frames
+(its package, the code it generates, and the standard library's frames between them) from
+those the error has collected so far, and a bare ``raise`` re-raises an exception with its
+own ``__traceback__`` without adding the frame it runs in (CPython 3.11 and later; older
+versions keep the entry point's frames). The user's frames that Tessera called back into
+stay: the traced function of a ``@graph.module``, the function ``tessera.bench`` times.
+``TESSERA_TRACEBACK=full`` keeps everything.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import sysconfig
+import types
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -22,6 +28,13 @@ from .config import get as setting
 from .errors import TesseraError
 
 F = TypeVar("F", bound=Callable)
+_PATHS = sysconfig.get_paths()
+_TESSERA = (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,  # the package
+    "<tessera",  # the source it generates (linecache names)
+)
+_STDLIB = os.path.join(_PATHS["stdlib"], "")  # contextlib, functools, ... between its frames
+_INSTALLED = (os.path.join(_PATHS["purelib"], ""), os.path.join(_PATHS["platlib"], ""))
 
 
 def user_frames(error: BaseException) -> None:
@@ -29,7 +42,7 @@ def user_frames(error: BaseException) -> None:
     ``error``, unless ``TESSERA_TRACEBACK=full``. The caller re-raises it with ``raise``."""
     if setting("traceback") == "full":
         return
-    error.__traceback__ = None
+    error.__traceback__ = _without_internal(error.__traceback__)
     error.__cause__ = None
     error.__suppress_context__ = True
 
@@ -48,3 +61,24 @@ def entry_point(fn: F) -> F:
             raise
 
     return call
+
+
+def _without_internal(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """``tb`` without Tessera's own frames (a new chain: the frames stay as they are)."""
+    kept = []
+    while tb is not None:
+        if not _internal(tb.tb_frame.f_code.co_filename):
+            kept.append(tb)
+        tb = tb.tb_next
+    chain = None
+    for t in reversed(kept):
+        chain = types.TracebackType(chain, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return chain
+
+
+def _internal(filename: str) -> bool:
+    """Whether a frame of ``filename`` is Tessera's or the standard library's (whose
+    site-packages folder holds users' code: kept)."""
+    if filename.startswith(_TESSERA):
+        return True
+    return filename.startswith(_STDLIB) and not filename.startswith(_INSTALLED)

@@ -7,9 +7,12 @@ import importlib.util
 import math
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
 from classic_kernels import axpy_tiled, block_reduce_tree, histogram, matmul, softmax_rows
+from test_smaller_gaps import grid_sizes, reverse_chunks, uniforms
+from test_views import staged_rows
 
 from tessera import (
     KiB,
@@ -17,6 +20,7 @@ from tessera import (
     bf16,
     complex64,
     cp_async,
+    f16,
     f32,
     group_linear_id,
     i8,
@@ -262,6 +266,23 @@ def test_products_are_rounded_on_their_own_as_on_every_target(arch):
 
 
 @kernel
+def half_axpy(x: f16[n], y: mut[f16[n]], z: bf16[n], w: mut[bf16[n]]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = x[i] * x[i] + y[i]
+        w[i] = z[i] * z[i] + w[i]
+
+
+def test_f16_and_bf16_products_are_rounded_on_their_own_too():
+    """f16/bf16 arithmetic is f32 arithmetic rounded at the end: its products must not be
+    contracted either (the CPU rounds the f32 product, then adds)."""
+    h = np.ones(64, np.float16)
+    b = np.ones(64, ml_dtypes.bfloat16)
+    ptx = half_axpy.inspect("ptx", h, h.copy(), b, b.copy(), grid=1, arch="sm_80")
+    assert "fma.rn.f32" not in ptx and ptx.count("mul.rn.f32") >= 2
+
+
+@kernel
 def _mandelbrot_rows(a: complex64[n], out: mut[i32[n]], max_iter: i32):
     i = tile.linear_id()
     if i < n:
@@ -280,3 +301,45 @@ def test_complex_arithmetic_and_complex_arrays_compile_to_ptx(arch):
     ptx = _mandelbrot_rows.inspect("ptx", a, out, 10, grid=64, arch=arch)
     assert f".target {arch}" in ptx
     assert "ld.global.f32" in ptx or "ld.global.nc.f32" in ptx
+
+
+@kernel(tile=(32,))
+def prints_a_lane(x: f32[n]):
+    i = tile.linear_id()
+    print("x =", x[i], i, i > 0, "100%")
+
+
+def test_print_compiles_to_one_vprintf_with_the_whole_line_as_its_format():
+    ptx = prints_a_lane.inspect("ptx", np.zeros(32, np.float32), grid=2, arch="sm_90")
+    assert "vprintf" in ptx
+    strings = [
+        bytes(int(b) for b in text.split("{")[1].split("}")[0].split(",")).rstrip(b"\0")
+        for text in ptx.splitlines()
+        if text.startswith(".const") and "__conststring__" in text
+    ]
+    assert b"[group (%lld,) lane (%lld,)] x = %f %lld %s 100%%\n" in strings
+
+
+def test_group_count_compiles_for_the_gpu():
+    ptx = grid_sizes.inspect("ptx", np.zeros((6, 3), np.int64), grid=(2, 3), arch="sm_90")
+    assert ".target sm_90" in ptx
+
+
+def test_rand_compiles_for_the_gpu():
+    ptx = uniforms.inspect("ptx", np.zeros(16, np.float32), 1, 0, grid=16, arch="sm_80")
+    assert "mul.wide.u32" in ptx or "mul.lo.s64" in ptx or "mul.hi" in ptx
+
+
+def test_dynamic_shared_memory_is_an_extern_array_sized_at_launch():
+    x = np.zeros(400, np.float32)
+    source = reverse_chunks.inspect("cuda", x, x, 100, grid=4)
+    assert "cuda.shared.array(0, _dt_float32)[32:32 + p_chunk]" in source
+    ptx = reverse_chunks.inspect("ptx", x, x, 100, grid=4, arch="sm_90")
+    assert ".extern .shared" in ptx
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_copies_into_a_shared_sub_array_compile_to_cp_async(arch):
+    A, out = np.zeros((8, 16), np.float32), np.zeros(8, np.float32)
+    ptx = staged_rows.inspect("ptx", A, out, grid=2, arch=arch)
+    assert "cp.async" in ptx

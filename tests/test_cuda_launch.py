@@ -9,6 +9,8 @@ import pytest
 from classic_kernels import axpy, block_reduce_tree
 
 import tessera as ts
+from tessera import graph, op
+from tessera.kernel.targets.cuda.streams import collective_stream
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="runs in the simulator process"
@@ -69,6 +71,16 @@ def test_launches_inside_a_named_stream_block_run_on_that_stream(rng):
     assert isinstance(start.elapsed_ms(end), float)  # the simulator's clock says -1
 
 
+def test_collectives_inside_graph_stream_are_enqueued_on_its_named_stream():
+    with graph.stream("comm"):
+        inside = collective_stream()
+        with ts.stream("compute") as compute:
+            assert collective_stream() is compute  # an explicit tessera.stream wins
+    with ts.stream("comm") as comm:
+        assert inside is comm
+    assert collective_stream() == 0  # outside: the default stream
+
+
 def test_shared_memory_above_48_kib_runs_and_matches_the_cpu():
     from test_cuda_compile import big_tiles
 
@@ -79,3 +91,45 @@ def test_shared_memory_above_48_kib_runs_and_matches_the_cpu():
     with ts.config(target="cuda"):
         big_tiles[1](x, on_cuda)
     assert on_cpu.tobytes() == on_cuda.tobytes()
+
+
+def test_ops_on_device_arrays_return_device_arrays(rng):
+    from numba import cuda
+
+    a = rng.standard_normal((40, 30)).astype(np.float32)
+    b = rng.standard_normal((30, 20)).astype(np.float32)
+    bias = rng.standard_normal(20).astype(np.float32)
+
+    @graph.module("device_linear")
+    def linear(a, b, bias):
+        return op.relu(op.matmul(a, b) + bias)
+
+    out = linear(cuda.to_device(a), cuda.to_device(b), cuda.to_device(bias))
+    assert not isinstance(out, np.ndarray)
+    np.testing.assert_allclose(
+        out.copy_to_host(), np.maximum(a @ b + bias, 0), rtol=1e-5, atol=1e-5
+    )
+    w = op.layernorm(cuda.to_device(a), cuda.to_device(a[0]), cuda.to_device(a[1]))
+    np.testing.assert_array_equal(w.copy_to_host(), op.layernorm(a, a[0], a[1]))
+
+
+def test_a_graph_kernel_writes_into_a_device_array(rng):
+    from numba import cuda
+
+    a = rng.standard_normal((8, 6)).astype(np.float32)
+    out = cuda.device_array((8, 6), np.float32)
+
+    @graph.kernel
+    def doubled(a, out):
+        out[:] = a * 2.0
+
+    doubled(cuda.to_device(a), out)
+    np.testing.assert_array_equal(out.copy_to_host(), a * np.float32(2.0))
+
+
+def test_ops_refuse_a_mix_of_host_and_device_arrays(rng):
+    from numba import cuda
+
+    a = rng.standard_normal(5).astype(np.float32)
+    with pytest.raises(ts.TesseraError, match="mix host and device arrays"):
+        op.add(cuda.to_device(a), a)

@@ -14,7 +14,9 @@ EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_example_runs_and_checks_its_result(path, capsys):
+def test_example_runs_and_checks_its_result(path, capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "argv", [str(path)])  # as run by hand: no pytest options
+    monkeypatch.chdir(tmp_path)  # whatever an example writes stays out of the tree
     runpy.run_path(str(path), run_name="__main__")
     assert capsys.readouterr().out.strip()
 
@@ -38,4 +40,11 @@ def test_readme_example_is_the_block_sum_example():
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     example = (Path(__file__).parent.parent / "examples" / "block_sum.py").read_text()
     code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    assert code.strip() in example
+
+
+def test_targets_docs_pytorch_block_is_the_torch_example():
+    docs = (Path(__file__).parent.parent / "docs" / "targets.md").read_text()
+    example = (Path(__file__).parent.parent / "examples" / "torch_arrays.py").read_text()
+    code = docs.split("## PyTorch and JAX", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     assert code.strip() in example

@@ -265,3 +265,23 @@ def test_dlpack_host_tensors_are_accepted_without_a_copy(target):
     y = np.ones(10, np.float32)
     axpy[10](_DLPackOnly(x), _DLPackOnly(y), 2.0)
     np.testing.assert_array_equal(y, 2 * x + 1)
+
+
+class _GpuArrayLike:
+    """What a CuPy array offers: ``__cuda_array_interface__``, and DLPack on a CUDA device."""
+
+    __cuda_array_interface__ = {"typestr": "<f4", "shape": (4,), "data": (0, False), "version": 2}
+
+    def __dlpack__(self, **kwargs):
+        raise AssertionError("a GPU array with the CUDA interface is not read through DLPack")
+
+    def __dlpack_device__(self):
+        return (2, 0)  # kDLCUDA
+
+
+def test_gpu_arrays_with_the_cuda_interface_pass_through_as_they_are():
+    from tessera.arrays import host_arrays, transportable
+
+    a = _GpuArrayLike()
+    assert host_arrays("lk", lk.params, (a, a, 1.0))[:2] == (a, a)
+    assert transportable(a) == (a, None)

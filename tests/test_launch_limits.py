@@ -64,14 +64,11 @@ def test_the_specialisation_cache_keeps_at_most_its_bound():
     assert y[0] == 5
 
 
-def test_a_setting_with_a_bad_value_is_a_tessera_error():
+def test_a_setting_with_a_bad_value_warns_and_keeps_its_default():
     code = (
         "import numpy as np, tessera as ts\n"
         "from tessera.kernel import disk_cache\n"
-        "try:\n"
-        "    disk_cache.enabled()\n"
-        "except ts.TesseraError as e:\n"
-        "    print('refused:', e)\n"
+        "print('enabled:', disk_cache.enabled())\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -80,7 +77,8 @@ def test_a_setting_with_a_bad_value_is_a_tessera_error():
         text=True,
         timeout=120,
     )
-    assert "refused: TESSERA_CACHE='maybe'" in out.stdout, out.stderr
+    assert "enabled: True" in out.stdout, out.stderr
+    assert "TESSERA_CACHE='maybe' is not a valid value; it takes 1/0, true/false" in out.stderr
 
 
 def test_an_unknown_target_setting_is_a_launch_error():

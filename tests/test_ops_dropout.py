@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tessera import f32, graph, i64, kernel, mut, op, tile, u32
-from tessera.ops.philox import philox_word0
+from tessera.kernel.philox import philox_word0
 
 M = 0xFFFFFFFF
 

@@ -149,3 +149,45 @@ def test_an_index_launch_error_has_no_tessera_frames():
     error = caught(lambda: launch(np.ones(4, np.float32)))
     assert isinstance(error, tessera.LaunchError)
     assert not any(f.startswith(PACKAGE) for f in frame_files(error))
+
+
+def test_an_op_error_has_no_tessera_frames():
+    error = caught(lambda: tessera.op.add(np.ones(3, np.float32), np.ones(4, np.float32)))
+    assert isinstance(error, tessera.TesseraError)
+    assert frame_files(error) == [__file__, __file__]  # caught(), then the lambda
+
+
+def adds_mismatched(a, b):
+    return tessera.op.add(a, b)
+
+
+def test_a_graph_module_error_keeps_the_traced_functions_frame_only():
+    module = tessera.graph.module(adds_mismatched)
+    error = caught(lambda: module(np.ones(3, np.float32), np.ones(4, np.float32)))
+    lines = [f.line for f in traceback.extract_tb(error.__traceback__)]
+    assert frame_files(error) == [__file__] * 3
+    assert lines[-1] == "return tessera.op.add(a, b)"
+
+
+def test_a_bench_of_a_bad_launch_has_no_tessera_frames():
+    error = caught(lambda: tessera.bench(tk[4], np.ones(4), np.zeros(4, np.float32)))
+    assert isinstance(error, tessera.LaunchError)
+    assert not any(f.startswith(PACKAGE) for f in frame_files(error))
+
+
+OP_SCRIPT = """
+import numpy as np
+from tessera import op
+
+op.matmul(np.ones((3, 4), np.float32), np.ones((5, 6), np.float32))
+"""
+
+
+@pytest.mark.parametrize("script", [SCRIPT, OP_SCRIPT], ids=["launch", "op"])
+def test_an_uncaught_error_is_a_few_lines_with_the_users_line(tmp_path, script):
+    path = tmp_path / "script.py"
+    path.write_text(textwrap.dedent(script))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert len(done.stderr.splitlines()) <= 8, done.stderr
+    assert 'script.py", line' in done.stderr and PACKAGE not in done.stderr

@@ -20,6 +20,7 @@ import logging
 import warnings
 from collections.abc import Callable
 
+from ..arrays import host_arrays
 from ..config import get as setting
 from ..dtypes import ShardedDim, Symbol
 from ..errors import AutotuneError, CacheWarning, TesseraError
@@ -227,7 +228,8 @@ class Autotuned:
                 "autotune %s: %s, the first valid config (TESSERA_AUTOTUNE=off)", self.name, first
             )
             return first
-        sweep = Sweep(self, grid, args)
+        # PyTorch and JAX host tensors as their NumPy views: what the sweep snapshots
+        sweep = Sweep(self, grid, host_arrays(self.name, self.params, args))
         winner = sweep.run()
         log.info("autotune %s: %s won a sweep of %d configs", self.name, winner, len(sweep.table))
         self.last_table = sweep.table

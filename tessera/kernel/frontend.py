@@ -22,10 +22,13 @@ from ..tile import blocks as B
 from ..tile import primitives as P
 from . import ir
 from .frontend_calls import CallLowering
+from .frontend_print import PrintLowering
 from .frontend_values import SMALL, TupleValue, ValueLowering, describe, leaves
+from .frontend_views import ViewLowering
 from .scope import Scope, assigned_names, first_assignment, strip_docstring
 from .signature import GRID_GROUPS, ParamSpec
 from .source import SourceInfo
+from .typer import fold_int
 
 BINOPS = {
     ast.Add: "+",
@@ -47,7 +50,7 @@ MAX_EXPRESSION_DEPTH = 40  # levels of one expression, a leaf included (docs/lan
 MAX_SHARED_DIMS = 4  # of a shared array: its copies and reductions are loops, one a dim
 
 
-class Frontend(CallLowering, ValueLowering):
+class Frontend(CallLowering, PrintLowering, ValueLowering, ViewLowering):
     """Lowers one kernel's AST to IR. Use :func:`build_ir`."""
 
     def __init__(
@@ -150,6 +153,8 @@ class Frontend(CallLowering, ValueLowering):
                 )
                 return [ir.While(loc, ir.Const(loc, True), body)]
             return [ir.While(loc, cond, body)]
+        if isinstance(node, ast.Assert):
+            return self.assert_statement(scope, node, loc)
         if isinstance(node, ast.Break):
             return [ir.Break(loc)]
         if isinstance(node, ast.Continue):
@@ -177,6 +182,13 @@ class Frontend(CallLowering, ValueLowering):
             alloc = self.try_shared_alloc(scope, target, value, loc)
             if alloc is not None:
                 return [alloc]
+            view = self.view_of(scope, value)  # ``s = As[j]``, ``v = inp[R:]``
+            if view is not None:
+                return self.bind_view(scope, target, *view, loc)
+            if target.id in scope.views:
+                raise self.error(
+                    scope, target, f"'{target.id}' holds a view; it cannot hold a value too"
+                )
             pre, val = self.value(scope, value)
             if isinstance(val, SMALL):
                 return pre + self.bind_small(scope, target, val, loc)
@@ -187,8 +199,7 @@ class Frontend(CallLowering, ValueLowering):
                 return pre[:-1] + [ir.Assign(loc, name, pre[-1].value)]  # no temporary
             return pre + [ir.Assign(loc, name, val)]
         if isinstance(target, ast.Subscript):
-            array = self.array_ref(scope, target.value, complex_ok=True)
-            pre_i, indices = self.indices(scope, target.slice)
+            pre_i, array, indices = self.indexed(scope, target.value, target.slice, loc, True)
             if self.is_complex_array(array):
                 pre_v, val = self.value(scope, value)
                 return pre_i + pre_v + self.store_complex(scope, value, array, indices, val, loc)
@@ -247,8 +258,7 @@ class Frontend(CallLowering, ValueLowering):
                 scope.plain.add(tgt.id)
                 pre.append(ir.Assign(loc, self.local_name(scope, tgt), v))
             elif isinstance(tgt, ast.Subscript):
-                array = self.array_ref(scope, tgt.value)
-                p, idx = self.indices(scope, tgt.slice)
+                p, array, idx = self.indexed(scope, tgt.value, tgt.slice, loc)
                 pre += p + [ir.Store(loc, array, idx, v)]
             else:
                 raise self.error(scope, tgt, "can only unpack into names or elements")
@@ -259,7 +269,10 @@ class Frontend(CallLowering, ValueLowering):
     ) -> ir.SharedAlloc | None:
         if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Subscript)):
             return None
-        if self.resolve_global(scope, value.func.value) is not P.alloc:
+        form = self.resolve_global(scope, value.func.value)
+        if form is P.dynamic:
+            return self.dynamic_shared(scope, target, value, loc)
+        if form is not P.alloc:
             return None
         if not self.grouped:
             raise self.flat_error(scope, value, "tshared.alloc")
@@ -285,6 +298,37 @@ class Frontend(CallLowering, ValueLowering):
         name = self.local_name(scope, target)
         self.shared_vars.add(name)
         alloc = ir.SharedAlloc(loc, name, dtype, tuple(shape), slot=len(self.allocs))
+        self.allocs.append(alloc)
+        return alloc
+
+    def dynamic_shared(
+        self, scope: Scope, target: ast.Name, value: ast.Call, loc: SourceLoc
+    ) -> ir.SharedAlloc:
+        """``tshared.dynamic[dtype](n)``: one per kernel, 1-D, ``n`` a scalar integer
+        parameter or a size symbol, so the launch knows the size before anything runs."""
+        if not self.grouped:
+            raise self.flat_error(scope, value, P.dynamic.name)
+        dtype = self.dtype_of(scope, value.func.slice)
+        if not isinstance(dtype, dtypes.DType):
+            raise self.error(scope, value.func.slice, "tshared.dynamic[...] needs a dtype")
+        if any(a.dynamic for a in self.allocs):
+            raise self.error(scope, value, "a kernel has at most one tshared.dynamic array")
+        size = value.args[0] if len(value.args) == 1 and not value.keywords else None
+        p = self.params.get(size.id) if isinstance(size, ast.Name) else None
+        is_int = p is not None and p.kind == "scalar" and p.dtype.is_int
+        if not (is_int or (isinstance(size, ast.Name) and size.id in self.symbols)):
+            raise self.error(
+                scope,
+                size or value,
+                "tshared.dynamic[dtype](n) takes one size: a scalar integer parameter or a "
+                "size symbol of the signature, bound at launch",
+            )
+        if size.id == GRID_GROUPS:
+            raise self.error(scope, size, "a tshared.dynamic size cannot be grid_groups")
+        name = self.local_name(scope, target)
+        self.shared_vars.add(name)
+        shape = (ir.Name(self.loc(scope, size), size.id),)
+        alloc = ir.SharedAlloc(loc, name, dtype, shape, slot=len(self.allocs), dynamic=True)
         self.allocs.append(alloc)
         return alloc
 
@@ -334,12 +378,19 @@ class Frontend(CallLowering, ValueLowering):
             else tuple(parts)
         )
         prefetch = None
-        if "prefetch" in kwargs:
+        if "prefetch" in kwargs:  # the constants a shared shape takes (constexprs folded later)
             pnode = kwargs["prefetch"]
-            value = self.constant_value(scope, pnode)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            p, e = self.expr(scope, pnode)
+            value = fold_int(e) if not p else None
+            constexprs = {n for n, q in self.params.items() if q.kind == "constexpr"}
+            later = not p and all(
+                isinstance(x, (ir.Const, ir.BinOp, ir.UnaryOp))
+                or (isinstance(x, ir.Name) and x.name in constexprs)
+                for x in ir.walk_expr(e)
+            )
+            if (value is None and not later) or (value is not None and value < 1):
                 raise self.error(scope, pnode, "prefetch must be a positive integer constant")
-            prefetch = value
+            prefetch = e if value is None else value
         self.check_shape(scope, node.target, "value")
         scope.plain.add(node.target.id)
         var = self.local_name(scope, node.target)
@@ -350,6 +401,8 @@ class Frontend(CallLowering, ValueLowering):
         if not isinstance(node, ast.Call):
             raise self.error(scope, node, "an expression statement must be a call")
         fn = self.resolve_global(scope, node.func)
+        if fn is builtins.print:
+            return self.print_call(scope, node, loc)
         if isinstance(fn, P.Primitive) and fn.is_statement:
             pre, call = self.primitive_call(scope, fn, node, loc)
             return pre + [ir.ExprStmt(loc, call)]
@@ -357,8 +410,7 @@ class Frontend(CallLowering, ValueLowering):
             return self.copy_async(scope, node, loc)
         if fn is P.store:
             args = self.call_args(scope, node, ("a", "index", "value", "mask"), 3)
-            array = self.array_ref(scope, args["a"])
-            pre, idx = self.indices(scope, args["index"])
+            pre, array, idx = self.indexed(scope, args["a"], args["index"], loc)
             p2, val = self.expr(scope, args["value"])
             mask = None
             if "mask" in args:
@@ -512,6 +564,8 @@ class Frontend(CallLowering, ValueLowering):
             pre, value = self.value(scope, base)
             return pre, self.small_subscript(scope, node, value)
         if isinstance(base, ast.Attribute) and base.attr == "shape":
+            if self.view_of(scope, base.value) is not None:
+                return self.view_shape(scope, node, base.value, loc)
             array = self.array_ref(scope, base.value, complex_ok=True)
             axis = self.constant_value(scope, node.slice)
             ndim = self.array_ndim(scope, array, node)
@@ -521,13 +575,19 @@ class Frontend(CallLowering, ValueLowering):
                 )
             return [], ir.Shape(loc, array, axis % ndim)
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if self.view_of(scope, node) is not None:
+            raise self.error(
+                scope,
+                node,
+                f"'{ast.unparse(node)}' is a view of an array: assign it to a name, index it "
+                "or pass it to a primitive",
+            )
         if any(
             isinstance(i, ast.Slice) or (isinstance(i, ast.Constant) and i.value is None)
             for i in items
         ):
             return self.tile_view(scope, node, items, loc)
-        array = self.array_ref(scope, base, complex_ok=True)
-        pre, idx = self.indices(scope, node.slice)
+        pre, array, idx = self.indexed(scope, base, node.slice, loc, True)
         if self.is_complex_array(array):
             return pre, self.load_complex(array, idx, loc)
         return pre, ir.Load(loc, array, idx)

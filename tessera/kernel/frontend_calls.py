@@ -18,6 +18,7 @@ from . import ir
 from .frontend_values import SMALL, ComplexValue, describe
 from .func import Func
 from .passes.returns import eliminate_returns
+from .philox import rand as philox_rand
 from .scope import Scope, assigned_names, first_assignment, strip_docstring
 
 MATH_FUNCS = {getattr(math, name): name for name in MATH}
@@ -34,13 +35,37 @@ class CallLowering:
         if not self.grouped:
             raise self.flat_error(scope, node, P.copy_async.name)
         args = self.call_args(scope, node, ("dst", "src"), 2)
-        dst = self.array_ref(scope, args["dst"])
+        pre: list[ir.Stmt] = []
+        dst_lead: list[ir.Expr] = []
+        found = self.view_of(scope, args["dst"])
+        if found is not None:  # ``As[j]``: a sub-array of a shared array
+            pre, view = found
+            if any(o is not None for o in view.offsets):
+                raise self.error(
+                    scope, args["dst"], "a cp_async destination view fixes leading axes only"
+                )
+            dst = ir.Name(loc, view.base)
+            dst_lead = self.view_lead(view, loc)
+        else:
+            dst = self.array_ref(scope, args["dst"])
         if dst.name not in self.shared_vars:
             raise self.error(scope, args["dst"], "cp_async destination must be a shared array")
         src_node = args["src"]
-        pre: list[ir.Stmt] = []
+        if isinstance(src_node, ast.Name) and src_node.id in scope.views:
+            view = scope.views[src_node.id]  # a whole view: from its start
+            everything = ast.Slice(None, None, None)
+            src_node = ast.copy_location(
+                ast.Subscript(src_node, ast.Tuple([everything] * view.ndim), ast.Load()), src_node
+            )
+        src_view = None
         if isinstance(src_node, ast.Subscript):
-            src = self.array_ref(scope, src_node.value)
+            found = self.view_of(scope, src_node.value)
+            if found is not None:  # ``inp[R:]`` sliced again: indices of its base
+                p, src_view = found
+                pre += p
+                src = ir.Name(loc, src_view.base)
+            else:
+                src = self.array_ref(scope, src_node.value)
             items = (
                 src_node.slice.elts if isinstance(src_node.slice, ast.Tuple) else [src_node.slice]
             )
@@ -68,10 +93,13 @@ class CallLowering:
                     starts.append(e)
                     stops.append(None)
                     sliced.append(False)
+            if src_view is not None:
+                starts, stops = self.view_slice(scope, src_node, src_view, starts, stops, loc)
+                sliced = [False] * len(src_view.lead) + sliced
         else:
             src = self.array_ref(scope, src_node)
             starts, stops, sliced = [], [], []
-        return pre + [ir.CopyAsync(loc, dst, src, starts, stops, sliced)]
+        return pre + [ir.CopyAsync(loc, dst, src, starts, stops, sliced, dst_lead)]
 
     def call(self, scope: Scope, node: ast.Call, loc: SourceLoc):
         if isinstance(node.func, ast.Attribute) and node.func.attr == "conjugate":
@@ -89,6 +117,10 @@ class CallLowering:
             return self.primitive_call(scope, fn, node, loc)
         if fn is P.load:
             return self.masked_load(scope, node, loc)
+        if fn is P.rand:  # the Philox helper, inlined: the same arithmetic on every target
+            args = self.call_args(scope, node, ("seed", "offset"), 2)
+            call = ast.copy_location(ast.Call(node.func, [args["seed"], args["offset"]], []), node)
+            return self.inline(scope, philox_rand, call, loc)
         if isinstance(fn, P.SyntaxForm):
             raise self.syntax_form_error(scope, fn, node)
         if isinstance(fn, (dtypes.DType, dtypes.DTypeVar)) or fn in BUILTIN_CASTS:
@@ -119,6 +151,8 @@ class CallLowering:
             return self.inline(scope, fn, node, loc)
         if fn is builtins.range:
             raise self.error(scope, node, "range() can only be the iterable of a for loop")
+        if fn is builtins.print:
+            raise self.error(scope, node, "print() is a statement in a kernel, not a value")
         raise self.error(scope, node.func, f"cannot call '{ast.unparse(node.func)}' in a kernel")
 
     def primitive_call(self, scope: Scope, fn: P.Primitive, node: ast.Call, loc: SourceLoc):
@@ -132,11 +166,22 @@ class CallLowering:
         given = self.call_args(scope, node, names, required)
         pre: list[ir.Stmt] = []
         args: list[ir.Expr | None] = []
+        view = None  # the array argument's view: the index after it is the view's
         for arg in fn.args:
             if arg.name not in given:  # an optional argument: its constant, or None
                 args.append(None if arg.default is None else ir.Const(loc, arg.default))
                 continue
+            found = self.view_of(scope, given[arg.name]) if arg.kind == "array" else None
+            if found is not None:  # ``tile.load_block(As[s], ...)``: the base array
+                p, view = found
+                pre += p
+                args.append(ir.Name(self.loc(scope, given[arg.name]), view.base))
+                continue
+            if arg.kind == "shared" and self.view_of(scope, given[arg.name]) is not None:
+                raise self.error(scope, given[arg.name], f"{fn.name} takes a whole array")
             p, e = self.primitive_arg(scope, fn, arg, given[arg.name])
+            if arg.kind == "index" and view is not None:
+                e = ir.Tuple(e.loc, self.view_index(scope, given[arg.name], view, e.items, e.loc))
             pre += p
             args.append(e)
         call = ir.PrimCall(loc, fn, args)
@@ -182,6 +227,15 @@ class CallLowering:
             array = self.array_ref(scope, node)
             if arg.kind == "shared" and array.name not in self.shared_vars:
                 raise self.error(scope, node, f"{fn.name} takes a shared array")
+            if arg.kind == "shared" and any(
+                a.dynamic and a.target == array.name for a in self.allocs
+            ):
+                raise self.error(
+                    scope,
+                    node,
+                    f"{fn.name} needs a shared array of constant shape (tshared.alloc), not "
+                    "a tshared.dynamic one, sized at launch",
+                )
             return [], array
         pre, value = self.expr(scope, node)
         if value is None:
@@ -224,8 +278,7 @@ class CallLowering:
     def masked_load(self, scope: Scope, node: ast.Call, loc: SourceLoc):
         """``tile.load(a, index, mask=, other=)``: a load whose mask is its own syntax."""
         args = self.call_args(scope, node, ("a", "index", "mask", "other"), 2)
-        array = self.array_ref(scope, args["a"])
-        pre, idx = self.indices(scope, args["index"])
+        pre, array, idx = self.indexed(scope, args["a"], args["index"], loc)
         mask = None
         other: ir.Expr = ir.Const(loc, 0)
         if "mask" in args:
@@ -261,6 +314,11 @@ class CallLowering:
         prefix = self.fresh(f"{fn.name}_")
         pre: list[ir.Stmt] = []
         for param, arg in zip(fparams, node.args):
+            found = self.view_of(scope, arg)
+            if found is not None:  # a view: the helper indexes its base the same way
+                pre += found[0]
+                inner.views[param.arg] = found[1]
+                continue
             if self.is_array_expr(scope, arg):  # by reference: the helper may not rebind it
                 if param.arg in inner.locals:
                     raise self.error(

@@ -298,7 +298,7 @@ class For(Stmt):
     step: Expr
     body: list[Stmt]
     tile_range: bool = False
-    prefetch: int | None = None
+    prefetch: int | Expr | None = None  # an Expr of constexprs until they are bound
 
     def bodies(self) -> Iterator[list[Stmt]]:
         yield self.body
@@ -346,12 +346,45 @@ class CopyAsync(Stmt):
     starts: list[Expr]
     stops: list[Expr | None]
     sliced: list[bool]
+    # fixed leading indices of the destination: a sub-array ``As[j]`` of a shared array
+    dst_lead: list[Expr] = field(default_factory=list)
 
     def exprs(self) -> Iterator[Expr]:
         yield self.dst
         yield self.src
         yield from self.starts
         yield from (s for s in self.stops if s is not None)
+        yield from self.dst_lead
+
+
+@dataclass(eq=False)
+class Print(Stmt):
+    """``print(...)``: its items, constant strings and scalar values, printed as Python's
+    print would (one space between, a newline after) after the lane's prefix. A statement
+    of its own, not a call: targets print it their own way (docs/language.md)."""
+
+    items: list[str | Expr]
+
+    def exprs(self) -> Iterator[Expr]:
+        yield from (i for i in self.items if isinstance(i, Expr))
+
+
+@dataclass(eq=False)
+class Assert(Stmt):
+    """``assert cond, message``: checked where checks are on (the debug target, bounds-
+    checked launches), compiled to nothing elsewhere, so ``cond`` is a plain expression
+    (nothing to run before it) and evaluating it is the whole check."""
+
+    cond: Expr
+    message: str
+
+    def exprs(self) -> Iterator[Expr]:
+        yield self.cond
+
+
+def prints(body: list[Stmt]) -> bool:
+    """Whether ``body`` prints: targets keep such code in lane order (docs/language.md)."""
+    return any(isinstance(s, Print) for s in walk_stmts(body))
 
 
 @dataclass(eq=False)
@@ -360,6 +393,9 @@ class SharedAlloc(Stmt):
     dtype: DType
     shape: tuple[int, ...]
     slot: int = 0  # index of the allocation in the kernel, for backends to reuse storage
+    # ``tshared.dynamic[dtype](n)``: sized at launch, ``shape`` is ``(Name(n),)``, n a
+    # scalar parameter or a symbol (CUDA's ``extern __shared__``)
+    dynamic: bool = False
 
 
 # ----------------------------------------------------------------------------- kernel
@@ -382,6 +418,18 @@ class KernelIR:
     source_hash: str = ""
     boundscheck: bool = False  # the CPU target checks every index (TESSERA_BOUNDSCHECK)
     user_vars: dict[str, str] = field(default_factory=dict)  # IR name → name in the source
+
+    @property
+    def dynamic_alloc(self) -> SharedAlloc | None:
+        """The kernel's ``tshared.dynamic`` array (at most one), if any."""
+        return next((a for a in self.allocs if a.dynamic), None)
+
+    def call_arg_index(self, name: str) -> int:
+        """Where a scalar parameter's or a symbol's value is in a launch's call arguments
+        (arrays, then scalars, then symbols: launch.Bound.call_args)."""
+        arrays = [p.name for p in self.params if p.kind == "array"]
+        scalars = [p.name for p in self.params if p.kind == "scalar"]
+        return len(arrays) + (scalars + self.symbols).index(name)
 
 
 # ----------------------------------------------------------------------------- names

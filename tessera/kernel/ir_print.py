@@ -80,7 +80,8 @@ def format_stmt(s: ir.Stmt, indent: int) -> list[str]:
         return out
     if isinstance(s, ir.For):
         kind = "tile.range" if s.tile_range else "range"
-        depth = f", prefetch={s.prefetch}" if s.prefetch else ""
+        prefetch = format_expr(s.prefetch) if isinstance(s.prefetch, ir.Expr) else s.prefetch
+        depth = f", prefetch={prefetch}" if s.prefetch else ""
         head = (
             f"{kind}({format_expr(s.start)}, {format_expr(s.stop)}, {format_expr(s.step)}{depth})"
         )
@@ -88,9 +89,17 @@ def format_stmt(s: ir.Stmt, indent: int) -> list[str]:
     if isinstance(s, ir.While):
         return [f"{pad}while {format_expr(s.cond)}:{line}"] + format_body(s.body, indent + 1)
     if isinstance(s, ir.SharedAlloc):
+        if s.dynamic:
+            size = format_expr(s.shape[0])
+            return [f"{pad}{s.target} = tshared.dynamic[{s.dtype.name}]({size}){line}"]
         return [f"{pad}{s.target} = tshared.alloc[{s.dtype.name}]({s.shape}){line}"]
     if isinstance(s, ir.CopyAsync):
         return [f"{pad}cp_async({s.dst.name} <- {s.src.name}){line}"]
+    if isinstance(s, ir.Print):
+        items = ", ".join(repr(i) if isinstance(i, str) else format_expr(i) for i in s.items)
+        return [f"{pad}print({items}){line}"]
+    if isinstance(s, ir.Assert):
+        return [f"{pad}assert {format_expr(s.cond)}, {s.message!r}{line}"]
     names = {
         ir.Break: "break",
         ir.Continue: "continue",

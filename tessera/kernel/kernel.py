@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import failures, stats
-from ..arrays import unwrap_dlpack
+from ..arrays import host_arrays
 from ..config import get as setting
 from ..config import launch_settings
 from ..errors import InternalError, KernelError, LaunchError, TesseraError, internal_errors
@@ -91,6 +91,7 @@ class Kernel:
         self.primitives = _primitives(self.ir.body)  # by name: what a profile's phase reads
         self.grouped = tile is not None
         self.lanes = math.prod(tile) if tile else 1
+        self._dynamic_shared = self.ir.dynamic_alloc is not None
         self._cache = SpecialisationCache()
         self._programs = self._cache.programs  # read directly on the launch path
         self._used = self._cache.used
@@ -130,7 +131,7 @@ class Kernel:
             target = HOST_CHOICE.get(name)  # the target when every array is a NumPy array
             bound = self._binders[target].fast(args, grid) if target is not None else None
             if bound is None:  # something unusual: the full checks find it, or a GPU array
-                args = unwrap_dlpack(self.name, self.params, args)
+                args = host_arrays(self.name, self.params, args)
                 target = resolve(name, args, self.name)
                 bound = self.bind(target, args, grid)
             lanes = self.lanes
@@ -146,6 +147,9 @@ class Kernel:
                 program = self._build(target, key, grid, bound, options)
             else:
                 self._used(key)
+            if self._dynamic_shared:  # tshared.dynamic: sized by this launch's arguments
+                spec = program.spec
+                launch.check_dynamic_shared(spec.kir, spec.shared_bytes, bound.call_args)
             stats.bump("launches")
             if lanes:
                 try:
@@ -175,7 +179,7 @@ class Kernel:
     def target_for(self, args: tuple) -> Target:
         """The target a launch with these arguments runs on now."""
         name = self.target or launch_settings()[0]
-        return resolve(name, unwrap_dlpack(self.name, self.params, args), self.name)
+        return resolve(name, host_arrays(self.name, self.params, args), self.name)
 
     def _build(
         self,
@@ -248,7 +252,7 @@ class Kernel:
             choices = ", ".join(known)
             raise TesseraError(f"unknown stage {stage!r}; choose one of {choices}")
         grid_t = launch.normalise_grid(self.name, grid)
-        args = unwrap_dlpack(self.name, self.params, args)
+        args = host_arrays(self.name, self.params, args)
         bound = self.bind(target, args, grid_t)
         options = BuildOptions(False, arch)
         if stage == "ir" or stage in PASS_NAMES:

@@ -17,9 +17,11 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes as D
-from ..arrays import is_device_array
+from ..arrays import bits_view, device_dtype, host_view, is_device_array
 from ..dtypes import COMPUTED_IN_F32, ShardedDim, Symbol
 from ..errors import LaunchError
+from . import ir
+from .passes.checks import DEFAULT_SHARED_BUDGET
 from .signature import GRID_GROUPS, ParamSpec, resolve_dtypes
 from .targets.target import Target
 
@@ -105,8 +107,8 @@ class Binder:
         return bound
 
     def fast(self, args: tuple, grid: tuple[int, ...]) -> Bound | None:
-        """The lean check of a well-formed launch of NumPy arrays, or None (then call
-        ``bind``)."""
+        """The lean check of a well-formed launch of NumPy arrays (or host tensors of
+        PyTorch and JAX, through their NumPy views), or None (then call ``bind``)."""
         return self._fast(args, grid) if self.plan is not None else None
 
     def _fast(self, args: tuple, grid: tuple[int, ...]) -> Bound | None:
@@ -125,7 +127,11 @@ class Binder:
         # a float row keeps the largest finite value of its dtype where arrays keep ndim
         for (kind, dtype, ndim, mutable, dims, view), a in zip(plan, args):
             if kind == "array":
-                if type(a) is not np.ndarray or a.ndim != ndim:
+                if type(a) is not np.ndarray:
+                    a = host_view(a)  # a PyTorch or JAX host tensor: its NumPy view
+                    if a is None:
+                        return None
+                if a.ndim != ndim:
                     return None
                 if a.dtype is not dtype and a.dtype != dtype:
                     return None
@@ -256,7 +262,7 @@ def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size, target: Ta
             kernel,
             f"parameter '{p.name}' expects a NumPy array {p.describe()}, got {type(a).__name__}",
         )
-    dtype = _dtype_of(a)
+    dtype = device_dtype(a)
     if dtype != p.dtype.np_dtype:
         raise LaunchError(
             kernel,
@@ -297,7 +303,7 @@ def _check_array(kernel, p: ParamSpec, a, bound, bound_by, axis_size, target: Ta
     if p.dtype in D.COMPLEX_PARTS:
         return complex_parts(kernel, p, a)
     view = target.storage(p.dtype)  # e.g. 16-bit floats as uint16 bits
-    return a if view is None else a.view(view)
+    return a if view is None else bits_view(a, view)
 
 
 def complex_parts(kernel: str, p: ParamSpec, a):
@@ -316,13 +322,6 @@ def complex_parts(kernel: str, p: ParamSpec, a):
             f"parameter '{p.name}': a complex GPU array is passed as its floats, which "
             f"needs a C-contiguous array ({type(exc).__name__}: {exc})",
         ) from None
-
-
-def _dtype_of(a) -> np.dtype:
-    dtype = getattr(a, "dtype", None)
-    if isinstance(dtype, np.dtype):
-        return dtype
-    return np.dtype(a.__cuda_array_interface__["typestr"])  # e.g. a PyTorch tensor
 
 
 def _convert_scalar(kernel, p: ParamSpec, value) -> np.generic:
@@ -392,3 +391,27 @@ def describe_flags(flags: int) -> dict[str, str]:
         "aligned": "aligned" if flags & _ALIGNED else "unaligned",
         "writable": "writable" if flags & _WRITEABLE else "read-only",
     }
+
+
+def check_dynamic_shared(kir: ir.KernelIR, static_bytes: int, call_args: tuple) -> int:
+    """The bytes a launch's ``tshared.dynamic`` array takes: its size is read from the
+    launch's arguments; with the constant allocations it must fit ``shared=`` (48 KiB
+    without it), or the launch fails before anything runs."""
+    alloc = kir.dynamic_alloc
+    size = alloc.shape[0].name
+    n = int(call_args[kir.call_arg_index(size)])
+    source = f"parameter '{size}'" if size not in kir.symbols else f"size symbol '{size}'"
+    if n < 0:
+        raise LaunchError(
+            kir.name, f"tshared.dynamic array '{alloc.target}' has {n} elements ({source})"
+        )
+    nbytes = n * alloc.dtype.itemsize
+    budget = DEFAULT_SHARED_BUDGET if kir.shared_budget is None else kir.shared_budget
+    if static_bytes + nbytes > budget:
+        raise LaunchError(
+            kir.name,
+            f"tshared.dynamic array '{alloc.target}' of {size}={n} {alloc.dtype.name} elements "
+            f"({source}) needs {nbytes} bytes; with {static_bytes} bytes of tshared.alloc "
+            f"arrays that is {static_bytes + nbytes}, over the kernel's shared={budget} bytes",
+        )
+    return nbytes

@@ -18,7 +18,7 @@ import dataclasses
 import hashlib
 
 from ..dtypes import DTypeVar
-from ..errors import SourceLoc
+from ..errors import KernelError, SourceLoc
 from . import ir
 from .frontend import Frontend
 from .ir_print import format_kernel, format_schedule
@@ -101,7 +101,16 @@ def _bind_constexprs(spec: Specialised, constexprs: dict) -> None:
     # the deep copy duplicated the allocations; the body's copies are the ones to keep
     kir.allocs = [s for s in ir.walk_stmts(kir.body) if isinstance(s, ir.SharedAlloc)]
     for a in kir.allocs:
-        a.shape = tuple(fold_int(d) if isinstance(d, ir.Expr) else d for d in a.shape)
+        if not a.dynamic:  # (a dynamic array's size is read at launch)
+            a.shape = tuple(fold_int(d) if isinstance(d, ir.Expr) else d for d in a.shape)
+    for s in ir.walk_stmts(kir.body):
+        if isinstance(s, ir.For) and isinstance(s.prefetch, ir.Expr):
+            depth = fold_int(s.prefetch)
+            if depth is None or depth < 1:
+                raise KernelError(
+                    kir.name, "prefetch must be a positive integer constant", s.prefetch.loc
+                )
+            s.prefetch = depth
 
 
 def _shared_memory(spec: Specialised, constexprs: dict) -> None:

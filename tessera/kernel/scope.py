@@ -24,6 +24,7 @@ class Scope:
     # names holding a tuple or a complex number: source name → (structure, IR variables)
     small: dict[str, tuple[object, list[str]]] = field(default_factory=dict)
     plain: set[str] = field(default_factory=set)  # names assigned a single value
+    views: dict[str, object] = field(default_factory=dict)  # name → its frontend_views.View
 
 
 def strip_docstring(body: list[ast.stmt]) -> list[ast.stmt]:

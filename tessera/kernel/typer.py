@@ -143,6 +143,9 @@ class Typer:
                 self.scalar(s.mask, final)
         elif isinstance(s, ir.ExprStmt):
             self.expr(s.value, final)
+        elif isinstance(s, (ir.Print, ir.Assert)):
+            for e in s.exprs():
+                self.scalar(e, final)
         elif isinstance(s, (ir.If, ir.While)):
             self.scalar(s.cond, final)
             for b in s.bodies():
@@ -164,11 +167,13 @@ class Typer:
                     s, f"'{s.src.name}' has {src.ndim} dims, indexed with {len(s.sliced)}"
                 )
             kept = sum(s.sliced) if s.sliced else src.ndim
-            if kept != dst.ndim:
+            if kept != dst.ndim - len(s.dst_lead):
                 raise self.error(
-                    s, f"cp_async copies a {kept}-d slice into a {dst.ndim}-d shared array"
+                    s,
+                    f"cp_async copies a {kept}-d slice into a "
+                    f"{dst.ndim - len(s.dst_lead)}-d shared array",
                 )
-            for e in s.starts + [x for x in s.stops if x is not None]:
+            for e in s.starts + [x for x in s.stops if x is not None] + s.dst_lead:
                 if not self.scalar(e, final).dtype.is_int:
                     raise self.error(e, "slice bounds must be integers")
         elif isinstance(s, (ir.SharedAlloc, ir.Break, ir.Continue)):

@@ -19,6 +19,7 @@ import threading
 
 import numpy as np
 
+from ..arrays import transportable
 from ..config import get as setting
 from ..errors import TesseraError
 from ..observers import OBSERVERS, entered, now, report
@@ -88,12 +89,17 @@ def all_reduce_coalesced(
     views of one flat buffer per bucket, used again once they are all gone (see
     :class:`BucketPool` and ``shared_buckets``). On one node the ranks' results are the
     same memory, so that writing into one would change the others': copy a result
-    (``np.array(r)``) to modify it.
+    (``np.array(r)``) to modify it. PyTorch tensors and JAX arrays get new tensors (or
+    arrays) of their library back: copies, since a tensor is always writable.
     """
     if not bucket_mb > 0:
         raise TesseraError(f"bucket_mb={bucket_mb!r} must be a positive number of megabytes")
     tensors = list(tensors)
     arrays = [t.local if isinstance(t, ShardedTensor) else t for t in tensors]
+    callers = [None] * len(arrays)  # the ArrayKind of each PyTorch/JAX array, to give back
+    if not all(type(a) is np.ndarray for a in arrays):
+        for i, a in enumerate(arrays):
+            arrays[i], callers[i] = transportable(a, f"item {i}")
     ndarray = np.ndarray
     kinds = [a.dtype if type(a) is ndarray else _kind(i, a) for i, a in enumerate(arrays)]
     sizes = [a.nbytes for a in arrays]
@@ -133,6 +139,8 @@ def all_reduce_coalesced(
         else:
             for i, view in zip(members, views):
                 results[i] = view
+    if any(callers):  # new tensors of the caller's library (results here are read-only)
+        results = [r if k is None else k.result(r) for r, k in zip(results, callers)]
     if not any(isinstance(t, ShardedTensor) for t in tensors):
         return results
     return [

@@ -3,7 +3,8 @@
 ``all_reduce`` (sum, max, min, prod), ``all_gather`` (concatenates along dim 0),
 ``reduce_scatter`` (reduces, then each rank keeps its ``array_split`` block of dim 0),
 ``broadcast`` (from the axis member with index ``root``) and ``barrier``. On a local array
-a collective returns a new array (``out=`` writes into one instead); on a sharded tensor
+a collective returns a new array (``out=`` writes into one instead) of the caller's kind
+(NumPy, CuPy, a PyTorch tensor, a JAX array; arrays.py); on a sharded tensor
 it returns a sharded tensor whose layout says what changed (an all_gather makes the
 gathered dim whole, a reduce_scatter splits one).
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import is_device_array
+from ..arrays import is_device_array, transportable
 from ..config import get as setting
 from ..errors import TesseraError
 from ..observers import OBSERVERS, entered, now, report
@@ -127,10 +128,46 @@ def _transport(x):
     return mpi_transport
 
 
+def _caller_kind(x, out):
+    """``x`` and ``out=`` as the arrays the transports move (the NumPy view of a PyTorch
+    or JAX host tensor, a CuPy view of a CUDA one), and what wraps a collective's
+    ``deliver`` so the caller gets their own kind of array back: a new tensor of ``x``'s
+    library, or ``out`` itself."""
+    if type(x) is np.ndarray and out is None:  # the common case, first
+        return x, out, _same
+    x, kind = transportable(x)
+    given = out
+    if out is not None:
+        out, out_kind = transportable(out, "out=")
+        if out_kind is not None and out_kind.immutable:
+            raise TesseraError(
+                f"out= is a {out_kind.label}, which is immutable; pass a NumPy array or a "
+                "PyTorch tensor, or no out= (the result is a new array)"
+            )
+    if kind is None and given is out:
+        return x, out, _same
+
+    def back(deliver):
+        def deliver_back(result):
+            result = deliver(result)
+            if given is not None:
+                return given
+            return result if kind is None else kind.result(result)
+
+        return deliver_back
+
+    return x, out, back
+
+
+def _same(deliver):
+    return deliver
+
+
 def _local(x, op: str | None = None):
     if not (isinstance(x, np.ndarray) or is_device_array(x)):
         raise TesseraError(
-            f"collectives take NumPy or GPU arrays or sharded tensors, not {type(x).__name__}"
+            "collectives take NumPy, GPU, PyTorch or JAX arrays or sharded tensors, "
+            f"not {type(x).__name__}"
         )
     check_op(op, x.dtype)
     return x
@@ -199,6 +236,7 @@ def all_reduce(
                 local, axis, op, mesh=x.mesh, out=o, deterministic=deterministic, async_op=async_op
             ),
         )
+    x, out, back = _caller_kind(x, out)
     x = _local(x, op)
     channel = current_mesh(mesh).channel(axis)
     transport = _transport(x)
@@ -212,7 +250,8 @@ def all_reduce(
             transfer = transport.all_reduce(channel, x, op, False, out)
         else:
             transfer = transport.all_reduce(channel, x, op, deterministic)
-    return _run(channel, "all_reduce", seq, transfer, _deliver_to(out), async_op, x, op, start)
+    deliver = back(_deliver_to(out))
+    return _run(channel, "all_reduce", seq, transfer, deliver, async_op, x, op, start)
 
 
 def all_gather(
@@ -239,6 +278,7 @@ def all_gather(
                 local, axis, mesh=x.mesh, out=o, dim=split, async_op=async_op
             ),
         )
+    x, out, back = _caller_kind(x, out)
     x = _local(x)
     front = _front(x, dim)
     channel = current_mesh(mesh).channel(axis)
@@ -247,7 +287,7 @@ def all_gather(
     with ISSUE_LOCK:
         seq, rows = channel.begin_gather(x, dim % x.ndim, backend=transport.NAME)
         transfer = transport.all_gather(channel, front, rows)
-    deliver = _deliver_to(out, dim % x.ndim)
+    deliver = back(_deliver_to(out, dim % x.ndim))
     return _run(channel, "all_gather", seq, transfer, deliver, async_op, x, None, start)
 
 
@@ -287,12 +327,13 @@ def reduce_scatter(
                 async_op=async_op,
             ),
         )
+    x, out, back = _caller_kind(x, out)
     x = _local(x, op)
     front = _front(x, dim)
     channel = current_mesh(mesh).channel(axis)
     extent = front.shape[0]
     rows = [b - a for a, b in (block(extent, channel.size, i) for i in range(channel.size))]
-    deliver = _deliver_to(out, dim % x.ndim)
+    deliver = back(_deliver_to(out, dim % x.ndim))
     transport = _transport(x)
     deterministic = _deterministic(deterministic)
     start = now() if OBSERVERS else 0.0
@@ -333,6 +374,7 @@ def broadcast(
             out,
             lambda local, o: broadcast(local, axis, root, mesh=x.mesh, out=o, async_op=async_op),
         )
+    x, out, back = _caller_kind(x, out)
     x = _local(x)
     channel = current_mesh(mesh).channel(axis)
     if not 0 <= root < channel.size:
@@ -342,7 +384,8 @@ def broadcast(
     with ISSUE_LOCK:
         seq = channel.begin("broadcast", x, root=root, backend=transport.NAME)
         transfer = transport.broadcast(channel, x, root)
-    return _run(channel, "broadcast", seq, transfer, _deliver_to(out), async_op, x, None, start)
+    deliver = back(_deliver_to(out))
+    return _run(channel, "broadcast", seq, transfer, deliver, async_op, x, None, start)
 
 
 def barrier(axis: str | None = None, *, mesh: Mesh | None = None) -> None:

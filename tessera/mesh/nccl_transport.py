@@ -4,7 +4,8 @@ UNTESTED ON HARDWARE: no GPU has run this module yet (see docs/distributed.md). 
 written against CuPy's documented ``cupy.cuda.nccl`` API and kept small.
 
 One NCCL communicator per mesh axis, made on the axis's first GPU collective: member 0
-makes the unique id, MPI broadcasts it. Operations are enqueued on CuPy's current stream;
+makes the unique id, MPI broadcasts it. Operations are enqueued on the stream Tessera's
+launches go to (`tessera.stream()`, `graph.stream(name)`), else on CuPy's current stream;
 completion is an event on that stream, polled (with the collective timeout) like MPI
 requests. NCCL needs equal counts per rank: uneven gathers are padded to the largest
 block and compacted, uneven reduce-scatters reduce everything and keep a block.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 
+from ..kernel.targets.cuda.streams import collective_stream
 from .channel import Channel, Transfer, then
 from .mpi_transport import reduce_in_order
 
@@ -77,14 +79,25 @@ def _enqueued(finish) -> Transfer:
     import cupy
 
     event = cupy.cuda.Event(block=False, disable_timing=True)
-    event.record(cupy.cuda.get_current_stream())
+    event.record(_cupy_stream())
     return Transfer([], finish, gpu_done=lambda: event.done)
 
 
-def _stream() -> int:
+def _cupy_stream():
+    """The stream to enqueue on, as CuPy's: the one Tessera's launches go to now
+    (``tessera.stream()`` or ``graph.stream(name)``, streams.collective_stream), else
+    CuPy's current stream."""
     import cupy
 
-    return cupy.cuda.get_current_stream().ptr
+    s = collective_stream()
+    if s == 0:
+        return cupy.cuda.get_current_stream()
+    handle = getattr(s.handle, "value", s.handle)  # ctypes handle, or the binding's
+    return cupy.cuda.ExternalStream(int(handle))
+
+
+def _stream() -> int:
+    return _cupy_stream().ptr
 
 
 def all_reduce(ch: Channel, x, op: str, deterministic: bool) -> Transfer:

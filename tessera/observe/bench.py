@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..errors import TesseraError
 from ..kernel.kernel import Kernel
 from ..kernel.timing import time_calls
+from ..tracebacks import entry_point
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class BenchResult:
         )
 
 
+@entry_point
 def bench(
     fn: Callable, *args: object, warmup: int = 3, reps: int = 20, events: bool | None = None
 ) -> BenchResult:

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import config, failures
+from ..arrays import host_view
 from ..config import get as setting
 from ..config import get_int
 from ..errors import LaunchError, TesseraError
@@ -141,6 +142,8 @@ def _arguments(folder: Path, kernel, args: tuple, notes: list[str]) -> list[dict
     budget = get_int("crash_max_mb") * 2**20
     for i, a in enumerate(args):
         name = kernel.params[i].name if i < len(kernel.params) else f"extra{i}"
+        view = host_view(a)  # a PyTorch or JAX host tensor: kept as NumPy keeps it
+        a = a if view is None else view
         if hasattr(a, "shape") and hasattr(a, "dtype"):
             host = a if isinstance(a, np.ndarray) else _to_host(a)
             row = {"name": name, "kind": "array", "shape": list(a.shape), "dtype": str(a.dtype)}

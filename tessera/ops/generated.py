@@ -16,9 +16,9 @@ from .. import dtypes as D
 from .. import tile as tile_module
 from ..autotune import Autotuned, autotune
 from ..kernel.kernel import Kernel, kernel
+from ..kernel.philox import philox_uniform
 from ..tile import group_id
 from .codegen import Source, shared_kib
-from .philox import philox_uniform
 
 _NAMESPACE = {
     "math": math,

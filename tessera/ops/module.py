@@ -18,6 +18,7 @@ from .. import dtypes as D
 from ..config import get as setting
 from ..errors import TesseraError
 from ..observers import stage
+from ..tracebacks import entry_point
 from . import plan
 from .adjoints import backward
 from .ir import Node
@@ -30,6 +31,11 @@ def dtype_of(name: str, a: np.ndarray) -> D.DType:
     if dtype is None:
         raise TesseraError(f"{name}: arrays of {a.dtype} are not supported")
     return dtype
+
+
+def shape_of(a) -> tuple[int, ...]:
+    """An array's shape as a tuple of ints (device arrays may give their own type)."""
+    return tuple(int(n) for n in a.shape)
 
 
 class Module:
@@ -49,8 +55,8 @@ class Module:
         return f"<tessera.{kind} {self.name}>"
 
     def lowered(self, args: tuple) -> tuple[Lowered, list[np.ndarray]]:
-        arrays = plan.host_arrays(self.name, args)
-        key = (tuple((a.shape, a.dtype.str) for a in arrays), setting("target"))
+        arrays = plan.operands(self.name, args)
+        key = (tuple((shape_of(a), a.dtype.str) for a in arrays), setting("target"))
         with self._lock:
             made = self._lowered.get(key)
             if made is None:
@@ -66,7 +72,8 @@ class Module:
                 f"graph module '{self.name}' takes {len(self.params)} arrays, not {len(arrays)}"
             )
         return Tracer(
-            self.name, [(p, a.shape, dtype_of(self.name, a)) for p, a in zip(names, arrays)]
+            self.name,
+            [(p, shape_of(a), dtype_of(self.name, a)) for p, a in zip(names, arrays)],
         )
 
     def _trace(self, arrays: list[np.ndarray]):
@@ -94,6 +101,7 @@ class Module:
         graph.returns_tuple = isinstance(result, tuple)
         return graph
 
+    @entry_point
     def __call__(self, *args):
         with stage("graph module", self.name):
             lowered, arrays = self.lowered(args)
@@ -102,12 +110,14 @@ class Module:
             return None
         return tuple(results) if lowered.graph.returns_tuple else results[0]
 
+    @entry_point
     def graph(self, *args) -> str:
         """The optimised graph for these arguments: nodes, fused groups, kernels."""
         lowered, _ = self.lowered(args)
         kernels = "\n\n".join(s.text for s in lowered.sources if s is not None)
         return f"{lowered.text()}\n\nkernels:\n{kernels}"
 
+    @entry_point
     def kernels(self, *args) -> list:
         """The generated kernels these arguments run (``inspect`` works on them)."""
         lowered, _ = self.lowered(args)
@@ -147,6 +157,7 @@ class GradModule(Module):
         graph.outputs = ([result.value] if self.with_value else []) + [g.value for g in grads]
         return graph
 
+    @entry_point
     def __call__(self, *args):
         with stage("graph module", self.name):
             lowered, arrays = self.lowered(args)
@@ -201,14 +212,16 @@ def apply(op: str, inputs: list, attrs: dict):
     for v in inputs:
         if isinstance(v, Tensor):
             return v.tracer.record(op, list(inputs), dict(attrs))
-    arrays = [np.asarray(v) for v in inputs if not isinstance(v, (bool, int, float))]
+    arrays = plan.operands(
+        f"op.{op}", tuple(v for v in inputs if not isinstance(v, (bool, int, float)))
+    )
     if not arrays:
         raise TesseraError(f"op.{op} needs at least one array")
     parts = tuple(
         ("c", type(v).__name__, v) if isinstance(v, (bool, int, float)) else ("a",) for v in inputs
     )
     key = (op, tuple(sorted(attrs.items(), key=lambda kv: kv[0])), parts)
-    key += (tuple((a.shape, a.dtype.str) for a in arrays), setting("target"))
+    key += (tuple((shape_of(a), a.dtype.str) for a in arrays), setting("target"))
     with _eager_lock:
         lowered = _eager.get(key)
         if lowered is None:
@@ -218,7 +231,8 @@ def apply(op: str, inputs: list, attrs: dict):
 
 def _one_op(op: str, inputs: list, attrs: dict, arrays: list[np.ndarray]):
     tracer = Tracer(
-        f"op_{op}", [(f"x{i}", a.shape, dtype_of(f"op.{op}", a)) for i, a in enumerate(arrays)]
+        f"op_{op}",
+        [(f"x{i}", shape_of(a), dtype_of(f"op.{op}", a)) for i, a in enumerate(arrays)],
     )
     tracer.graph.name = None
     tensors = iter(tracer.tensors())

@@ -60,17 +60,20 @@ def _arange(n):
 
 
 def _load(src, offset, shape, other):
+    """A block of the last ``len(shape)`` dims; the offset's leading indices (a sub-array,
+    ``As[j]``) are fixed."""
     dtype, ndim = src
-    if offset != ndim or len(shape) != ndim:
+    if offset != ndim or not 1 <= len(shape) <= ndim:
         raise RuleError(
-            f"a {ndim}-d array needs a {ndim}-d offset and shape, not {offset} and {len(shape)}"
+            f"a {ndim}-d array needs a {ndim}-d offset and a shape of at most {ndim} dims, not "
+            f"{offset} and {len(shape)}"
         )
     return Block(dtype, _shape(shape))
 
 
 def _store(dst, offset, t, mask):
     dtype, ndim = dst
-    if offset != ndim or len(t.shape) != ndim:
+    if offset != ndim or len(t.shape) > ndim:
         raise RuleError(
             f"storing a {len(t.shape)}-d tile into a {ndim}-d array at a {offset}-d offset"
         )
@@ -171,7 +174,9 @@ load_block = _tile(
     "tile.load_block",
     "src:array offset:index shape:shape other:value=0",
     _load,
-    "The block of `src` at `offset` (one index per dim); elements outside the array read `other`.",
+    "The block of `src` at `offset` (one index per dim); elements outside the array read "
+    "`other`. A shape of fewer dims than `src` is a block of its last dims, the offset's "
+    "leading indices fixed.",
     collective=True,
     grouped_only=True,
 )
@@ -179,8 +184,8 @@ store_block = declare(
     "tile.store_block",
     "dst:array offset:index t:tile mask:tile=None",
     "rule",
-    "Writes tile `t` into `dst` at `offset`; elements outside the array, or where `mask` "
-    "is False, are not written.",
+    "Writes tile `t` into `dst` at `offset` (leading indices fixed when `t` has fewer dims); "
+    "elements outside the array, or where `mask` is False, are not written.",
     tile=True,
     rule=_store,
     collective=True,

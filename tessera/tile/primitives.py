@@ -175,6 +175,13 @@ group_linear_id = declare(
     "The group's index in [0, grid_groups).",
     grouped_only=True,
 )
+group_count = declare(
+    "group_count",
+    "axis:axis",
+    "i64",
+    "The number of groups along `axis` of the launch grid (CUDA's gridDim); 1 past its dims.",
+    grouped_only=True,
+)
 group_tile_count = declare(
     "group_tile_count",
     "",
@@ -320,8 +327,9 @@ shuffle_up = declare(
 __all__ += [name for name, value in list(globals().items()) if isinstance(value, Primitive)]
 
 # ----------------------------------------------------------------------------- syntax forms
-# These have syntax of their own (a dtype subscript, slices, a loop, masks): the frontend
-# handles them directly and they have no generic IR node. They are declared for errors
+# These have syntax of their own (a dtype subscript, slices, a loop, masks), or expand to
+# kernel-language code (``tile.rand``: a Philox helper, the same on every target): the
+# frontend handles them directly and they have no generic IR node. They are declared for errors
 # outside kernels and for the docs.
 
 
@@ -355,6 +363,13 @@ alloc = _form(
     "A group-shared array of constant shape; contents undefined at group start.",
     grouped_only=True,
 )
+dynamic = _form(
+    "tshared.dynamic",
+    "[dtype](n)",
+    "A group-shared 1-D array of n elements, n a scalar parameter or a size symbol: sized at "
+    "launch (CUDA's extern __shared__), checked against shared= then.",
+    grouped_only=True,
+)
 copy_async = _form(
     "cp_async.shared.global_",
     "(dst, src)",
@@ -381,7 +396,29 @@ store = _form(
     "(a, index, value, mask=None)",
     "Explicit store; a masked-off lane writes nothing.",
 )
-__all__ += ["alloc", "copy_async", "range", "load", "store", "SyntaxForm", "SYNTAX_FORMS"]
+# Python's own print and assert, given kernel meanings (docs/language.md, "Printing and
+# asserting"): the frontend recognises the builtin and the statement, and these entries
+# give them their rows in the docs table.
+kernel_print = _form(
+    "print",
+    "(*values)",
+    "Prints constant strings and scalar values as Python does, after the lane's "
+    "`[group (g,) lane (l,)]` prefix; ordered by group then lane on cpu and debug.",
+)
+kernel_assert = _form(
+    "assert",
+    " cond, message",
+    "Checked on the debug target and in bounds-checked launches (a KernelAssertionError "
+    "naming group, lane and line); compiled out otherwise.",
+)
+rand = _form(
+    "tile.rand",
+    "(seed, offset)",
+    "A uniform f32 in [0, 1) from Philox 4x32-10: a pure function of (seed, offset), the "
+    "same on every target and the same stream as op.dropout.",
+)
+__all__ += ["alloc", "dynamic", "copy_async", "range", "load", "store", "rand", "SyntaxForm"]
+__all__ += ["SYNTAX_FORMS", "kernel_print", "kernel_assert"]
 
 
 def table() -> str:
@@ -413,7 +450,7 @@ class _Namespace:
         return f"<tessera namespace {self._name}>"
 
 
-tshared = _Namespace("tshared", alloc=alloc)
+tshared = _Namespace("tshared", alloc=alloc, dynamic=dynamic)
 cp_async = _Namespace(
     "cp_async", shared=_Namespace("cp_async.shared", global_=copy_async), wait=copy_wait
 )

@@ -63,6 +63,8 @@ def shared_sizes(kir: ir.KernelIR) -> list[tuple[ir.SharedAlloc, int | None]]:
     """Each allocation with its size in bytes (None while a dim is not yet constant)."""
     out = []
     for a in kir.allocs:
+        if a.dynamic:  # sized at launch (launch.check_dynamic_shared)
+            continue
         dims = [fold_int(d) if isinstance(d, ir.Expr) else d for d in a.shape]
         if any(d is None for d in dims) or isinstance(a.dtype, DTypeVar):  # T: bound per launch
             out.append((a, None))

@@ -5,8 +5,8 @@ A kernel chooses among variants with compile-time values, as Triton kernels do
 exist only at compile time, so every comparison of two strings is folded here, and an
 ``if`` (or ``a if c else b``) whose condition is now a constant keeps only the branch
 taken: the other is never typed or generated, so it may use what this variant lacks.
-Runs when the decorator runs (strings from module constants or a factory's closure) and
-again once constexpr parameters are bound.
+A printed string becomes text of its line. Runs when the decorator runs (strings from
+module constants or a factory's closure) and again once constexpr parameters are bound.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ def _block(kir: ir.KernelIR, body: list[ir.Stmt]) -> list[ir.Stmt]:
                 setattr(s, f.name, _expr(kir, value))
             elif isinstance(value, list) and any(isinstance(v, ir.Expr) for v in value):
                 setattr(s, f.name, [_expr(kir, v) if isinstance(v, ir.Expr) else v for v in value])
+        if isinstance(s, ir.Print):  # a string constexpr printed: text of the line
+            s.items = [i.value if _is_str(i) else i for i in s.items]
         for b in list(s.bodies()):
             b[:] = _block(kir, b)
         if isinstance(s, ir.If) and isinstance(s.cond, ir.Const):
@@ -65,3 +67,7 @@ def _expr(kir: ir.KernelIR, e: ir.Expr) -> ir.Expr:
 
 def _is_bool(e: ir.Expr) -> bool:
     return isinstance(e, ir.Const) and isinstance(e.value, bool)
+
+
+def _is_str(e: object) -> bool:
+    return isinstance(e, ir.Const) and isinstance(e.value, str)

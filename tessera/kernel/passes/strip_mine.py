@@ -12,7 +12,8 @@ lane, are::
 
 whose body becomes a lane loop over consecutive elements. The rewrite is exact when the
 bounds do not change inside the loop, the body does not leave the loop early, and ``j``
-is not read after the loop; anything else is left alone.
+is not read after the loop, and the body does not print (which would reorder its lines);
+anything else is left alone.
 """
 
 from __future__ import annotations
@@ -111,8 +112,8 @@ def _eligible(s: ir.For, lanes, u, assigned, outside_reads, lane_names) -> bool:
     offset = _lane_offset(s.start, lane_names)
     if offset is None or not _stable(offset, u, assigned) or not _stable(s.stop, u, assigned):
         return False
-    if s.var in outside_reads or ir.contains_collective(s.body):
-        return False
+    if s.var in outside_reads or ir.contains_collective(s.body) or ir.prints(s.body):
+        return False  # (a print's lines come lane after lane: docs/language.md)
     return not _leaves_early(s.body)
 
 

@@ -117,7 +117,7 @@ def _check(kir: ir.KernelIR, body: list[ir.Stmt], why: SourceLoc | None, u: Unif
             if isinstance(s, ir.For):
                 operands = [s.start, s.stop, s.step]
             elif isinstance(s, ir.CopyAsync):
-                operands = s.starts + [e for e in s.stops if e is not None]
+                operands = s.starts + [e for e in s.stops if e is not None] + s.dst_lead
             if ir.is_tile_statement(s):  # a tile is one value for the group
                 _check_tile_operands(kir, s, u)
             for e in operands:

@@ -39,6 +39,12 @@ def _group_id(cg, call, site):
     return cg.group_axis(call.args[0].value)
 
 
+@common(P.group_count)
+def _group_count(cg, call, site):
+    axis = call.args[0].value
+    return f"np.int64(_N{axis})" if axis < cg.grid_ndim else "np.int64(1)"
+
+
 @common(P.group_tile_count)
 def _group_tile_count(cg, call, site):
     return f"np.int64({cg.lanes})"
@@ -76,8 +82,10 @@ def _offsets(cg, offset) -> list[str]:
 
 
 def _positions(cg, array: str, offsets: list[str]) -> tuple[str, str]:
-    """(the array index, the in-bounds condition) of the current element of a block."""
-    pos = [f"{o} + {e}" for o, e in zip(offsets, cg.element)]
+    """(the array index, the in-bounds condition) of the current element of a block; the
+    offsets before the block's dims are fixed indices (a block of a sub-array)."""
+    lead = len(offsets) - len(cg.element)
+    pos = offsets[:lead] + [f"{o} + {e}" for o, e in zip(offsets[lead:], cg.element)]
     inside = " and ".join(f"0 <= {p} < {array}.shape[{d}]" for d, p in enumerate(pos))
     return ", ".join(f"np.uint64({p})" for p in pos), inside
 
@@ -91,14 +99,20 @@ def _load_block(cg, call, site):
     offsets = _offsets(cg, offset)
     cg.emit(f"_fv = {cg.conv(cg.expr(other), other.type, ScalarType(t.dtype))}", call.loc)
     dest = cg.name(site.target)
+    lead = len(offsets) - len(t.shape)  # fixed leading indices: a block of a sub-array
     whole = " and ".join(
-        f"0 <= {o} and {o} + {n} <= {array}.shape[{d}]"
-        for d, (o, n) in enumerate(zip(offsets, t.shape))
+        [f"0 <= {o} < {array}.shape[{d}]" for d, o in enumerate(offsets[:lead])]
+        + [
+            f"0 <= {o} and {o} + {n} <= {array}.shape[{lead + d}]"
+            for d, (o, n) in enumerate(zip(offsets[lead:], t.shape))
+        ]
     )
     dtype = cg.types[src.name].dtype
 
     def inside():
-        index = ", ".join(f"np.uint64({o} + {e})" for o, e in zip(offsets, cg.element))
+        fixed = [f"np.uint64({o})" for o in offsets[:lead]]
+        moving = [f"np.uint64({o} + {e})" for o, e in zip(offsets[lead:], cg.element)]
+        index = ", ".join(fixed + moving)
         element = cg.load_storage(f"{array}[{index}]", dtype)
         cg.emit(f"{dest}[{', '.join(cg.element)}] = {element}")
 

@@ -24,7 +24,7 @@ from ...tile import primitives as P
 from .. import ir
 from ..ir import ArrayType, ScalarType, TileType
 from ..typer import concrete, promote
-from . import integers, own_math, semantics
+from . import integers, own_math, printing, semantics
 from .target import Target
 from .tile_source import TileSource
 
@@ -76,6 +76,8 @@ class SourceEmitter(TileSource):
 
     # math functions the target's Numba has under another name (default: math.<name>)
     math_functions: dict[str, str] = {}
+    # whether bounds-checked launches (TESSERA_BOUNDSCHECK) check this target's code
+    checked_launches = True
     # integer operations computed by calling a rule of integers.py (by operator)
     integer_rules = frozenset({"<<", ">>", "**", "//", "%", "abs"})
 
@@ -89,8 +91,10 @@ class SourceEmitter(TileSource):
         self.indent = 0
         self.tile = kir.tile_shape
         self.lanes = math.prod(self.tile) if kir.grouped else 1
+        self.checked = kir.boundscheck and self.checked_launches  # indices and asserts
         # with bounds checks on: (array, axis, rank, loc) of each checked index, by site
         self.check_sites: list[tuple[str, int, int, object]] = []
+        self.assert_sites: list[tuple[str, object]] = []  # (message, loc) of each assert
 
     # ------------------------------------------------------------------ target hooks
     def collective(self, s: ir.Stmt) -> None:
@@ -101,6 +105,32 @@ class SourceEmitter(TileSource):
         """The target's lowering of a primitive call: the code of its value, or (a
         collective, ``site`` its statement) None after emitting its statements."""
         return self.target.lowering(self.kir.name, call)(self, call, site)
+
+    def print_line(self, s: ir.Print) -> None:
+        """``print``: through Numba's print, the prefix made a string of its own (Numba
+        separates items by a space, and the prefix's ids are not separated)."""
+        pieces = printing.prefix_template(self.kir, self.grid_ndim).split("{}")
+        prefix = repr(pieces[0])
+        for code, piece in zip(self.print_ids(), pieces[1:]):
+            prefix += f" + str({code}) + {piece!r}"
+        items = [repr(i) if isinstance(i, str) else self.expr(i) for i in s.items]
+        self.emit(f"print({', '.join([prefix, *items])})", s.loc)
+
+    def check_assert(self, s: ir.Assert) -> None:
+        """A checked ``assert``: a failure raises AssertionError(site, *ids), which the
+        program turns into a KernelAssertionError naming the lane and the line."""
+        site = len(self.assert_sites)
+        self.assert_sites.append((s.message, s.loc))
+        self.emit(f"if not {self.truth(s.cond)}:", s.loc)
+        self.emit(f"    raise AssertionError({', '.join([str(site), *self.print_ids()])})")
+
+    def print_ids(self) -> list[str]:
+        """The code of the ids a print's prefix shows: the group's then the lane's (a
+        grouped kernel), or the tile's (a flat one)."""
+        if not self.kir.grouped:
+            return [self.lane_id(d) for d in range(self.grid_ndim)]
+        groups = [self.group_axis(d) for d in range(self.grid_ndim)]
+        return groups + [self.lane_id(d) for d in range(len(self.tile))]
 
     # ------------------------------------------------------------------ shared helpers
     def kernel_args(self) -> list[str]:
@@ -126,6 +156,11 @@ class SourceEmitter(TileSource):
         names, the number of sliced axes and, in terms of ``_q<d>`` (the destination
         index), the source index and the in-range conditions."""
         dst, src = self.name(s.dst.name), self.name(s.src.name)
+        if s.dst_lead:  # ``As[j]``: the copy fills a sub-array (a view of the shared array)
+            i64 = ScalarType(D.i64)
+            lead = [self.conv(self.expr(e), e.type, i64) for e in s.dst_lead]
+            self.emit(f"_cpd = {dst}[{', '.join(lead)}]")
+            dst = "_cpd"
         src_t = self.types[s.src.name]
         sliced = s.sliced or [True] * src_t.ndim
         starts = s.starts or [ir.Const(s.loc, 0)] * src_t.ndim
@@ -152,12 +187,19 @@ class SourceEmitter(TileSource):
         """The shape of the shared array a variable holds; every candidate must agree
         (a variable bound by swapping shared arrays may hold any of its kind)."""
         t = self.types[var]
+        if any(a.dynamic for a in self.kir.allocs if a.target == var):
+            raise KernelError(
+                self.kir.name,
+                f"'{var}' is a tshared.dynamic array, sized at launch; this needs a shared array "
+                "of constant shape (tshared.alloc)",
+                at.loc,
+            )
         shapes = {tuple(int(x) for x in a.shape) for a in self.kir.allocs if a.target == var}
         if not shapes:
             shapes = {
                 tuple(int(x) for x in a.shape)
                 for a in self.kir.allocs
-                if len(a.shape) == t.ndim and a.dtype == t.dtype
+                if len(a.shape) == t.ndim and a.dtype == t.dtype and not a.dynamic
             }
         if len(shapes) != 1:
             raise KernelError(
@@ -275,6 +317,11 @@ class SourceEmitter(TileSource):
         elif isinstance(s, (ir.For, ir.While)):
             self.loop_header(s)
             self.nested(lambda: self.lane_block(s.body))
+        elif isinstance(s, ir.Print):
+            self.print_line(s)
+        elif isinstance(s, ir.Assert):
+            if self.checked:  # compiled out unless checks are on
+                self.check_assert(s)
         elif isinstance(s, ir.Break):
             self.emit("break", s.loc)
         elif isinstance(s, ir.Continue):
@@ -309,7 +356,7 @@ class SourceEmitter(TileSource):
         # Unsigned indices: Tessera has no negative-index wraparound (a negative index is
         # out of bounds, as on a GPU), and without Numba's wraparound select LLVM
         # vectorises guarded loads and stores.
-        if not self.kir.boundscheck:
+        if not self.checked:
             return ", ".join(f"np.uint64({self.expr(i)})" for i in indices)
         out = []
         for axis, i in enumerate(indices):

@@ -99,6 +99,15 @@ class Target:
     def synchronize(self) -> None:
         """Wait until this target's queued work is done (synchronous targets: nothing)."""
 
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype):
+        """A new array in the memory this target's device arrays live in (the operator
+        layer's buffers when its arguments are device arrays); host targets: NumPy's."""
+        return np.empty(shape, dtype)
+
+    def from_host(self, array: np.ndarray):
+        """``array`` copied into that memory (host targets: ``array`` itself)."""
+        return array
+
     def stream_scope(self, name: str):
         """A context in which this thread's launches go to the stream called ``name``
         (``tessera.graph.stream``); a synchronous target's launches are ordered anyway."""

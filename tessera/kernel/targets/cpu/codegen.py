@@ -67,6 +67,10 @@ class CpuCodegen(SourceEmitter):
         self.emit("for _c in _prange(_nchunks):")
         self.indent += 1
         for a in self.kir.allocs:
+            if a.dynamic:  # sized by a launch argument: on the heap, once per chunk
+                size = f"np.int64({self.name(a.shape[0].name)})"
+                self.emit(f"_sh{a.slot} = np.empty({size}, {self.storage(a.dtype)})", a.loc)
+                continue
             shape = tuple(int(x) for x in a.shape)
             self.emit(f"_sh{a.slot} = {self.scratch_array(shape, self.storage(a.dtype))}", a.loc)
         for v in sorted(self.lane_arrays):
@@ -144,6 +148,7 @@ class CpuCodegen(SourceEmitter):
         return (
             len(self.tile) > 1
             and isinstance(item.stmt, ir.For)
+            and not ir.prints(item.stmt.body)  # lines stay in lane order
             and len(item.body) == 1
             and isinstance(item.body[0], LaneRegion)
         )

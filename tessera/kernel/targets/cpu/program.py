@@ -29,9 +29,10 @@ import numpy as np
 from .... import stats
 from ....errors import OutOfBoundsError
 from ....observers import stage
-from ... import disk_cache
+from ... import disk_cache, ir
 from ...ir import TileType
 from ...pipeline import Specialised
+from .. import printing
 from ..target import Target
 from . import native, runtime
 from .codegen import CpuCodegen
@@ -59,6 +60,7 @@ class CpuProgram:
         codegen = CpuCodegen(spec.kir, spec.schedule, grid_ndim, target)
         self.source = codegen.generate()
         self.check_sites = codegen.check_sites
+        self.assert_sites = codegen.assert_sites
         self.stack_arrays = codegen.stack_arrays
         self.filename = codegen.source_file("cpu")
         self.grouped = spec.kir.grouped
@@ -67,6 +69,7 @@ class CpuProgram:
             isinstance(t, TileType) and math.prod(t.shape) >= HEAVY_TILE
             for t in spec.kir.var_types.values()
         )
+        self.prints = ir.prints(spec.kir.body)
         self._entries: dict[bool, object] = {}  # variant → the compiled function
         self._dispatchers: dict[bool, tuple] = {}  # variant → (dispatcher, signature)
         self._watch_shape = self.grouped  # until this kernel's starved launch is reported
@@ -168,7 +171,9 @@ class CpuProgram:
         return args + grid + (max(chunks, 1),)
 
     def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
-        if self.heavy_groups and not parallel:
+        if self.prints:  # one core, groups in order: the lines come out in order
+            parallel = False
+        elif self.heavy_groups and not parallel:
             parallel = math.prod(grid) > 1
         if self._watch_shape:
             groups = math.prod(grid)
@@ -233,6 +238,10 @@ class CheckedProgram(CpuProgram):
         work = [a.copy() if p.mutable else a for p, a in zip(arrays, args)]
         try:
             self.run_variant(tuple(work) + args[len(arrays) :], grid, False)
+        except AssertionError as exc:  # raised by a checked assert: (site, *ids)
+            site, *ids = exc.args
+            message, loc = self.assert_sites[site]
+            raise printing.assertion_failed(kir, message, loc, ids, self.grid_ndim) from None
         except IndexError as exc:
             if len(exc.args) != 3:
                 raise

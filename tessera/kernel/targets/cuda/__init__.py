@@ -85,6 +85,12 @@ class CudaTarget(Target):
         if gpu_work_queued():
             synchronize_device()
 
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype):
+        return cuda_module().device_array(shape, dtype)
+
+    def from_host(self, array: np.ndarray):
+        return cuda_module().to_device(np.ascontiguousarray(array))
+
     def stream_scope(self, name: str):
         return stream(name)  # the named stream, made once (streams.py)
 

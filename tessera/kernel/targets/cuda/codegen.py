@@ -18,6 +18,7 @@ from ... import ir
 from ...ir import TileType
 from ...passes.prefetch import keep_in_flight
 from ...typer import concrete
+from .. import printing
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
 from .rounding import PRODUCTS
@@ -32,6 +33,7 @@ class CudaCodegen(SourceEmitter):
     # integer division and abs stay the hardware's (no trap on a GPU): calling a rule's
     # device function would need a GPU to compile, and PTX is made without one
     integer_rules = frozenset({"<<", ">>", "**"})
+    checked_launches = False  # bounds checks and asserts are the CPU's and debug's
 
     def __init__(
         self,
@@ -114,9 +116,12 @@ class CudaCodegen(SourceEmitter):
         self.unflatten("_g", "_g", [f"_N{d}" for d in range(self.grid_ndim)])
         self.emit(f"s_grid_groups = {' * '.join(f'_N{d}' for d in range(self.grid_ndim))}")
         sizes = [
-            (a, math.prod(int(x) for x in a.shape) * a.dtype.itemsize) for a in self.kir.allocs
+            (a, math.prod(int(x) for x in a.shape) * a.dtype.itemsize)
+            for a in self.kir.allocs
+            if not a.dynamic
         ]
-        if sum(n for _, n in sizes) <= STATIC_SHARED_LIMIT:
+        dynamic = self.kir.dynamic_alloc
+        if dynamic is None and sum(n for _, n in sizes) <= STATIC_SHARED_LIMIT:
             for a, _ in sizes:
                 shape = tuple(int(x) for x in a.shape)
                 self.emit(
@@ -137,6 +142,12 @@ class CudaCodegen(SourceEmitter):
                 view += f".reshape({shape})"
             self.emit(f"_sh{a.slot} = {view}", a.loc)
             offset += -(-nbytes // 16) * 16
+        if dynamic is not None:  # last: its size is the launch's (program.py adds it)
+            start = offset // dynamic.dtype.itemsize
+            dtype = "_dt_" + self.storage(dynamic.dtype).removeprefix("np.")
+            size = self.name(dynamic.shape[0].name)
+            view = f"cuda.shared.array(0, {dtype})[{start}:{start} + {size}]"
+            self.emit(f"_sh{dynamic.slot} = {view}", dynamic.loc)
         self.dynamic_shared_bytes = offset
 
     # ------------------------------------------------------------------ numbering
@@ -177,6 +188,13 @@ class CudaCodegen(SourceEmitter):
             target = self.conv(code, t, self.types[site.target])
             self.emit(f"{self.name(site.target)} = {target}", site.loc)
 
+    # ------------------------------------------------------------------ print
+    def print_line(self, s: ir.Print) -> None:
+        """One ``vprintf`` of the whole line (printf.py)."""
+        template = printing.template(self.kir, self.grid_ndim, s)
+        values = self.print_ids() + [self.expr(i) for i in s.items if not isinstance(i, str)]
+        self.emit(f"_printf({template!r}, ({', '.join(values)},))", s.loc)
+
     # ------------------------------------------------------------------ tiles
     def element_loops(self, shape: tuple[int, ...], body) -> None:
         """Every lane computes its share of a tile's elements; then the group waits, so
@@ -201,7 +219,10 @@ class CudaCodegen(SourceEmitter):
     def arith(self, a: str, op: str, b: str, t: ir.Type) -> str:
         """A float product is rounded on its own, never contracted into an FMA
         (rounding.py); everything else as on every target."""
-        product = PRODUCTS.get(concrete(t).dtype) if op == "*" and not self.simulated else None
+        dtype = concrete(t).dtype
+        if dtype in D.COMPUTED_IN_F32:  # f16/bf16 arithmetic is f32 arithmetic, rounded later
+            dtype = D.f32
+        product = PRODUCTS.get(dtype) if op == "*" and not self.simulated else None
         if product is not None:
             return f"{product}({a}, {b})"
         return super().arith(a, op, b, t)

@@ -21,7 +21,7 @@ from ....observers import stage
 from ...pipeline import Specialised
 from ..target import Target
 from . import runtime
-from .codegen import FLAT_BLOCK, CudaCodegen
+from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
 from .runtime import cuda_module, simulating
 from .streams import current_stream, note_gpu_work
 
@@ -108,6 +108,12 @@ class CudaProgram:
         self.align_params = codegen.align_params
         self.source = codegen.generate()
         self.dynamic_shared_bytes = codegen.dynamic_shared_bytes  # known once generated
+        dynamic = spec.kir.dynamic_alloc  # tshared.dynamic: its bytes come with the launch
+        self.dynamic_size = (
+            None
+            if dynamic is None
+            else (spec.kir.call_arg_index(dynamic.shape[0].name), dynamic.dtype.itemsize)
+        )
         self.scratch_bytes = sum(
             size * (8 if dt.endswith("64") else 4 if dt.endswith("32") else 2)
             for dt, size in codegen.scratch.items()
@@ -170,9 +176,13 @@ class CudaProgram:
                 args[k] = cuda.to_device(args[k])
         aligned = [_aligned4(args[k]) for k in self._align_positions()]
         note_gpu_work()
-        if self.dynamic_shared_bytes:
-            self._opt_in_dynamic_shared(args, grid, aligned)
-        launch = self._kernel[blocks, threads, stream, self.dynamic_shared_bytes]
+        shared = self.dynamic_shared_bytes
+        if self.dynamic_size is not None:
+            index, itemsize = self.dynamic_size
+            shared += int(args[index]) * itemsize
+        if shared > STATIC_SHARED_LIMIT:  # above 48 KiB a kernel must opt in
+            self._opt_in_dynamic_shared(args, grid, aligned, shared)
+        launch = self._kernel[blocks, threads, stream, shared]
         if first and not self.simulated:  # numba-cuda compiles on the first call
             start = time.perf_counter()
             with stage("compile", self.kir.name, step="numba-cuda (first launch)"):
@@ -188,18 +198,18 @@ class CudaProgram:
         for original, copy in write_back:
             original[...] = copy
 
-    def _opt_in_dynamic_shared(self, args, grid, aligned) -> None:
+    def _opt_in_dynamic_shared(self, args, grid, aligned, shared: int) -> None:
         """Above 48 KiB a kernel must opt in to its dynamic shared memory
         (cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES) and fit the device's limit.
         Written against the CUDA driver API; not yet run on a GPU."""
-        if self.simulated or getattr(self, "_opted_in", False):
+        if self.simulated or getattr(self, "_opted_in", 0) >= shared:
             return
         cuda = cuda_module()
         device = cuda.get_current_device()
         limit = device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-        if self.dynamic_shared_bytes > limit:
+        if shared > limit:
             raise TesseraError(
-                f"kernel '{self.kir.name}' needs {self.dynamic_shared_bytes} bytes of shared "
+                f"kernel '{self.kir.name}' needs {shared} bytes of shared "
                 f"memory per group; this GPU allows at most {limit}"
             )
         from cuda.bindings import driver as cu
@@ -209,10 +219,8 @@ class CudaProgram:
         compiled = self._kernel.compile(signature)
         function = compiled._codelibrary.get_cufunc()
         attribute = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        driver.cuKernelSetAttribute(
-            attribute, self.dynamic_shared_bytes, function.handle, device.id
-        )
-        self._opted_in = True
+        driver.cuKernelSetAttribute(attribute, shared, function.handle, device.id)
+        self._opted_in = shared
 
     @staticmethod
     def device_arch() -> str:

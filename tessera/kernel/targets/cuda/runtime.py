@@ -14,7 +14,7 @@ import numpy as np
 
 from ....errors import TesseraError
 from .. import integers, own_math, semantics
-from . import async_copy, atomics, mma, rounding
+from . import async_copy, atomics, mma, printf, rounding
 
 
 def cuda_module():
@@ -126,12 +126,17 @@ def namespace(async_copies: bool) -> dict:
         "_fmin": semantics.jitted().fmin,
         "_tree_reduce": semantics.jitted().tree_reduce,
     }
-    names.update(integers.functions(lambda fn: fn if simulated else cuda.jit(device=True)(fn)))
+    names.update(
+        integers.functions(
+            lambda fn: fn if simulated else cuda.jit(device=True, inline="always")(fn)
+        )
+    )
     names.update(_bf16_conversions(cuda, simulated))
     names.update(_own_math(cuda, simulated))
     if not simulated:
         names.update(rounding.functions())
     names.update(atomics.namespace(cuda, simulated, names["_b2f"], names["_f2b"]))
+    names.update(printf.namespace(simulated))
     # dynamic shared arrays take dtype instances (the simulator needs .itemsize)
     for t in ("float16", "float32", "float64", "int8", "int16", "int32", "int64"):
         names[f"_dt_{t}"] = np.dtype(t)

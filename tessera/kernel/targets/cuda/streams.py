@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 
 from ....errors import TesseraError
+from ... import stream_scope
 from .runtime import cuda_module, simulating
 
 _local = threading.local()
@@ -74,20 +75,38 @@ def stream(name: str | None = None) -> Iterator[object]:
 
     With a name, the same stream every time; without, a new one. Yields the numba-cuda
     stream (``.synchronize()``, ``.record()`` via events)."""
-    make = _cuda().stream if _streams_usable() else functools.partial(HostStream, name)
-    if name is None:
-        s = make()
-    else:
-        with _lock:
-            s = _named.get(name)
-            if s is None:
-                s = _named[name] = make()
+    s = _new_stream(None) if name is None else named_stream(name)
     stack = _local.__dict__.setdefault("streams", [])
     stack.append(s)
     try:
         yield s
     finally:
         stack.pop()
+
+
+def _new_stream(name: str | None) -> object:
+    return _cuda().stream() if _streams_usable() else HostStream(name)
+
+
+def named_stream(name: str) -> object:
+    """The stream called ``name``: made on first use, the same one after."""
+    with _lock:
+        s = _named.get(name)
+        if s is None:
+            s = _named[name] = _new_stream(name)
+        return s
+
+
+def collective_stream() -> object:
+    """The stream a collective on device arrays is enqueued on: the current stream of
+    ``tessera.stream()``, else the one ``graph.stream(name)`` names, else 0 (the default
+    stream)."""
+    s = current_stream()
+    if s == 0:
+        name = stream_scope.current()
+        if name is not None:
+            s = named_stream(name)
+    return s
 
 
 class Event:

@@ -16,6 +16,7 @@ from ....errors import KernelArithmeticError, KernelError
 from ... import ir
 from ...ir import ArrayType, ScalarType
 from ...typer import concrete
+from .. import printing
 from ..target import Target
 from . import codegen_expr, tiles
 from .runtime import Who
@@ -111,6 +112,10 @@ class Compiler:
             return alloc
         if isinstance(s, ir.CopyAsync):
             return self.copy_async(s)
+        if isinstance(s, ir.Print):
+            return self.print_line(s)
+        if isinstance(s, ir.Assert):
+            return self.checked_assert(s)
         raise KernelError(
             self.kir.name, f"internal: no debug lowering for {type(s).__name__}", s.loc
         )
@@ -253,6 +258,7 @@ class Compiler:
         i64 = ScalarType(D.i64)
         starts = [convert(self.expr(e), e.type, i64) for e in s.starts]
         stops = [None if e is None else convert(self.expr(e), e.type, i64) for e in s.stops]
+        lead = [convert(self.expr(e), e.type, i64) for e in s.dst_lead]
 
         def run_gen(frame):
             args = (
@@ -260,11 +266,39 @@ class Compiler:
                 frame.vars[s.src.name],
                 tuple(int(st(frame)) for st in starts),
                 tuple(None if sp is None else int(sp(frame)) for sp in stops),
+                tuple(int(x(frame)) for x in lead),
             )
             yield ("copy", s, args)
             return None
 
         return run_gen
+
+    def print_line(self, s: ir.Print):
+        """The line the CPU target prints (printing.py), to ``sys.stdout``."""
+        items = [i if isinstance(i, str) else self.expr(i) for i in s.items]
+        grouped = self.kir.grouped
+
+        def run(frame):
+            ids = frame.group_ids + frame.lane_ids if grouped else frame.lane_ids
+            ndim = len(frame.group_ids if grouped else frame.lane_ids)
+            prefix = printing.prefix_template(self.kir, ndim).format(*ids)
+            texts = [i if isinstance(i, str) else printing.value_text(i(frame)) for i in items]
+            print(prefix, *texts)
+
+        return run
+
+    def checked_assert(self, s: ir.Assert):
+        """Always checked: the debug target is where kernels are checked."""
+        cond = self.truth(s.cond)
+        grouped, message, loc = self.kir.grouped, s.message, s.loc
+
+        def run(frame):
+            if not cond(frame):
+                ids = frame.group_ids + frame.lane_ids if grouped else frame.lane_ids
+                ndim = len(frame.group_ids if grouped else frame.lane_ids)
+                raise printing.assertion_failed(self.kir, message, loc, ids, ndim)
+
+        return run
 
     # ------------------------------------------------------------------ expressions
     def truth(self, e: ir.Expr):

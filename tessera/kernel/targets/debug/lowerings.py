@@ -46,6 +46,12 @@ def _group_id(c, call, site):
     return lambda f: np.int64(f.group_ids[axis] if axis < len(f.group_ids) else 0)
 
 
+@lowering(P.group_count)
+def _group_count(c, call, site):
+    axis = call.args[0].value
+    return lambda f: np.int64(f.vars["__grid__"][axis] if axis < len(f.group_ids) else 1)
+
+
 @lowering(P.group_tile_count)
 def _group_tile_count(c, call, site):
     size = np.int64(np.prod(c.kir.tile_shape))

@@ -62,6 +62,7 @@ class DebugProgram:
             env[s] = np.int64(v)
         if kir.grouped:
             env["grid_groups"] = np.int64(math.prod(grid))
+            env["__grid__"] = tuple(np.int64(g) for g in grid)
             self._run_groups(env, grid)
         else:
             self._run_flat(env, grid)
@@ -80,7 +81,7 @@ class DebugProgram:
             shared = [
                 SharedArray(
                     a.target,
-                    tuple(int(d) for d in a.shape),
+                    tuple(int(env[d.name] if a.dynamic else d) for d in a.shape),
                     _STORAGE.get(a.dtype.name, a.dtype.np_dtype),
                 )
                 for a in self.kir.allocs
@@ -172,12 +173,12 @@ class _GroupRun:
         return [None] * len(self.frames)
 
     def _copy(self, stmt: ir.CopyAsync, args) -> None:
-        dst, src, starts, stops = args
+        dst, src, starts, stops, lead = args
         who = self.group_who(stmt.loc)
         sliced = stmt.sliced or [True] * src.data.ndim
         starts = starts or (0,) * src.data.ndim
         stops = stops or (None,) * src.data.ndim
-        for q in np.ndindex(*dst.shape):
+        for q in np.ndindex(*dst.shape[len(lead) :]):
             index, inside, k = [], True, 0
             for axis, is_slice in enumerate(sliced):
                 end = src.shape[axis] if stops[axis] is None else min(stops[axis], src.shape[axis])
@@ -186,7 +187,7 @@ class _GroupRun:
                 inside = inside and 0 <= i < end
                 index.append(i)
             value = src.data[tuple(index)] if inside else 0
-            dst.copy_in(q, value, who)
+            dst.copy_in(lead + q, value, who)  # a sub-array's copy: its fixed indices first
 
 
 def _same_args(a, b) -> bool:

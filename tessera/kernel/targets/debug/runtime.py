@@ -230,6 +230,7 @@ class SharedArray(CheckedArray):
 
     def copy_in(self, idx: tuple[int, ...], value: object, who: Who) -> None:
         """One element of a cp_async copy: written now, readable after completion."""
+        idx = self.check_index(idx, who)  # a sub-array's fixed index may be outside
         self._check_pending(idx, who, "cp_async write")
         self._log(idx, who, WRITE)
         self._written(idx)

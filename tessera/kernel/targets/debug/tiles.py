@@ -107,8 +107,10 @@ def storage_of(src, dst_dtype):
 
 def block_positions(offset: tuple[int, ...], shape: tuple[int, ...], extent: tuple[int, ...]):
     """Each element index of a block at ``offset``, with its array index when the element
-    lies inside an array of ``extent`` (None outside)."""
+    lies inside an array of ``extent`` (None outside). Offsets before the block's dims
+    are fixed indices (a block of a sub-array, ``As[j]``)."""
+    lead = len(offset) - len(shape)
     for index in np.ndindex(*shape):
-        pos = tuple(o + i for o, i in zip(offset, index))
+        pos = offset[:lead] + tuple(o + i for o, i in zip(offset[lead:], index))
         inside = all(0 <= p < n for p, n in zip(pos, extent))
         yield index, (pos if inside else None)
