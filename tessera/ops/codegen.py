@@ -266,6 +266,10 @@ def _batch_index(shape: tuple[int, ...], batch: list[int]) -> str:
     return "0" if math.prod(batch) == 1 else broadcast_index(shape, tuple(batch), "z")
 
 
+def _times(index: str, rows: int) -> str:
+    return "0" if index == "0" else f"{index} * {rows}"
+
+
 def _plus(offset: str, start: str) -> str:
     return start if offset == "0" else f"{offset} + {start}"
 
@@ -302,22 +306,22 @@ def matmul(group: Group, name: str) -> Source:
     rows_a, rows_b = a.shape[-2], b.shape[-2]
     if trans_a:
         em.emit(
-            f"xt = tile.load_block({pa}, ({_plus(f'{za} * {rows_a}', 'k0')}, m0), ({bk}, {bm}))", 2
+            f"xt = tile.load_block({pa}, ({_plus(_times(za, rows_a), 'k0')}, m0), ({bk}, {bm}))", 2
         )
         _zero_past_k(em, "xt", za != "0" and ragged_k, k, bk, a.dtype)
         em.emit("x = xt.T", 2)
     else:
         em.emit(
-            f"x = tile.load_block({pa}, ({_plus(f'{za} * {rows_a}', 'm0')}, k0), ({bm}, {bk}))", 2
+            f"x = tile.load_block({pa}, ({_plus(_times(za, rows_a), 'm0')}, k0), ({bm}, {bk}))", 2
         )
     if trans_b:
         em.emit(
-            f"yt = tile.load_block({pb}, ({_plus(f'{zb} * {rows_b}', 'n0')}, k0), ({bn}, {bk}))", 2
+            f"yt = tile.load_block({pb}, ({_plus(_times(zb, rows_b), 'n0')}, k0), ({bn}, {bk}))", 2
         )
         em.emit("y = yt.T", 2)
     else:
         em.emit(
-            f"y = tile.load_block({pb}, ({_plus(f'{zb} * {rows_b}', 'k0')}, n0), ({bk}, {bn}))", 2
+            f"y = tile.load_block({pb}, ({_plus(_times(zb, rows_b), 'k0')}, n0), ({bk}, {bn}))", 2
         )
         _zero_past_k(em, "y", zb != "0" and ragged_k, k, bk, b.dtype)
     em.emit("acc = tile.dot(x, y, acc)", 2)
@@ -392,13 +396,13 @@ def _tile_load(em: _Emitter, v: Value, shape, block) -> str:
     kind, vbatch = epilogue_layout(v.shape, tuple(shape))
     z = _batch_index(vbatch, batch)
     if kind == "full":
-        at = f"({_plus(f'{z} * {m}', 'm0')}, n0)"
+        at = f"({_plus(_times(z, m), 'm0')}, n0)"
         code = f"tile.load_block({em.arg(v, flat=False)}, {at}, ({bm}, {bn}))"
     elif kind == "row":
-        at = f"({_plus(f'{z} * {n}', 'n0')},)"
+        at = f"({_plus(_times(z, n), 'n0')},)"
         code = f"tile.load_block({em.arg(v, flat=True)}, {at}, ({bn},))[None, :]"
     elif kind == "col":
-        at = f"({_plus(f'{z} * {m}', 'm0')},)"
+        at = f"({_plus(_times(z, m), 'm0')},)"
         code = f"tile.load_block({em.arg(v, flat=True)}, {at}, ({bm},))[:, None]"
     else:  # a single element
         code = f"tile.load_block({em.arg(v, flat=True)}, ({z},), (1,))[None, :]"

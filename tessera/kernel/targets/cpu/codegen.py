@@ -19,7 +19,7 @@ from ...passes.regions import GroupIf, GroupLoop, LaneRegion, Schedule
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
 
-STACK_BYTES = 64 * 1024  # per-chunk arrays up to this size live on the worker's stack
+STACK_BYTES = 256 * 1024  # per-chunk arrays up to this size live on the worker's stack
 
 
 class CpuCodegen(SourceEmitter):
