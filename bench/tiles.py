@@ -257,12 +257,16 @@ def math_cases(name: str, x: np.ndarray) -> list[Case]:
     ]
     if ufunc is not None:
         cases.append(checked("numpy", lambda: ufunc(x, out=outs["numpy"]), outs, want, 1e-6))
+    if x.size > 2**20:  # the memory's bound: a copy reads and writes as many bytes
+        copied = np.zeros_like(x)
+        cases.append(Case("copy", lambda: np.copyto(copied, x), lambda: copied, x, rtol=0.0))
     return cases
 
 
 def flat_math(quick: bool, rng: np.random.Generator) -> list[Record]:
     """Each own math function in a flat kernel beside the scalar libm loop and NumPy: on an
-    in-cache array (2^14, bound by the arithmetic) and a large one."""
+    in-cache array (2^14, bound by the arithmetic) and a large one, where a plain copy of
+    the array (NumPy's ``copyto``) shows what the memory allows."""
     records = []
     for name, (*_, inputs, _exact) in FLAT_MATH.items():
         for size, where in ((2**14, ", in cache"), (2**20 if quick else 2**24, "")):
