@@ -239,12 +239,7 @@ class Frontend(CallLowering, PrintLowering, ValueLowering, ViewLowering):
                 held = self.assign_temps(pre, parts, loc)
                 temps.append(self.rebuild_value(v, held))
                 continue
-            if isinstance(v, (ir.Const, ir.Shape)):
-                temps.append(v)
-                continue
-            t = self.fresh("t")
-            pre.append(ir.Assign(loc, t, v))
-            temps.append(ir.Name(loc, t))
+            temps.extend(self.assign_temps(pre, [v], loc))
         for tgt, v in zip(elts, temps):
             if isinstance(v, SMALL) or isinstance(tgt, ast.Tuple):
                 if isinstance(tgt, ast.Tuple):

@@ -42,7 +42,25 @@ MAX_GROUP_LANES = 2**16  # lanes of a group (docs/language.md); CUDA allows 1024
 log = logging.getLogger("tessera")
 
 
-class Kernel:
+class Launchable:
+    """``k[grid](*args)``: what every kernel object shares (a grid first, then a launch)."""
+
+    name: str
+
+    def __getitem__(self, grid: object) -> Callable[..., None]:
+        try:
+            return functools.partial(self.launch, launch.normalise_grid(self.name, grid))
+        except TesseraError as error:
+            user_frames(error)
+            raise
+
+    def __call__(self, *args: object) -> None:
+        raise TesseraError(
+            f"kernel '{self.name}' must be launched with a grid: {self.name}[grid](...)"
+        )
+
+
+class Kernel(Launchable):
     """A compiled-on-demand kernel. Launch it with ``k[grid](*args)``."""
 
     @entry_point
@@ -104,18 +122,6 @@ class Kernel:
         sig = ", ".join(f"{p.name}: {p.describe()}" for p in self.params)
         kind = f"tile={self.options.tile}" if self.grouped else "flat"
         return f"<tessera.kernel {self.name}({sig}) {kind}>"
-
-    def __getitem__(self, grid: object) -> Callable[..., None]:
-        try:
-            return functools.partial(self.launch, launch.normalise_grid(self.name, grid))
-        except TesseraError as error:
-            user_frames(error)
-            raise
-
-    def __call__(self, *args: object) -> None:
-        raise TesseraError(
-            f"kernel '{self.name}' must be launched with a grid: {self.name}[grid](...)"
-        )
 
     def launch(self, grid: tuple[int, ...], *args: object) -> None:
         """Run the kernel over ``grid`` (what ``k[grid](*args)`` calls).
@@ -311,7 +317,7 @@ def _declare(fn: Callable, problem: str | None, options: dict) -> Kernel | Shape
     return Kernel(fn, **options)
 
 
-class ShapedKernel:
+class ShapedKernel(Launchable):
     """``@kernel(tile=("BLOCK",))``: a group shape named by constexpr parameters. Each
     value of them compiles a :class:`Kernel` of its own with that shape, as a factory
     (``def make(BLOCK): @kernel(tile=(BLOCK,)) ...``) would; launched like any kernel.
@@ -377,13 +383,6 @@ class ShapedKernel:
             shape.append(value)
         return self._kernel(tuple(shape))
 
-    def __getitem__(self, grid: object) -> Callable[..., None]:
-        try:
-            return functools.partial(self.launch, launch.normalise_grid(self.name, grid))
-        except TesseraError as error:
-            user_frames(error)
-            raise
-
     def launch(self, grid: tuple[int, ...], *args: object) -> None:
         try:
             kernel = self.kernel_for(args)
@@ -391,11 +390,6 @@ class ShapedKernel:
             user_frames(error)
             raise
         kernel.launch(grid, *args)
-
-    def __call__(self, *args: object) -> None:
-        raise TesseraError(
-            f"kernel '{self.name}' must be launched with a grid: {self.name}[grid](...)"
-        )
 
     @entry_point
     def inspect(self, stage: str, *args: object, grid: object = 1, arch: str = "sm_90"):
