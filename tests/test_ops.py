@@ -108,6 +108,20 @@ def test_layernorm_and_rmsnorm_match_numpy(target, rng):
     np.testing.assert_allclose(op.rmsnorm(x, w), rms, rtol=1e-5, atol=1e-5)
 
 
+def test_a_sum_down_columns_adds_each_column_in_row_order(target, rng):
+    x = rng.standard_normal((3, 40, 130)).astype(np.float32)  # 130 columns: 3 groups of 64
+    want = (x * x).astype(np.float64).sum(axis=1).astype(np.float32)  # f32 squares, f64 sum
+    before = launches()
+    got = _sum_of_squares(x)
+    assert launches() - before == 1
+    np.testing.assert_array_equal(got, want)
+
+
+@graph.module("sum_of_squares_down_columns")
+def _sum_of_squares(x):
+    return op.sum(x * x, axis=1)
+
+
 def test_a_normalisation_is_one_launch_with_the_bits_of_its_defining_ops(target, rng):
     x = rng.standard_normal((3, 6, 40)).astype(np.float32)
     w, b = rng.standard_normal((2, 40)).astype(np.float32)

@@ -157,22 +157,42 @@ def reduce(group: Group, name: str) -> Source:
     acc_t = "f32" if node.dtype in D.COMPUTED_IN_F32 else node.dtype.name
     if node.dtype.is_float and node.op in ("sum", "mean"):
         acc_t = "f64"  # float sums add in f64, in index order, and round once at the end
-    em.emit("o = tile.linear_id()", 1)
-    em.emit(f"if o < {outer * inner}:", 1)
-    em.emit(f"base = (o // {inner}) * {length * inner} + o % {inner}", 2)
-    em.emit(f"acc = {acc_t}({_identity(node.op, node.dtype)})", 2)
-    em.emit(f"for r in range({length}):", 2)
-    em.emit(f"i = base + r * {inner}", 3)
-    _element_body(em, group.nodes[:-1], shape, "i", 3)
+    total = outer * inner
+    columns = inner >= COLUMN_GROUP  # a reduction down columns: lanes side by side
+    if columns:  # (o clamped: every lane runs the loop, so the lanes stay in step)
+        em.emit(f"o = group_id(0) * {COLUMN_GROUP} + tile.id(1)", 1)
+        em.emit(f"base = (min(o, {total - 1}) // {inner}) * {length * inner}", 1)
+        em.emit(f"base = base + min(o, {total - 1}) % {inner}", 1)
+        depth = 1
+    else:
+        em.emit("o = tile.linear_id()", 1)
+        em.emit(f"if o < {total}:", 1)
+        em.emit(f"base = (o // {inner}) * {length * inner} + o % {inner}", 2)
+        depth = 2
+    em.emit(f"acc = {acc_t}({_identity(node.op, node.dtype)})", depth)
+    em.emit(f"for r in range({length}):", depth)
+    em.emit(f"i = base + r * {inner}", depth + 1)
+    _element_body(em, group.nodes[:-1], shape, "i", depth + 1)
     if id(source) not in em.names:
         em.names[id(source)] = "x_in"
-        em.emit(f"x_in = {em.arg(source, flat=True)}[i]", 3)
+        em.emit(f"x_in = {em.arg(source, flat=True)}[i]", depth + 1)
     value = em.names[id(source)]
     step = {"sum": f"acc + {acc_t}({value})", "mean": f"acc + {acc_t}({value})"}.get(node.op)
-    em.emit(f"acc = {step or f'{node.op}(acc, {value})'}", 3)
+    em.emit(f"acc = {step or f'{node.op}(acc, {value})'}", depth + 1)
     result = f"acc / {acc_t}({length})" if node.op == "mean" else "acc"
-    em.emit(f"{em.arg(node, flat=True, written=True)}[o] = {result}", 2)
-    return em.source("@kernel", (max(outer * inner, 1),))
+    out = em.arg(node, flat=True, written=True)
+    if columns:
+        em.emit(f"if o < {total}:", 1)
+    em.emit(f"{out}[o] = {result}", 2)
+    if columns:
+        return em.source(f"@kernel(tile=(1, {COLUMN_GROUP}))", (-(-total // COLUMN_GROUP),))
+    return em.source("@kernel", (max(total, 1),))
+
+
+# a reduction down the columns of a row-major array (axis not the last) gives each group
+# this many neighbouring columns: the loop over rows runs once per group with the lanes
+# innermost (region formation), so one row's loads are contiguous and vectorise
+COLUMN_GROUP = 64
 
 
 def _identity(op: str, dtype: D.DType) -> str:
