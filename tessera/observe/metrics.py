@@ -52,9 +52,11 @@ class Metrics(Observer):
         self.rank = rank_and_size()[0]
         self.path = rank_path(path)
         self.clock = Clock()
+        self.wall0 = self.clock.wall(0.0)  # wall time = wall0 + a record's now() time
         self._pending: list[tuple] = []
         self._lock = threading.Lock()
         self._middles: dict[tuple, tuple[str, str]] = {}
+        self._templates: dict[tuple, str] = {}
         if self.path.parent != Path(""):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "w", newline="")  # noqa: SIM115 - open while attached
@@ -100,12 +102,23 @@ class Metrics(Observer):
             self._file.flush()
 
     def _line(self, start, name, target, grid, seconds, nbytes, amount, extra=None) -> str:
-        wall = self.clock.wall(start)
+        wall = self.wall0 + start  # (the clock's offset, added once per record)
+        if extra is None and seconds > 0:  # a launch: one %-format of its kernel's template
+            key = (name, target, grid, amount is None)
+            template = self._templates.get(key)
+            if template is None:
+                template = self._templates[key] = self._template(*key)
+            if amount is None:
+                return template % (wall, seconds, nbytes, nbytes / seconds * 1e-9)
+            rates = (nbytes / seconds * 1e-9, amount / seconds * 1e-9)
+            return template % (wall, seconds, nbytes, *rates)
         csv = self.csv
-        gbps = _number(nbytes / seconds / 1e9 if seconds > 0 else None, csv)
-        gflops = _number(
-            amount / seconds / 1e9 if amount is not None and seconds > 0 else None, csv
-        )
+        none = "" if csv else "null"
+        if seconds > 0:
+            gbps = f"{nbytes / seconds * 1e-9:.6g}"
+            gflops = none if amount is None else f"{amount / seconds * 1e-9:.6g}"
+        else:
+            gbps = gflops = none
         if extra is None:  # a launch: its kernel, target and grid repeat
             middle = self._middles.get((name, target, grid))
             if middle is None:
@@ -117,6 +130,17 @@ class Metrics(Observer):
         return (
             f'{{"time": {wall:.6f}, {middle[0]}, "seconds": {seconds:.9f}, "bytes": {nbytes}, '
             f'"gbps": {gbps}, "gflops": {gflops}, {middle[1]}}}\n'
+        )
+
+    def _template(self, name, target, grid, no_flops: bool) -> str:
+        """A launch record's line with %-fields for its numbers (the rest made once)."""
+        head, tail = (part.replace("%", "%%") for part in self._middle(name, target, grid))
+        gflops = ("" if self.csv else "null") if no_flops else "%.6g"
+        if self.csv:
+            return f"%.6f,{head},%.9f,%d,%.6g,{gflops},{tail}\n"
+        return (
+            f'{{"time": %.6f, {head}, "seconds": %.9f, "bytes": %d, "gbps": %.6g, '
+            f'"gflops": {gflops}, {tail}}}\n'
         )
 
     def _middle(self, name, target, grid, extra=None) -> tuple[str, str]:
