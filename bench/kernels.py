@@ -192,24 +192,3 @@ def histogram_global(x: i32[n], hist: mut[i32[256]]):
     i = tile.linear_id()
     if i < n:
         tile.atomic_add(hist, x[i], 1)
-
-
-@kernel(tile=(512,), shared=2 * KiB)
-def sum_squares(x: f32[n], per_group: mut[f32[grid_groups]], chunk: i64):
-    """Each group sums the squares of one contiguous chunk (examples/cpu_launch_shapes.py)."""
-    s = tshared.alloc[f32](512)
-    lane = tile.linear_id()
-    acc = f32(0.0)
-    start = group_linear_id() * chunk
-    for i in range(start + lane, min(start + chunk, n), 512):
-        acc += x[i] * x[i]
-    s[lane] = acc
-    tbarrier()
-    width = 256
-    while width > 0:
-        if lane < width:
-            s[lane] += s[lane + width]
-        tbarrier()
-        width //= 2
-    if lane == 0:
-        per_group[group_linear_id()] = s[0]
