@@ -79,10 +79,10 @@ def erf_flat(x: f32[n], y: mut[f32[n]]):
 
 
 # the scalar libm loops (Numba's, without SVML: one call per element)
-def scalar_loop(fn):
-    """``y[i] = fn(x[i])`` over all cores, one libm call per element."""
+def scalar_loop(fn, parallel: bool):
+    """``y[i] = fn(x[i])``, one libm call per element: over all cores, or on one."""
 
-    @njit(parallel=True)
+    @njit(parallel=parallel)
     def loop(x, y):
         for i in prange(x.size):
             y[i] = fn(x[i])
@@ -90,23 +90,27 @@ def scalar_loop(fn):
     return loop
 
 
-exp_numba, log_numba = scalar_loop(math.exp), scalar_loop(math.log)
-tanh_numba, erf_numba = scalar_loop(math.tanh), scalar_loop(math.erf)
+@njit(parallel=True)
+def copy_all_cores(x, y):
+    """The memory's bound for a large flat kernel: as many bytes read and written."""
+    for i in prange(x.size):
+        y[i] = x[i]
 
 
-# name: (flat kernel, scalar loop, NumPy's ufunc or None, inputs from a generator, f64 exact)
+# name: (flat kernel, libm function, NumPy's ufunc or None, inputs from a generator, f64 exact)
 FLAT_MATH = {
-    "exp": (exp_flat, exp_numba, np.exp, lambda rng, n: rng.uniform(-80, 80, n), np.exp),
-    "log": (log_flat, log_numba, np.log, lambda rng, n: np.exp(rng.uniform(-80, 80, n)), np.log),
-    "tanh": (tanh_flat, tanh_numba, np.tanh, lambda rng, n: rng.uniform(-5, 5, n), np.tanh),
+    "exp": (exp_flat, math.exp, np.exp, lambda rng, n: rng.uniform(-80, 80, n), np.exp),
+    "log": (log_flat, math.log, np.log, lambda rng, n: np.exp(rng.uniform(-80, 80, n)), np.log),
+    "tanh": (tanh_flat, math.tanh, np.tanh, lambda rng, n: rng.uniform(-5, 5, n), np.tanh),
     "erf": (
         erf_flat,
-        erf_numba,
+        math.erf,
         None,  # NumPy has no erf
         lambda rng, n: rng.uniform(-3, 3, n),
         lambda x: np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64),
     ),
 }
+SCALAR = {(name, p): scalar_loop(v[1], p) for name, v in FLAT_MATH.items() for p in (True, False)}
 
 
 def checked(tool: str, run, outs: dict, want: np.ndarray, rtol: float, atol: float = 0.0) -> Case:
@@ -246,9 +250,11 @@ def run(quick: bool) -> list[Record]:
     return records
 
 
-def math_cases(name: str, x: np.ndarray) -> list[Case]:
-    """The checked cases of one math function on ``x``: Tessera, the scalar loop, NumPy."""
-    flat, scalar, ufunc, _, exact = FLAT_MATH[name]
+def math_cases(name: str, x: np.ndarray, parallel: bool) -> list[Case]:
+    """The checked cases of one math function on ``x``: Tessera, the scalar loop (over all
+    cores, or on one core where Tessera runs the launch on one), NumPy."""
+    flat, _, ufunc, _, exact = FLAT_MATH[name]
+    scalar = SCALAR[name, parallel]
     want = exact(x.astype(np.float64))
     outs = {tool: np.zeros_like(x) for tool in ("tessera", "numba", "numpy")}
     cases = [
@@ -257,25 +263,27 @@ def math_cases(name: str, x: np.ndarray) -> list[Case]:
     ]
     if ufunc is not None:
         cases.append(checked("numpy", lambda: ufunc(x, out=outs["numpy"]), outs, want, 1e-6))
-    if x.size > 2**20:  # the memory's bound: a copy reads and writes as many bytes
+    if parallel:  # the memory's bound: a copy over all cores reads and writes as many bytes
         copied = np.zeros_like(x)
-        cases.append(Case("copy", lambda: np.copyto(copied, x), lambda: copied, x, rtol=0.0))
+        cases.append(Case("copy", lambda: copy_all_cores(x, copied), lambda: copied, x, rtol=0.0))
     return cases
 
 
 def flat_math(quick: bool, rng: np.random.Generator) -> list[Record]:
     """Each own math function in a flat kernel beside the scalar libm loop and NumPy: on an
-    in-cache array (2^14, bound by the arithmetic) and a large one, where a plain copy of
-    the array (NumPy's ``copyto``) shows what the memory allows."""
+    in-cache array (2^14: bound by the arithmetic; Tessera runs a launch this small on one
+    core, and so does the scalar loop here, since waking the thread pool would cost it
+    more than the loop) and a large one on all cores, where a copy over all cores shows
+    what the memory allows."""
     records = []
     for name, (*_, inputs, _exact) in FLAT_MATH.items():
-        for size, where in ((2**14, ", in cache"), (2**20 if quick else 2**24, "")):
+        for size, where in ((2**14, ", in cache, one core"), (2**20 if quick else 2**24, "")):
             x = inputs(rng, size).astype(np.float32)
             records += measure(
                 NAME,
                 f"{name} f32, flat kernel{where}",
                 f"2^{size.bit_length() - 1}",
-                math_cases(name, x),
+                math_cases(name, x, parallel=size > 2**14),
                 quick,
                 nbytes=2 * x.nbytes,
             )

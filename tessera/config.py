@@ -246,6 +246,15 @@ SETTINGS: dict[str, Setting] = {
             "import tessera, before the thread pool starts.",
         ),
         Setting(
+            "cpu_vector_bits",
+            "TESSERA_CPU_VECTOR_BITS",
+            "auto",
+            ("auto", "256", "512"),
+            "Vector width the CPU target asks LLVM to prefer: auto is 512 for kernels that "
+            "call exp, log, tanh or erf on a CPU with AVX-512 (LLVM alone picks 256 there) "
+            "and LLVM's choice otherwise; 256 or 512: for every kernel.",
+        ),
+        Setting(
             "deterministic",
             "TESSERA_DETERMINISTIC",
             "0",

@@ -37,8 +37,6 @@ NumPy's warnings off).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 _F = np.float32
@@ -48,6 +46,8 @@ LN2_HI = _F(0.693145751953125)  # few bits: n * LN2_HI is exact for the n that o
 LN2_LO = _F(0.6931471805599453 - 0.693145751953125)
 C7, C6, C5, C4, C3, C2 = (_F(1 / 5040), _F(1 / 720), _F(1 / 120), _F(1 / 24), _F(1 / 6), HALF)
 OVERFLOW, UNDERFLOW = _F(89.0), _F(-104.0)
+ROUND = _F(1.5 * 2**23)  # adding it to an f32 below 2**22 in size rounds it to an integer
+ROUND_BIAS = _F(1.5 * 2**23 + 127)  # the same, plus the exponent bias
 INF, ZERO = _F(np.inf), _F(0.0)
 NAN, NEG_INF = _F(np.nan), _F(-np.inf)
 
@@ -55,7 +55,11 @@ NAN, NEG_INF = _F(np.nan), _F(-np.inf)
 LG1, LG2 = _F(0xAAAAAA / 2**24), _F(0xCCCE13 / 2**25)
 LG3, LG4 = _F(0x91E9EE / 2**25), _F(0xF89E26 / 2**26)
 TWO25 = _F(2.0**25)
-SQRT_HALF_BITS = 0x3F3504F3  # the bits of sqrt(1/2) in f32
+SQRT_HALF_BITS = np.uint32(0x3F3504F3)  # the bits of sqrt(1/2) in f32
+ONE_MINUS_SQRT_HALF_BITS = np.uint32(0x3F800000 - 0x3F3504F3)
+SMALLEST_NORMAL_BITS = np.uint32(0x00800000)
+ROUND_BITS = np.uint32(0x4B400000)  # the bits of ROUND
+MINUS_BIAS, MINUS_BIAS_25 = _F(-127.0), _F(-127.0 - 25.0)
 
 # tanh: x + x³ P(x²) on [0, 0.625], minimax for the relative error
 TANH_SMALL = _F(0.625)
@@ -71,24 +75,34 @@ P4, P5, P6 = _F(0.02307826), _F(-0.0029132282), _F(-7.0536946e-05)
 P7, P8, P9 = _F(0.00010618843), _F(-1.826305e-05), _F(1.1358343e-06)
 
 
-def make_exp_f32(bits_f32):
-    """``exp`` of an f32 value, with ``bits_f32`` turning exponent bits into a float."""
+def make_exp_f32(bits_f32, f32_bits):
+    """``exp`` of an f32 value, with the target's bit casts both ways."""
 
     def exp_f32(x):
-        if x != x:
-            return x
-        if x > OVERFLOW:
-            return INF
-        if x < UNDERFLOW:
-            return ZERO
-        ni = int(math.floor(x * LOG2E + HALF))  # (math.floor of a float is a float on CUDA)
-        n = _F(ni)
+        # every step is f32 arithmetic or a 32-bit integer step (no int64 conversion),
+        # so a vector of 16 lanes stays 16 lanes wide throughout
+        n = (x * LOG2E + ROUND) - ROUND  # x / ln2 rounded to an integer (a float)
         r = (x - n * LN2_HI) - n * LN2_LO
         p = ((((C7 * r + C6) * r + C5) * r + C4) * r + C3) * r + C2
         u = ONE + (r + (r * r) * p)
-        n1 = ni // 2
-        n2 = ni - n1
-        return u * bits_f32(np.uint32((n1 + 127) << 23)) * bits_f32(np.uint32((n2 + 127) << 23))
+        # 2**n as two factors 2**n1 * 2**n2 (so results down to the subnormals are
+        # reached), each made from bits: adding ROUND_BIAS to an integral f32 m in
+        # [-126, 127] puts m + 127 in the low mantissa bits; the shift moves them into
+        # the exponent and the rest out of the 32 bits
+        n1 = (n * HALF + ROUND) - ROUND
+        n2 = n - n1
+        s1 = bits_f32(np.uint32(f32_bits(n1 + ROUND_BIAS) << np.uint32(23)))
+        s2 = bits_f32(np.uint32(f32_bits(n2 + ROUND_BIAS) << np.uint32(23)))
+        y = u * s1 * s2
+        # the special cases after the arithmetic (whatever it made of them): returning
+        # before it would keep LLVM from vectorising
+        if x > OVERFLOW:
+            y = INF
+        if x < UNDERFLOW:
+            y = ZERO
+        if x != x:
+            y = x
+        return y
 
     return exp_f32
 
@@ -97,20 +111,22 @@ def make_log_f32(bits_f32, f32_bits):
     """``log`` of an f32 value, with the target's bit casts both ways."""
 
     def log_f32(x):
-        b = np.int64(f32_bits(x))
-        k = np.int64(0)
-        if b < 0x00800000:  # zero or subnormal: scale into the normal range first
-            b = np.int64(f32_bits(x * TWO25))
-            k = np.int64(-25)
-        b += 0x3F800000 - SQRT_HALF_BITS  # moves the exponent step to m = sqrt(1/2)
-        k += (b >> 23) - 127
-        f = bits_f32(np.uint32((b & 0x007FFFFF) + SQRT_HALF_BITS)) - ONE
+        # 32-bit integer steps only (each wrapped back to uint32), so a vector of 16
+        # lanes stays 16 lanes wide; k is made a float by the ROUND trick, not converted
+        b = f32_bits(x)
+        k0 = MINUS_BIAS
+        if b < SMALLEST_NORMAL_BITS:  # zero or subnormal: scale into the normal range first
+            b = f32_bits(x * TWO25)
+            k0 = MINUS_BIAS_25
+        b = np.uint32(b + ONE_MINUS_SQRT_HALF_BITS)  # moves the exponent step to m = sqrt(1/2)
+        e = np.uint32(b >> np.uint32(23))
+        dk = (bits_f32(np.uint32(e + ROUND_BITS)) - ROUND) + k0  # e - 127 (- 25), exact
+        f = bits_f32(np.uint32((b & np.uint32(0x007FFFFF)) + np.uint32(SQRT_HALF_BITS))) - ONE
         s = f / (TWO + f)
         z = s * s
         w = z * z
         r = z * (LG1 + w * LG3) + w * (LG2 + w * LG4)
         hfsq = HALF * f * f
-        dk = _F(k)
         y = s * (hfsq + r) + dk * LN2_LO - hfsq + f + dk * LN2_HI
         # the special cases after the arithmetic (finite for every input): returning
         # before it would keep LLVM from vectorising a loop over log (the division)
@@ -173,7 +189,7 @@ def numpy_f32_bits(value):
 def functions(bits_f32, f32_bits, jit) -> dict:
     """The own functions by their names in generated code, each passed through ``jit``
     (the target's compiler; the identity where kernels run as Python)."""
-    exp_f32 = jit(make_exp_f32(bits_f32))
+    exp_f32 = jit(make_exp_f32(bits_f32, f32_bits))
     return {
         "_exp_f32": exp_f32,
         "_log_f32": jit(make_log_f32(bits_f32, f32_bits)),

@@ -91,6 +91,7 @@ class SourceEmitter(TileSource):
         self.indent = 0
         self.tile = kir.tile_shape
         self.lanes = math.prod(self.tile) if kir.grouped else 1
+        self.own_math_calls = 0  # calls of the language's own exp, log, tanh, erf emitted
         self.checked = kir.boundscheck and self.checked_launches  # indices and asserts
         # with bounds checks on: (array, axis, rank, loc) of each checked index, by site
         self.check_sites: list[tuple[str, int, int, object]] = []
@@ -492,6 +493,7 @@ class SourceEmitter(TileSource):
         args = ", ".join(self.conv(self.expr(a), a.type, t) for a in e.args)
         own = own_math.OWN.get((e.func, ctor(t.dtype).removeprefix("np.")))
         if own is not None:  # the language's own, the same bits on every target
+            self.own_math_calls += 1
             return f"{own}({args})"
         fn = self.math_functions.get(e.func, f"math.{e.func}")
         return f"{ctor(t.dtype)}({fn}({args}))"

@@ -34,7 +34,7 @@ from ...ir import TileType
 from ...pipeline import Specialised
 from .. import printing
 from ..target import Target
-from . import native, runtime
+from . import native, runtime, vector_width
 from .codegen import CpuCodegen
 
 JIT_OPTIONS = dict(nogil=True, error_model="numpy", fastmath=False, boundscheck=False)
@@ -62,6 +62,8 @@ class CpuProgram:
         self.check_sites = codegen.check_sites
         self.assert_sites = codegen.assert_sites
         self.stack_arrays = codegen.stack_arrays
+        # loops over the own exp, log, tanh, erf are bound by arithmetic: wide vectors pay
+        self.arithmetic_bound = codegen.own_math_calls > 0
         self.filename = codegen.source_file("cpu")
         self.grouped = spec.kir.grouped
         self.lanes = math.prod(spec.kir.tile_shape) if self.grouped else 1
@@ -128,11 +130,16 @@ class CpuProgram:
         # unrolls (a 16-lane row) only vectorise with it.
         saved, numba_config.SLP_VECTORIZE = numba_config.SLP_VECTORIZE, 1
         try:
-            function = dispatcher.compile(signature)
+            with vector_width.preferring(self.vector_bits()):
+                function = dispatcher.compile(signature)
         finally:
             numba_config.SLP_VECTORIZE = saved
         self._dispatchers[parallel] = (dispatcher, signature)
         return function, dispatcher.overloads[signature]
+
+    def vector_bits(self) -> int | None:
+        """The vector width to ask LLVM for (vector_width.py), None for its own choice."""
+        return vector_width.preferred_bits(self.arithmetic_bound)
 
     def inspect(self, stage: str, args: tuple, grid: tuple[int, ...]) -> str:
         """LLVM IR ("llvm") or assembly ("asm") of the parallel variant, compiled for
@@ -158,6 +165,7 @@ class CpuProgram:
             hashlib.sha256(self.source.encode()).hexdigest(),
             tuple(sorted(JIT_OPTIONS.items())),
             ("SLP_VECTORIZE", 1),
+            ("vector bits", self.vector_bits()),
             _runtime_digest(),
         )
         meta = {"variant": "parallel" if parallel else "serial", "defined": str(kir.loc)}
@@ -297,7 +305,7 @@ def argument_types(args: tuple) -> tuple[str, ...]:
 # The sources the compiled code depends on besides the generated text: this driver, the
 # runtime namespace and the Tessera modules whose functions it lends to the generated code
 # (tests/test_disk_cache.py checks that this list covers cpu_runtime.namespace()).
-RUNTIME_SOURCES = ("program.py", "runtime.py", "native.py", "microkernel.py")
+RUNTIME_SOURCES = ("program.py", "runtime.py", "native.py", "microkernel.py", "vector_width.py")
 RUNTIME_SOURCES += ("../semantics.py", "../integers.py", "../own_math.py")
 
 
