@@ -10,6 +10,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+import tessera as ts
 from tessera import KiB, f16, f32, group_id, kernel, mut, tile
 
 from .common import Case, Record, measure, standalone
@@ -270,23 +271,26 @@ def math_cases(name: str, x: np.ndarray, parallel: bool) -> list[Case]:
 
 
 def flat_math(quick: bool, rng: np.random.Generator) -> list[Record]:
-    """Each own math function in a flat kernel beside the scalar libm loop and NumPy: on an
-    in-cache array (2^14: bound by the arithmetic; Tessera runs a launch this small on one
-    core, and so does the scalar loop here, since waking the thread pool would cost it
-    more than the loop) and a large one on all cores, where a copy over all cores shows
-    what the memory allows."""
+    """Each own math function in a flat kernel beside the scalar libm loop and NumPy: in
+    cache on one core each (2^16 elements, 256 KiB in and out, in L2: the arithmetic's
+    speed per element, with Tessera's launch a few per cent of it; Tessera would spread a
+    launch this large over the cores, the scalar loop runs on one here too, since waking
+    the thread pool would cost more than either loop) and a large array on all cores,
+    where a copy over all cores shows what the memory allows."""
     records = []
     for name, (*_, inputs, _exact) in FLAT_MATH.items():
-        for size, where in ((2**14, ", in cache, one core"), (2**20 if quick else 2**24, "")):
+        for size, where in ((2**16, ", in cache, one core"), (2**20 if quick else 2**24, "")):
             x = inputs(rng, size).astype(np.float32)
-            records += measure(
-                NAME,
-                f"{name} f32, flat kernel{where}",
-                f"2^{size.bit_length() - 1}",
-                math_cases(name, x, parallel=size > 2**14),
-                quick,
-                nbytes=2 * x.nbytes,
-            )
+            one_core = size == 2**16
+            with ts.config(parallel_threshold=size + 1 if one_core else 32768):
+                records += measure(
+                    NAME,
+                    f"{name} f32, flat kernel{where}",
+                    f"2^{size.bit_length() - 1}",
+                    math_cases(name, x, parallel=not one_core),
+                    quick,
+                    nbytes=2 * x.nbytes,
+                )
     return records
 
 

@@ -8,19 +8,22 @@ turns the branches into selects, so a loop calling these functions vectorises, w
 exception found by reading the assembly: an early return before a division keeps a loop
 from vectorising, so ``log``, ``tanh`` and ``erf`` compute every piece and select at the
 end. The largest errors against f64, measured over every f32 input, are in
-docs/language.md (exp 1.03 ulp, log 0.84, tanh 1.34, erf 1.32) and tested in
+docs/language.md (exp 0.98 ulp, log 1.16, tanh 1.34, erf 1.30) and tested in
 tests/test_own_math.py. The coefficients called minimax below were fitted for these
 intervals (Lawson's iteration on a least-squares fit, in f64, then rounded to f32).
 
-* ``exp``: Cody–Waite range reduction ``x = n ln2 + r`` with ``|r| <= ln2 / 2`` (ln2
-  split in a high part exact in f32 products and a low part), the degree-7 Taylor
-  polynomial of ``exp(r)`` by Horner's rule, and the scale ``2**n`` built from exponent
-  bits in two halves (so results down to the subnormals are reached without a bits pattern
-  out of range). Overflow gives inf, inputs below -104 give 0, NaN gives NaN.
+* ``exp``: Cody–Waite range reduction ``x = n ln2 + r`` with ``|r| <= ln2 / 2`` (``n``
+  rounded by adding and subtracting 1.5·2²³; ln2 split in a high part exact in f32
+  products and a low part), ``exp(r) = 1 + r + r² P(r)`` with ``P`` a degree-4 minimax
+  polynomial by Horner's rule, and the scale ``2**n`` built from exponent bits as two
+  factors (so results down to the subnormals and up to the largest f32 are rounded once).
+  Inputs are clamped to [-104, 89], where the arithmetic itself gives 0 and inf; NaN gives
+  NaN.
 * ``log``: ``x = 2**k m`` with ``m`` in ``[sqrt(1/2), sqrt(2))`` read off the bits
-  (subnormals scaled by ``2**25`` first), ``f = m - 1`` (exact), ``s = f / (2 + f)`` and
-  ``log(1 + f) = f - f²/2 + s (f²/2 + R(s²))`` with FreeBSD's ``logf`` polynomial ``R``,
-  plus ``k ln2`` in two parts. 0 gives -inf, negatives NaN, inf inf.
+  (subnormals scaled by ``2**25`` first), ``f = m - 1`` (exact) and
+  ``log(1 + f) = f - f²/2 + f³ P(f)`` with ``P`` a degree-6 minimax polynomial (no
+  division: a vector division takes longer than the polynomial), plus ``k ln2`` in two
+  parts. 0 gives -inf, negatives NaN, inf inf.
 * ``tanh``: below 0.625 ``x + x³ P(x²)`` (a degree-4 minimax ``P``), above
   ``1 - 2 / (exp(2|x|) + 1)`` with the own ``exp``, which is 1 from 9.01 on (also where
   ``exp`` overflows to inf).
@@ -44,16 +47,21 @@ LOG2E = _F(1.4426950408889634)
 HALF, ONE, TWO = _F(0.5), _F(1.0), _F(2.0)
 LN2_HI = _F(0.693145751953125)  # few bits: n * LN2_HI is exact for the n that occur
 LN2_LO = _F(0.6931471805599453 - 0.693145751953125)
-C7, C6, C5, C4, C3, C2 = (_F(1 / 5040), _F(1 / 720), _F(1 / 120), _F(1 / 24), _F(1 / 6), HALF)
+# exp(r) = 1 + r + r² P(r) on |r| <= ln2 / 2, P of degree 4, minimax for the relative error
+X2, X3, X4 = _F(0.49999994), _F(0.16666521), _F(0.041668389)
+X5, X6 = _F(0.0083687166), _F(0.0013814599)
 OVERFLOW, UNDERFLOW = _F(89.0), _F(-104.0)
 ROUND = _F(1.5 * 2**23)  # adding it to an f32 below 2**22 in size rounds it to an integer
 ROUND_BIAS = _F(1.5 * 2**23 + 127)  # the same, plus the exponent bias
+MIN_EXPONENT, MAX_EXPONENT = _F(-125.0), _F(127.0)  # of exp's first scale factor
 INF, ZERO = _F(np.inf), _F(0.0)
 NAN, NEG_INF = _F(np.nan), _F(-np.inf)
 
-# log: FreeBSD's e_logf.c polynomial in s² (exact f32 values, written as fractions)
-LG1, LG2 = _F(0xAAAAAA / 2**24), _F(0xCCCE13 / 2**25)
-LG3, LG4 = _F(0x91E9EE / 2**25), _F(0xF89E26 / 2**26)
+# log(1 + f) = f - f²/2 + f³ P(f) on [sqrt(1/2) - 1, sqrt(2) - 1], P of degree 6, minimax
+# for the relative error (degree 7 measured 0.86 ulp at most and 5 % slower)
+L2, L3, L4 = _F(0.33333910), _F(-0.25001338), _F(0.19963063)
+L5, L6, L7 = _F(-0.16577585), _F(0.14914769), _F(-0.14267488)
+L8 = _F(0.087004311)
 TWO25 = _F(2.0**25)
 SQRT_HALF_BITS = np.uint32(0x3F3504F3)  # the bits of sqrt(1/2) in f32
 ONE_MINUS_SQRT_HALF_BITS = np.uint32(0x3F800000 - 0x3F3504F3)
@@ -80,29 +88,23 @@ def make_exp_f32(bits_f32, f32_bits):
 
     def exp_f32(x):
         # every step is f32 arithmetic or a 32-bit integer step (no int64 conversion),
-        # so a vector of 16 lanes stays 16 lanes wide throughout
-        n = (x * LOG2E + ROUND) - ROUND  # x / ln2 rounded to an integer (a float)
-        r = (x - n * LN2_HI) - n * LN2_LO
-        p = ((((C7 * r + C6) * r + C5) * r + C4) * r + C3) * r + C2
-        u = ONE + (r + (r * r) * p)
-        # 2**n as two factors 2**n1 * 2**n2 (so results down to the subnormals are
-        # reached), each made from bits: adding ROUND_BIAS to an integral f32 m in
-        # [-126, 127] puts m + 127 in the low mantissa bits; the shift moves them into
-        # the exponent and the rest out of the 32 bits
-        n1 = (n * HALF + ROUND) - ROUND
-        n2 = n - n1
+        # so a vector of 16 lanes stays 16 lanes wide throughout. Clamped to [-104, 89],
+        # the arithmetic itself gives 0 below and inf above; a NaN is put back at the end
+        c = min(max(x, UNDERFLOW), OVERFLOW)
+        n = (c * LOG2E + ROUND) - ROUND  # c / ln2 rounded to an integer (a float)
+        r = (c - n * LN2_HI) - n * LN2_LO
+        p = (((X6 * r + X5) * r + X4) * r + X3) * r + X2
+        u = ONE + (r + (r * r) * p)  # in [sqrt(1/2), sqrt(2)]
+        # 2**n as two factors 2**n1 * 2**n2, n1 in [-125, 127]: u * 2**n1 is then an
+        # exact normal f32, and the second product rounds once, down to the subnormals
+        # and up to the largest f32. Each factor is made from bits: adding ROUND_BIAS to
+        # an integral f32 m in [-126, 127] puts m + 127 in the low mantissa bits; the
+        # shift moves them into the exponent and the rest out of the 32 bits
+        n1 = min(max(n, MIN_EXPONENT), MAX_EXPONENT)
         s1 = bits_f32(np.uint32(f32_bits(n1 + ROUND_BIAS) << np.uint32(23)))
-        s2 = bits_f32(np.uint32(f32_bits(n2 + ROUND_BIAS) << np.uint32(23)))
-        y = u * s1 * s2
-        # the special cases after the arithmetic (whatever it made of them): returning
-        # before it would keep LLVM from vectorising
-        if x > OVERFLOW:
-            y = INF
-        if x < UNDERFLOW:
-            y = ZERO
-        if x != x:
-            y = x
-        return y
+        s2 = bits_f32(np.uint32(f32_bits((n - n1) + ROUND_BIAS) << np.uint32(23)))
+        y = (u * s1) * s2
+        return x if x != x else y
 
     return exp_f32
 
@@ -122,12 +124,12 @@ def make_log_f32(bits_f32, f32_bits):
         e = np.uint32(b >> np.uint32(23))
         dk = (bits_f32(np.uint32(e + ROUND_BITS)) - ROUND) + k0  # e - 127 (- 25), exact
         f = bits_f32(np.uint32((b & np.uint32(0x007FFFFF)) + np.uint32(SQRT_HALF_BITS))) - ONE
-        s = f / (TWO + f)
-        z = s * s
-        w = z * z
-        r = z * (LG1 + w * LG3) + w * (LG2 + w * LG4)
-        hfsq = HALF * f * f
-        y = s * (hfsq + r) + dk * LN2_LO - hfsq + f + dk * LN2_HI
+        # log(1 + f) = f - f²/2 + f³ P(f): no division, which takes a vector unit longer
+        # than the whole polynomial
+        z = f * f
+        p = (((((L8 * f + L7) * f + L6) * f + L5) * f + L4) * f + L3) * f + L2
+        hz = HALF * z
+        y = (f * z) * p + dk * LN2_LO - hz + f + dk * LN2_HI
         # the special cases after the arithmetic (finite for every input): returning
         # before it would keep LLVM from vectorising a loop over log (the division)
         if x == ZERO:

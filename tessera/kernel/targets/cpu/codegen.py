@@ -13,9 +13,11 @@ import math
 
 import numpy as np
 
+from ....tile import primitives as P
 from ... import ir
 from ...ir import TileType
 from ...passes.regions import GroupIf, GroupLoop, LaneRegion, Schedule
+from ...typer import concrete
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
 
@@ -50,15 +52,50 @@ class CpuCodegen(SourceEmitter):
 
     def flat_body(self) -> None:
         dims = range(self.grid_ndim)
+        body, limit = self.kir.body, None
+        guard = self.bounds_guard() if self.grid_ndim == 1 else None
+        if guard is not None:  # the loop stops where the guard would start failing
+            body, limit, loc = guard
+            self.emit(f"_limit = min(_N0, {limit})", loc)
         for d in dims:
             loop = "_prange" if d == 0 else "range"
-            self.emit(f"for _t{d} in {loop}(_N{d}):")
+            extent = "_limit" if d == 0 and limit is not None else f"_N{d}"
+            self.emit(f"for _t{d} in {loop}({extent}):")
             self.indent += 1
         lin = "_t0"
         for d in list(dims)[1:]:
             lin = f"({lin} * _N{d} + _t{d})"
         self.emit(f"_lin = {lin}")
-        self.lane_block(self.kir.body)
+        self.lane_block(body)
+
+    def bounds_guard(self) -> tuple[list[ir.Stmt], str, ir.SourceLoc] | None:
+        """For the usual flat kernel ``i = tile.linear_id(); if i < n: ...`` (nothing
+        else at the top level, ``n`` a parameter, symbol or constant): the statements to
+        run per element (the assignment and the guarded body), the code of ``n`` and
+        the guard's place.
+        The loop then runs to ``min(grid, n)`` and no element tests the guard: a loop
+        with the test vectorises into masked loads and stores, about 5 % slower."""
+        if len(self.kir.body) != 2:
+            return None
+        first, second = self.kir.body
+        if not (isinstance(first, ir.Assign) and ir.is_call_of(first, P.linear_id)):
+            return None
+        if not (isinstance(second, ir.If) and not second.orelse):
+            return None
+        cond = second.cond
+        if not (isinstance(cond, ir.Compare) and cond.op == "<"):
+            return None
+        if not (isinstance(cond.left, ir.Name) and cond.left.name == first.target):
+            return None
+        bound = cond.right
+        invariant = isinstance(bound, ir.Const) or (  # (parameters are never assigned)
+            isinstance(bound, ir.Name)
+            and (bound.name in self.params or bound.name in self.kir.symbols)
+        )
+        dtype = concrete(bound.type).dtype
+        if not invariant or not (dtype.kind == "i" or (dtype.kind == "u" and dtype.bits < 64)):
+            return None  # (a u64 bound may not fit the loop's int64 count)
+        return [first, *second.body], f"np.int64({self.expr(bound)})", second.loc
 
     def grouped_body(self) -> None:
         g = " * ".join(f"_N{d}" for d in range(self.grid_ndim))
