@@ -6,7 +6,7 @@ for 512-bit code). A loop over the language's own ``exp`` then computes 8 f32 la
 instruction where the registers hold 16. So for a kernel that calls the own ``exp``,
 ``log``, ``tanh`` or ``erf`` (40 and more vector operations per element: bound by
 arithmetic) the CPU target asks for 512 bits on an AVX-512 CPU; measured here, such loops
-take 40-60 % less time, and softmax and attention kernels 10-45 % (bench/README.md).
+take 25-55 % less time, and softmax and attention kernels 10-45 % (bench/README.md).
 Other kernels keep LLVM's choice: a loop bound by memory gains nothing from wider vectors,
 and ``axpy`` measured 11 % slower with them. ``TESSERA_CPU_VECTOR_BITS`` (``auto``,
 ``256``, ``512``) overrides the choice for every kernel. The width changes no result:
