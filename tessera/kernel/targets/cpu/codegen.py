@@ -72,9 +72,10 @@ class CpuCodegen(SourceEmitter):
         """For the usual flat kernel ``i = tile.linear_id(); if i < n: ...`` (nothing
         else at the top level, ``n`` a parameter, symbol or constant): the statements to
         run per element (the assignment and the guarded body), the code of ``n`` and
-        the guard's place.
-        The loop then runs to ``min(grid, n)`` and no element tests the guard: a loop
-        with the test vectorises into masked loads and stores, about 5 % slower."""
+        the guard's place; None for any other kernel.
+
+        The loop then runs to ``min(grid, n)`` and no element tests the guard: with the
+        test, the loop vectorises into masked loads and stores, about 5 % slower."""
         if len(self.kir.body) != 2:
             return None
         first, second = self.kir.body
