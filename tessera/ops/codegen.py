@@ -20,6 +20,7 @@ flat (1-d) or as the 2-d matrix.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -312,7 +313,7 @@ def matmul(group: Group, name: str) -> Source:
     if tuned:  # tile_shape="auto" or a space: the sizes are the autotuner's constants
         bm, bn, bk = "BM", "BN", "BK"
     else:
-        bm, bn, bk = shape_attr or (_block(m, 64), _block(n, 64), _block(k, 32))
+        bm, bn, bk = shape_attr or (_block(m, 128), _block(n, 128), _block(k, 32))
     ragged_m, ragged_k = tuned or m % bm, tuned or k % bk
     count = math.prod(batch)
     em.emit(f"m0 = group_id(0) * {bm}", 1)
@@ -346,6 +347,8 @@ def matmul(group: Group, name: str) -> Source:
         _zero_past_k(em, "y", zb != "0" and ragged_k, k, bk, b.dtype)
     em.emit("acc = tile.dot(x, y, acc)", 2)
     em.names[id(node)] = "acc"
+    reads = Counter(id(v) for e in group.nodes[1:] for v in e.inputs)
+    stored = {id(out) for out in group.outputs}
     for e in group.nodes[1:]:
         for v in e.inputs:
             if isinstance(v, Const) or id(v) in em.names:
@@ -353,7 +356,11 @@ def matmul(group: Group, name: str) -> Source:
             local = f"t{len(em.names)}"
             em.names[id(v)] = local
             em.emit(f"{local} = {_tile_load(em, v, node.shape, (bm, bn))}", 1)
-        em.emit(f"v{e.number} = {em.node_code(e, tiles=True)}", 1)
+        code = em.node_code(e, tiles=True)
+        if reads[id(e)] == 1 and id(e) not in stored:  # read once: part of its reader's
+            em.names[id(e)] = f"({code})"  # statement (one loop, no tile of its own)
+            continue
+        em.emit(f"v{e.number} = {code}", 1)
         em.names[id(e)] = f"v{e.number}"
     mask = ""
     if count > 1 and ragged_m:
