@@ -83,8 +83,19 @@ P4, P5, P6 = _F(0.02307826), _F(-0.0029132282), _F(-7.0536946e-05)
 P7, P8, P9 = _F(0.00010618843), _F(-1.826305e-05), _F(1.1358343e-06)
 
 
-def make_exp_f32(bits_f32, f32_bits):
-    """``exp`` of an f32 value, with the target's bit casts both ways."""
+def make_pow2_f32(bits_f32, f32_bits):
+    """``2**m`` for an integral f32 ``m`` in [-126, 127], made from bits: adding
+    ``ROUND_BIAS`` puts ``m + 127`` in the low mantissa bits; the shift moves them into the
+    exponent and the rest out of the 32 bits."""
+
+    def pow2_f32(m):
+        return bits_f32(np.uint32(f32_bits(m + ROUND_BIAS) << np.uint32(23)))
+
+    return pow2_f32
+
+
+def make_exp_f32(pow2_f32):
+    """``exp`` of an f32 value, with the target's own ``pow2_f32``."""
 
     def exp_f32(x):
         # every step is f32 arithmetic or a 32-bit integer step (no int64 conversion),
@@ -97,13 +108,9 @@ def make_exp_f32(bits_f32, f32_bits):
         u = ONE + (r + (r * r) * p)  # in [sqrt(1/2), sqrt(2)]
         # 2**n as two factors 2**n1 * 2**n2, n1 in [-125, 127]: u * 2**n1 is then an
         # exact normal f32, and the second product rounds once, down to the subnormals
-        # and up to the largest f32. Each factor is made from bits: adding ROUND_BIAS to
-        # an integral f32 m in [-126, 127] puts m + 127 in the low mantissa bits; the
-        # shift moves them into the exponent and the rest out of the 32 bits
+        # and up to the largest f32
         n1 = min(max(n, MIN_EXPONENT), MAX_EXPONENT)
-        s1 = bits_f32(np.uint32(f32_bits(n1 + ROUND_BIAS) << np.uint32(23)))
-        s2 = bits_f32(np.uint32(f32_bits((n - n1) + ROUND_BIAS) << np.uint32(23)))
-        y = (u * s1) * s2
+        y = (u * pow2_f32(n1)) * pow2_f32(n - n1)
         return x if x != x else y
 
     return exp_f32
@@ -191,7 +198,7 @@ def numpy_f32_bits(value):
 def functions(bits_f32, f32_bits, jit) -> dict:
     """The own functions by their names in generated code, each passed through ``jit``
     (the target's compiler; the identity where kernels run as Python)."""
-    exp_f32 = jit(make_exp_f32(bits_f32, f32_bits))
+    exp_f32 = jit(make_exp_f32(jit(make_pow2_f32(bits_f32, f32_bits))))
     return {
         "_exp_f32": exp_f32,
         "_log_f32": jit(make_log_f32(bits_f32, f32_bits)),
