@@ -78,6 +78,21 @@ def _definitions() -> dict:
 
         return sig, codegen
 
+    @intrinsic
+    def fma_f32(typingctx, a, b, c):
+        """``a * b + c`` of f32 values rounded once (LLVM's ``llvm.fma``: a vector FMA
+        instruction where the loop vectorises, a correctly rounded libm call elsewhere)."""
+        sig = types.float32(types.float32, types.float32, types.float32)
+
+        def codegen(context, builder, signature, args):
+            f32 = llir.FloatType()
+            fn = cgutils.get_or_insert_function(
+                builder.module, llir.FunctionType(f32, [f32, f32, f32]), "llvm.fma.f32"
+            )
+            return builder.call(fn, args)
+
+        return sig, codegen
+
     @numba.njit(**_JIT)
     def b2f(bits):
         """uint16 bits of a bfloat16 → float32 (exact)."""
@@ -217,7 +232,7 @@ def _definitions() -> dict:
 
         return make
 
-    own = own_math.functions(bits_f32, f32_bits, numba.njit(**_JIT))  # exp, log, ...
+    own = own_math.functions(bits_f32, f32_bits, fma_f32, numba.njit(**_JIT))  # exp, log, ...
 
     return dict(locals())
 

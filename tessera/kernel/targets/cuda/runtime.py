@@ -92,9 +92,12 @@ def _bf16_conversions(cuda, simulated: bool) -> dict:
 
 
 def _own_math(cuda, simulated: bool) -> dict:
-    """The language's own math functions (own_math.py), with the target's bit casts."""
+    """The language's own math functions (own_math.py), with the target's bit casts and
+    fused multiply-add (libdevice's ``fmaf``: ``fma.rn.f32``)."""
     if simulated:
-        return own_math.functions(own_math.numpy_bits_f32, own_math.numpy_f32_bits, _quiet)
+        return own_math.functions(
+            own_math.numpy_bits_f32, own_math.numpy_f32_bits, own_math.numpy_fma_f32, _quiet
+        )
     from numba.cuda import libdevice
 
     @cuda.jit(device=True, inline="always")
@@ -109,7 +112,7 @@ def _own_math(cuda, simulated: bool) -> dict:
         fn = rounding.separate_products(fn, libdevice.fmul_rn)
         return cuda.jit(device=True, inline="always")(fn)
 
-    return own_math.functions(bits_f32, f32_bits, compile_device)
+    return own_math.functions(bits_f32, f32_bits, libdevice.fmaf, compile_device)
 
 
 def namespace(async_copies: bool) -> dict:

@@ -19,7 +19,9 @@ from .. import integers, own_math, semantics
 from . import tiles
 from .values import BINARY, COMPARE, HALF, INTEGER_RULES, NUMPY_MATH, cast_function, convert
 
-OWN = own_math.functions(own_math.numpy_bits_f32, own_math.numpy_f32_bits, lambda f: f)
+OWN = own_math.functions(
+    own_math.numpy_bits_f32, own_math.numpy_f32_bits, own_math.numpy_fma_f32, lambda f: f
+)
 
 
 def compile_expr(c, e: ir.Expr):
