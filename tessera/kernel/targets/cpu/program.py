@@ -127,7 +127,11 @@ class CpuProgram:
         exec(compile(self.source, self.filename, "exec"), module.__dict__)  # noqa: S102 - our codegen
         dispatcher = numba.njit(parallel=parallel, **JIT_OPTIONS)(module._kernel)
         # Numba leaves LLVM's SLP vectoriser off by default; lane loops that LLVM fully
-        # unrolls (a 16-lane row) only vectorise with it.
+        # unrolls (a 16-lane row) only vectorise with it. Numba's compiler re-reads every
+        # setting from the NUMBA_* environment when that has changed since it last looked
+        # (``import tessera`` sets NUMBA_NUM_THREADS), which would put the vectoriser back
+        # off for this compile: the environment is taken in first, then the setting made.
+        numba_config.reload_config()
         saved, numba_config.SLP_VECTORIZE = numba_config.SLP_VECTORIZE, 1
         try:
             with vector_width.preferring(self.vector_bits()):
