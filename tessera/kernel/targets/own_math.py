@@ -7,7 +7,7 @@ only (no libm), so NumPy, LLVM and the simulator round every step alike. The fus
 multiply-adds are written out (``fma(a, b, c)``, rounded once on every target: LLVM's
 ``llvm.fma``, libdevice's ``fmaf``, an exact emulation in f64 for NumPy); every other
 product is rounded on its own, as in kernel code. They are a vector FMA instruction each on
-the CPU: the polynomials cost half the instructions, exp runs 1.3× faster in cache. LLVM
+the CPU: the polynomials cost half the instructions, exp runs 1.45× faster in cache. LLVM
 turns the branches into selects, so a loop calling these functions vectorises, with one
 exception found by reading the assembly: an early return before a division keeps a loop
 from vectorising, so ``log``, ``tanh`` and ``erf`` compute every piece and select at the
