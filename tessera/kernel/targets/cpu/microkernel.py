@@ -53,6 +53,18 @@ def regions(m: int, n: int) -> list[tuple[int, int, int, int, int, int, int]]:
 
 
 @functools.cache
+def fused_multiply_add(builder, x, y, c):
+    """``x * y + c`` rounded once: a call of LLVM's ``llvm.fma`` on f32 scalars or vectors
+    (one FMA instruction each; the own math functions use it too, runtime.py)."""
+    from llvmlite import ir as llir
+    from numba.core import cgutils
+
+    t = c.type
+    name = f"llvm.fma.v{t.count}f32" if isinstance(t, llir.VectorType) else "llvm.fma.f32"
+    fma = cgutils.get_or_insert_function(builder.module, llir.FunctionType(t, [t, t, t]), name)
+    return builder.call(fma, [x, y, c])
+
+
 def dot_tiles():
     """The intrinsic ``dot_tiles(dest, init, a, b, m, n, k, from_zero)``:
     ``dest = (0 if from_zero else init) + a @ b`` for C-contiguous ``a`` (m × k), ``b``
@@ -127,13 +139,7 @@ def dot_tiles():
 
         def madd(x, y, c):
             if is_float:
-                t = c.type
-                vector = isinstance(t, llir.VectorType)
-                name = f"llvm.fma.v{t.count}f32" if vector else "llvm.fma.f32"
-                fma = cgutils.get_or_insert_function(
-                    builder.module, llir.FunctionType(t, [t, t, t]), name
-                )
-                return builder.call(fma, [x, y, c])
+                return fused_multiply_add(builder, x, y, c)
             return builder.add(c, builder.mul(x, y))
 
         for row0, row_blocks, rows, col0, col_blocks, vectors, width in regions(m, n):

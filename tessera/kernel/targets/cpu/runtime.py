@@ -85,11 +85,7 @@ def _definitions() -> dict:
         sig = types.float32(types.float32, types.float32, types.float32)
 
         def codegen(context, builder, signature, args):
-            f32 = llir.FloatType()
-            fn = cgutils.get_or_insert_function(
-                builder.module, llir.FunctionType(f32, [f32, f32, f32]), "llvm.fma.f32"
-            )
-            return builder.call(fn, args)
+            return microkernel.fused_multiply_add(builder, *args)
 
         return sig, codegen
 
