@@ -23,6 +23,7 @@ BENCHES = (
     "matmul",
     "tiles",
     "ops",
+    "gpu_ops",
     "softmax",
     "stencil",
     "axpy_tiled",
@@ -77,6 +78,11 @@ def targets(records: list[dict], quick: bool) -> str:
     for what, value, wanted, met in ops_targets(records):
         verdict = "ok" if met else "MISSED"
         lines.append(f"  ops {what:<34} {value:>7.2f}  target {wanted:<7} {verdict}")
+    from .gpu_ops import targets as gpu_targets
+
+    for what, value, wanted, met in gpu_targets(records):
+        verdict = "ok" if met else "MISSED"
+        lines.append(f"  gpu_ops {what:<38} {value:>7.2f}  target {wanted:<7} {verdict}")
     from .dist_allreduce import targets as dist_targets
 
     for what, value, wanted, met in dist_targets(records):

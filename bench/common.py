@@ -214,7 +214,7 @@ def rate(rec: dict) -> str:
 
 
 # where ``baseline`` did not run, ``× base`` divides by the first of these that did
-BASELINES = ("numpy", "mpi4py", "mpi4py loop")
+BASELINES = ("numpy", "cupy", "mpi4py", "mpi4py loop")
 
 
 def table(records: list[dict], baseline: str = "numba") -> str:

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import functools
 
+import numpy as _np
+
+from . import dtypes as _dtypes
 from .ops.module import Module as _Module
 from .ops.module import apply as _apply
 from .ops.tensor import Tensor as _Tensor
@@ -22,8 +25,9 @@ from .tracebacks import entry_point as _entry_point
 
 def matmul(a, b, tile_shape=None):
     """``a @ b`` (f16, bf16, f32; f32 accumulation), as ``tile.dot`` on blocks of
-    ``tile_shape = (BM, BN, BK)`` (default 64, 64, 32). As NumPy's matmul, the last two
-    dims are the matrices and the leading (batch) dims broadcast: one launch runs every
+    ``tile_shape = (BM, BN, BK)`` (default 128, 128, 32, less for smaller matrices). As
+    NumPy's matmul, the last two dims are the matrices and the leading (batch) dims
+    broadcast: one launch runs every
     product of the batch. When only ``a`` has batch dims (a linear layer) they are
     folded into its rows instead (reshapes are views), making one larger product."""
     attrs = {"tile_shape": _tile_shape(tile_shape)} if tile_shape is not None else {}
@@ -93,8 +97,22 @@ where = _elementwise("where", "c ? a : b", 3)
 
 
 def cast(x, dtype):
-    """``x`` converted to ``dtype`` (a Tessera dtype: ``f16``, ``f32``...)."""
-    return _apply("cast", [x], {"dtype": dtype})
+    """``x`` converted to ``dtype``: a Tessera dtype (``tessera.f16``), its name
+    (``"f16"``) or a NumPy dtype (``np.float16``)."""
+    return _apply("cast", [x], {"dtype": _dtype_named(dtype)})
+
+
+def _dtype_named(dtype) -> _dtypes.DType:
+    named = _dtypes.BY_NAME.get(dtype) if isinstance(dtype, str) else _dtypes.as_dtype(dtype)
+    if named is None and isinstance(dtype, str):
+        try:  # a NumPy name: "float16"
+            named = _dtypes.from_numpy(_np.dtype(dtype))
+        except TypeError:
+            named = None
+    if named is None:
+        known = ", ".join(sorted(_dtypes.BY_NAME))
+        raise TypeError(f"op.cast: dtype={dtype!r} is not a Tessera dtype (one of {known})")
+    return named
 
 
 def dropout(x, p, seed):

@@ -38,11 +38,12 @@ def check() -> None:
 
     rng = np.random.default_rng(1)
     a, b = rng.random((9, 13), dtype=np.float32), rng.random((13, 7), dtype=np.float32)
-    A = dist.from_global(a, dist.ShardSpec(("col",), ("x",)), mesh)
-    B = dist.from_global(b, dist.ShardSpec(("row",), ("x",)), mesh)
-    C = dist.zeros((9, 7), dist.ShardSpec(), mesh)
+    tp = dist.Mesh(axes=("tp",), shape=(dist.size(),))  # the axis tp_gemm splits K over
+    A = dist.from_global(a, dist.ShardSpec(("col",), ("tp",)), tp)
+    B = dist.from_global(b, dist.ShardSpec(("row",), ("tp",)), tp)
+    C = dist.zeros((9, 7), dist.ShardSpec(), tp)
     assert isinstance(A.local, cupy.ndarray)
-    tessera.index_launch(axis="x")(tp_gemm)(A, B, C)
+    tessera.index_launch(axis="tp")(tp_gemm)(A.parts("tp"), B.parts("tp"), C.parts("tp"))
     tessera.synchronize()
     np.testing.assert_allclose(cupy.asnumpy(C.local), a @ b, rtol=1e-5)
 

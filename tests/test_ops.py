@@ -484,3 +484,15 @@ def test_ops_feed_collectives_on_2_ranks(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     reports = {r: (tmp_path / f"rank{r}.txt").read_text() for r in range(2)}
     assert reports == {0: "ok", 1: "ok"}, reports
+
+
+@pytest.mark.parametrize("dtype", ["f16", np.float16, f16, "float16"])
+def test_cast_takes_a_dtype_by_name_numpy_type_or_tessera_dtype(rng, dtype):
+    x = rng.standard_normal(8).astype(np.float32)
+    traced = graph.module("cast_then_add")(lambda v: op.cast(op.cast(v, dtype), "f32") + v)
+    np.testing.assert_array_equal(traced(x), x.astype(np.float16).astype(np.float32) + x)
+
+
+def test_cast_to_an_unknown_dtype_names_the_dtypes_there_are():
+    with pytest.raises(TypeError, match=r"dtype='f17' is not a Tessera dtype \(one of .*f16"):
+        op.cast(np.zeros(4, np.float32), "f17")

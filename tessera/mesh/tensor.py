@@ -121,5 +121,6 @@ def from_global(
     mesh = current_mesh(mesh)
     layout = layout or ShardSpec()
     where = local_slice(array.shape, layout, mesh)
-    local = shard_module(mesh).ascontiguousarray(array[where])
+    module = shard_module(mesh)  # CuPy copies a NumPy block to the GPU in asarray only
+    local = module.ascontiguousarray(module.asarray(array[where]))
     return ShardedTensor(array.shape, layout, mesh, local)

@@ -360,8 +360,12 @@ def matmul(group: Group, name: str) -> Source:
         if reads[id(e)] == 1 and id(e) not in stored:  # read once: part of its reader's
             em.names[id(e)] = f"({code})"  # statement (one loop, no tile of its own)
             continue
-        em.emit(f"v{e.number} = {code}", 1)
-        em.names[id(e)] = f"v{e.number}"
+        # the one result of the epilogue replaces the accumulator (computed in place: no
+        # second block-sized tile, which on a GPU halves the shared memory a block needs)
+        last = e is group.nodes[-1] and len(group.outputs) == 1 and e.dtype == D.f32
+        local = "acc" if last else f"v{e.number}"
+        em.emit(f"{local} = {code}", 1)
+        em.names[id(e)] = local
     mask = ""
     if count > 1 and ragged_m:
         mask = f", mask=(tile.arange({bm}) + m0 < {m})[:, None]"
@@ -376,7 +380,15 @@ def matmul(group: Group, name: str) -> Source:
         space = tile_space(shape_attr, m, n, k)
         return em.source(_tuned_decorator(space), _tuned_grid(m, n, count))
     grid = (-(-m // bm), -(-n // bn)) + ((count,) if count > 1 else ())
-    return em.source(f"@kernel(tile=(64,), shared={shared_kib(bm, bn, bk)} * KiB)", grid)
+    return em.source(
+        f"@kernel(tile=({PRODUCT_LANES},), shared={shared_kib(bm, bn, bk)} * KiB)", grid
+    )
+
+
+# Lanes of a product's group. The CPU runs a tile kernel's group as one thread, whatever
+# this is; on a GPU it is the block's threads, and 256 gives each of them an 8 x 8 block
+# of a 128 x 128 result in registers (the CUDA target's plain tile.dot).
+PRODUCT_LANES = 256
 
 
 def shared_kib(bm: int, bn: int, bk: int) -> int:
@@ -386,7 +398,7 @@ def shared_kib(bm: int, bn: int, bk: int) -> int:
 
 def _tuned_decorator(space: dict) -> str:
     return (
-        f"@autotune(space={space!r}, tile=(64,), prune=lambda c: c.BM * c.BN <= 8192, "
+        f"@autotune(space={space!r}, tile=({PRODUCT_LANES},), prune=lambda c: c.BM * c.BN <= 8192, "
         "shared=lambda c: shared_kib(c.BM, c.BN, c.BK) * KiB)"
     )
 

@@ -57,9 +57,7 @@ class TileSource:
         """An elementwise tile assignment (tile primitives that make values are lowered
         by the target, ``self.lower``)."""
         t = s.value.type
-        reads_target = any(
-            isinstance(e, ir.Name) and e.name == s.target for e in ir.walk_expr(s.value)
-        )
+        reads_target = reads_elsewhere(s.value, s.target)
         dest = self.tile_temp(t) if reads_target else self.name(s.target)
 
         def body() -> None:
@@ -67,7 +65,8 @@ class TileSource:
             self.emit(f"{dest}[{', '.join(self.element)}] = {value}", s.loc)
 
         self.element_loops(t.shape, body)
-        if reads_target:  # computed aside: the statement read the tile it replaces
+        if reads_target:  # computed aside: the statement read the tile it replaces at
+            # other elements than the one it writes
             self.element_loops(
                 t.shape,
                 lambda: self.emit(
@@ -81,6 +80,28 @@ class TileSource:
         if dst in D.COMPUTED_IN_F32:
             return self.f32_to_half(self.conv(code, ScalarType(src), ScalarType(D.f32)), dst)
         return self.conv(code, ScalarType(src), ScalarType(dst))
+
+
+# Expressions that read their operands at the element they compute (``acc * 2 + b``,
+# ``tile.where(c, acc, 0)``, ``acc.astype(f16)``); ``t.T`` and ``t[None, :]`` move it.
+_SAME_ELEMENT = (ir.BinOp, ir.UnaryOp, ir.Compare, ir.BoolOp, ir.IfExp, ir.Cast, ir.MathCall)
+_SAME_ELEMENT_PRIMS = (B.where, B.astype)
+
+
+def reads_elsewhere(value: ir.Expr, target: str) -> bool:
+    """Whether an elementwise tile statement assigning ``value`` to ``target`` reads
+    ``target`` at an element other than the one it writes. Only then is the result
+    computed aside and copied back (every lane, or loop step, reads and writes its own
+    element otherwise, so ``acc = max(acc + bias, 0)`` runs in place: no second tile of
+    shared memory on CUDA)."""
+    if isinstance(value, ir.Name):
+        return False
+    same = isinstance(value, _SAME_ELEMENT) or (
+        isinstance(value, ir.PrimCall) and value.prim in _SAME_ELEMENT_PRIMS
+    )
+    if same:
+        return any(reads_elsewhere(child, target) for child in value.children())
+    return any(isinstance(e, ir.Name) and e.name == target for e in ir.walk_expr(value))
 
 
 # ----------------------------------------------------------------------------- lowerings

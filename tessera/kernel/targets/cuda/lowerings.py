@@ -167,8 +167,9 @@ LOWERINGS.update(COMMON_LOWERINGS)
 def _dot(cg, call, site):
     """f16/bf16 (f32 with ``allow_tf32``) on sm_80+, in whole instruction tiles and whole
     warps: ``mma.sync`` fragments spread over the group's warps (mma.py). Otherwise the
-    plain path (FFMA): each lane computes whole elements of the result, k in order (the
-    CPU's order). A result that replaces an input is computed aside, then copied."""
+    plain path (FFMA): each lane computes a block of whole elements of the result in
+    registers, k in order (the CPU's order). A result that replaces an input is computed
+    aside, then copied."""
     a, b, acc, allow_tf32 = call.args[:4]
     t = call.type
     (m, k), n = a.type.shape, b.type.shape[1]
@@ -185,19 +186,68 @@ def _dot(cg, call, site):
     if inst is not None:
         mma.emit_dot(cg, inst, x, y, init, dest, (m, k, n))
     else:
-        rep = ctor(t.dtype)
-        start = f"{init}[_e0, _e1]" if init is not None else f"{rep}(0)"
-
-        def body():
-            cg.emit(f"_acc = {start}")
-            cg.emit(f"for _k in range({k}):")
-            cg.emit(f"    _acc = {rep}(_acc + {rep}({x}[_e0, _k]) * {rep}({y}[_k, _e1]))")
-            cg.emit(f"{dest}[_e0, _e1] = _acc")
-
-        cg.element_loops(t.shape, body)
+        _register_blocked_dot(cg, x, y, init, dest, (m, k, n), ctor(t.dtype))
     if replaces_input:
         target = cg.name(site.target)
         cg.element_loops(t.shape, lambda: cg.emit(f"{target}[_e0, _e1] = {dest}[_e0, _e1]"))
+
+
+# Steps of k per iteration of the plain tile.dot's loop (NVVM does not unroll it): 4 ran
+# a 4096^3 f32 product 1.16x faster than 1 on an H100, 2 in between (bench/README.md)
+UNROLL_K = 4
+
+
+def micro_tile(m: int, n: int, lanes: int) -> tuple[int, int]:
+    """The rows and columns of the result each lane of the plain ``tile.dot`` computes
+    at once (powers of two dividing ``m`` and ``n``): its share of the result, at most
+    8 x 8 = 64 accumulators, which stay in registers."""
+    share = min(64, max(1, m * n // lanes))
+    rows = 1
+    while rows * 2 <= 8 and (rows * 2) ** 2 <= share and m % (rows * 2) == 0:
+        rows *= 2
+    cols = 1
+    while cols * 2 <= 8 and rows * cols * 2 <= share and n % (cols * 2) == 0:
+        cols *= 2
+    return rows, cols
+
+
+def _register_blocked_dot(cg, x: str, y: str, init, dest: str, mkn, rep: str) -> None:
+    """The plain path: each lane computes an ``r x c`` block of the result in registers,
+    reading ``r + c`` operand values from shared memory per step of ``k`` for ``r * c``
+    multiply-adds (one element per lane would read two per multiply-add). A lane's rows
+    lie ``m / r`` apart and its columns ``n / c`` apart, so neighbouring lanes read
+    neighbouring columns of ``y`` (no bank conflicts) and mostly the same row of ``x``
+    (a broadcast). Every element still sums over ``k`` in order: the same bits as one
+    element per lane."""
+    m, k, n = mkn
+    r, c = micro_tile(m, n, cg.lanes)
+    row_step, col_step = m // r, n // c
+    rows = [f"_i0 + {i * row_step}" if i else "_i0" for i in range(r)]
+    cols = [f"_j0 + {j * col_step}" if j else "_j0" for j in range(c)]
+    cells = [(i, j) for i in range(r) for j in range(c)]
+    cg.emit(f"for _t in range(_lane, {row_step * col_step}, {cg.lanes}):")
+    cg.indent += 1
+    cg.emit(f"_i0 = _t // {col_step}")
+    cg.emit(f"_j0 = _t % {col_step}")
+    for i, j in cells:
+        start = f"{init}[{rows[i]}, {cols[j]}]" if init is not None else "0"
+        cg.emit(f"_c{i}_{j} = {rep}({start})")
+    unroll = UNROLL_K if k % UNROLL_K == 0 else 1
+    cg.emit(f"for _kb in range(0, {k}, {unroll}):")
+    cg.indent += 1
+    for step in range(unroll):
+        cg.emit(f"_k = _kb + {step}" if step else "_k = _kb")
+        for i in range(r):
+            cg.emit(f"_x{i} = {rep}({x}[{rows[i]}, _k])")
+        for j in range(c):
+            cg.emit(f"_y{j} = {rep}({y}[_k, {cols[j]}])")
+        for i, j in cells:
+            cg.emit(f"_c{i}_{j} = {rep}(_c{i}_{j} + _x{i} * _y{j})")
+    cg.indent -= 1
+    for i, j in cells:
+        cg.emit(f"{dest}[{rows[i]}, {cols[j]}] = _c{i}_{j}")
+    cg.indent -= 1
+    cg.emit("cuda.syncthreads()")
 
 
 @lowering(B.tile_sum, B.tile_max, B.tile_min)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ....errors import TesseraError
 from .. import integers, own_math, semantics
-from . import async_copy, atomics, mma, printf, rounding
+from . import async_copy, atomics, mma, numpy_compat, printf, rounding
 
 
 def cuda_module():
@@ -26,6 +26,8 @@ def cuda_module():
             "the CUDA target needs numba-cuda: pip install 'tessera-kernels[cuda]' "
             "('tessera-kernels[cuda12]' where the driver is CUDA 12)"
         ) from exc
+    if not simulating():  # the simulator compiles nothing
+        numpy_compat.load_registrations()
     return cuda
 
 
