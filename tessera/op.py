@@ -49,7 +49,7 @@ def _tile_shape(tile_shape):
             )
         return tuple((name, tuple(int(v) for v in tile_shape[name])) for name in ("BM", "BN", "BK"))
     shape = tuple(int(v) for v in tile_shape)
-    if len(shape) != 3 or min(shape) <= 0:
+    if len(shape) != 3 or any(v <= 0 for v in shape):  # (``min`` here is op.min)
         raise ValueError(
             f"op.matmul: tile_shape is (BM, BN, BK), 'auto' or a space, not {tile_shape!r}"
         )

@@ -1,7 +1,7 @@
 """Collectives over NCCL for device arrays, through CuPy's NCCL communicator.
 
-UNTESTED ON HARDWARE: no GPU has run this module yet (see docs/distributed.md). It is
-written against CuPy's documented ``cupy.cuda.nccl`` API and kept small.
+Run on one GPU (one rank, an H100), not yet across several GPUs (docs/distributed.md).
+It is written against CuPy's documented ``cupy.cuda.nccl`` API and kept small.
 
 One NCCL communicator per mesh axis, made on the axis's first GPU collective: member 0
 makes the unique id, MPI broadcasts it. Operations are enqueued on the stream Tessera's

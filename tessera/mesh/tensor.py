@@ -80,7 +80,7 @@ def _np_dtype(dtype) -> np.dtype:
 
 def shard_module(mesh: Mesh):
     """Where a rank's shards live: CuPy on a rank with a GPU (when CuPy is installed),
-    else NumPy. GPU shards are untested on hardware (docs/distributed.md)."""
+    else NumPy. GPU shards ran on one GPU rank (docs/distributed.md)."""
     if mesh.device != "cpu":
         try:
             import cupy

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .... import dtypes as D
 from ... import ir
 from ...ir import TileType
@@ -25,6 +27,17 @@ from .rounding import PRODUCTS
 
 FLAT_BLOCK = 256  # threads per block of a flat kernel
 STATIC_SHARED_LIMIT = 48 * 1024  # above this a block's shared memory must be dynamic
+
+
+def _tile_label(generated: str) -> str:
+    """A shared tile as an error message names it: the user's variable, or a temporary."""
+    name = generated.removeprefix("v_")
+    return f"tile {name}" if not name.startswith("_") else "a temporary tile"
+
+
+def _itemsize(ctor_name: str) -> int:
+    """Bytes of one element of a generated array of ``np.float32``-style type."""
+    return np.dtype(ctor_name.removeprefix("np.")).itemsize
 
 
 class CudaCodegen(SourceEmitter):
@@ -51,6 +64,8 @@ class CudaCodegen(SourceEmitter):
         self.tile_temps: list[tuple[str, TileType]] = []  # shared scratch of tile statements
         self.scratch: dict[str, int] = {}  # compute dtype ctor → elements of shared scratch
         self.dynamic_shared_bytes = 0  # > 0: shared arrays are carved from dynamic memory
+        self.alloc_bytes: list[tuple[str, int]] = []  # tshared.alloc arrays, bytes each
+        self.shared_arrays: list[tuple[str, int]] = []  # all of a group's, once generated
         # cp.async for copies (off under the simulator, which cannot run inline PTX)
         self.async_copies = async_copies
         self.uses_copies = any(isinstance(s, ir.CopyAsync) for s in ir.walk_stmts(kir.body))
@@ -98,6 +113,19 @@ class CudaCodegen(SourceEmitter):
             for name, t in tiles + self.tile_temps
         ]
         self.lines[body_start:body_start] = declared
+        # what a group keeps in shared memory besides tshared.dynamic (program.py checks
+        # it against the architecture's limit before ptxas would refuse the kernel)
+        self.shared_arrays = (
+            self.alloc_bytes
+            + [
+                (f"reduction scratch ({dt.removeprefix('np.')})", size * _itemsize(dt))
+                for dt, size in self.scratch.items()
+            ]
+            + [
+                (_tile_label(name), math.prod(t.shape) * _itemsize(ctor(t.dtype)))
+                for name, t in tiles + self.tile_temps
+            ]
+        )
         return "\n".join(self.lines) + "\n"
 
     def flat_frame(self) -> None:
@@ -120,6 +148,7 @@ class CudaCodegen(SourceEmitter):
             for a in self.kir.allocs
             if not a.dynamic
         ]
+        self.alloc_bytes = [(f"tshared array {a.target}", n) for a, n in sizes]
         dynamic = self.kir.dynamic_alloc
         if dynamic is None and sum(n for _, n in sizes) <= STATIC_SHARED_LIMIT:
             for a, _ in sizes:

@@ -20,7 +20,7 @@ from ....errors import TesseraError
 from ....observers import stage
 from ...pipeline import Specialised
 from ..target import Target
-from . import runtime
+from . import runtime, shared_memory
 from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
 from .runtime import cuda_module, simulating
 from .streams import current_stream, note_gpu_work
@@ -107,6 +107,7 @@ class CudaProgram:
         )
         self.align_params = codegen.align_params
         self.source = codegen.generate()
+        self.shared_arrays = codegen.shared_arrays
         self.dynamic_shared_bytes = codegen.dynamic_shared_bytes  # known once generated
         dynamic = spec.kir.dynamic_alloc  # tshared.dynamic: its bytes come with the launch
         self.dynamic_size = (
@@ -149,6 +150,10 @@ class CudaProgram:
         del parallel  # a GPU always runs groups in parallel
         stream = current_stream()
         first = self._kernel is None
+        if first and not self.simulated:
+            device = cuda_module().get_current_device()
+            limit = device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+            shared_memory.check(self.kir, self.shared_arrays, limit, f"this GPU ({device.name})")
         if first:
             jit_options = {} if self.simulated else {"launch_bounds": self.max_threads()}
             self._kernel = cuda_module().jit(self.python_function(), **jit_options)
@@ -238,11 +243,13 @@ class CudaProgram:
     # ------------------------------------------------------------------ without a GPU
     def ptx(self, signature: tuple, arch: str) -> str:
         """PTX for ``arch`` (NVVM; needs no GPU)."""
+        cc = parse_arch(arch)
+        shared_memory.check(self.kir, self.shared_arrays, shared_memory.limit_for(cc), arch)
         cuda = cuda_module()
         ptx, _ = cuda.compile_ptx(
             self.python_function(),
             signature,
-            cc=parse_arch(arch),
+            cc=cc,
             launch_bounds=self.max_threads(),
         )
         return ptx
