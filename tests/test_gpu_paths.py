@@ -1,0 +1,114 @@
+"""GPU code paths beyond the kernels themselves, on a real GPU: shared memory sized at
+launch above 48 KiB (the opt-in), named streams and events, graph.stream with ops on
+device arrays, PyTorch CUDA tensors (f32 and bf16, without a copy). Skipped without an
+NVIDIA GPU (never under the simulator)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+import tessera as ts
+from tessera import KiB, bf16, f32, graph, group_id, i64, kernel, mut, op, tbarrier, tile, tshared
+
+
+def _gpu_present() -> bool:
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return False
+    try:
+        from numba import cuda
+
+        return cuda.is_available()
+    except Exception:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not _gpu_present(), reason="needs an NVIDIA GPU")
+
+
+@kernel(tile=(256,), shared=100 * KiB)
+def reverse_big_chunks(x: f32[n], y: mut[f32[n]], chunk: i64):
+    s = tshared.dynamic[f32](chunk)
+    base = group_id(0) * chunk
+    for k in range(tile.linear_id(), chunk, 256):
+        s[k] = x[base + k]
+    tbarrier()
+    for k in range(tile.linear_id(), chunk, 256):
+        y[base + k] = s[chunk - 1 - k]
+
+
+def test_dynamic_shared_memory_above_48_kib_is_opted_in_and_works():
+    chunk = 20_000  # 80,000 bytes a group
+    x = np.arange(4 * chunk, dtype=np.float32)
+    y = np.zeros_like(x)
+    with ts.config(target="cuda"):
+        reverse_big_chunks[4](x, y, chunk)
+    want = np.concatenate([c[::-1] for c in np.split(x, 4)])
+    np.testing.assert_array_equal(y, want)
+
+
+@kernel
+def scale(x: f32[n], y: mut[f32[n]], alpha: f32):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = alpha * x[i]
+
+
+def test_launches_on_a_named_stream_are_timed_by_events():
+    from numba import cuda
+
+    x = cuda.to_device(np.arange(1 << 20, dtype=np.float32))
+    y = cuda.device_array(1 << 20, np.float32)
+    with ts.config(target="cuda"), ts.stream("compute") as s:
+        start = ts.event().record()
+        for _ in range(10):
+            scale[1 << 20](x, y, 3.0)
+        end = ts.event().record()
+    end.synchronize()
+    assert start.elapsed_ms(end) > 0.0
+    assert s is not cuda.default_stream()
+    ts.synchronize()
+    np.testing.assert_array_equal(y.copy_to_host(), 3.0 * np.arange(1 << 20, dtype=np.float32))
+
+
+@graph.module("scaled_relu")
+def scaled_relu(a, b):
+    return op.relu(a * 2.0 - b)
+
+
+def test_a_graph_module_on_device_arrays_runs_on_its_stream():
+    from numba import cuda
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(4096).astype(np.float32) for _ in range(2))
+    with ts.config(target="cuda"), graph.stream("side"):
+        out = scaled_relu(cuda.to_device(a), cuda.to_device(b))
+    ts.synchronize()
+    np.testing.assert_array_equal(out.copy_to_host(), np.maximum(a * np.float32(2) - b, 0))
+
+
+@kernel
+def twice_bf16(x: bf16[n], y: mut[bf16[n]]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = x[i] + x[i]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs PyTorch")
+def test_cuda_torch_tensors_launch_on_the_gpu_in_place_f32_and_bf16():
+    import torch
+
+    x = torch.arange(1000, dtype=torch.float32, device="cuda")
+    y = torch.zeros(1000, device="cuda")
+    memory = y.data_ptr()
+    scale[1000](x, y, 2.0)  # target "auto": a CUDA tensor runs on the cuda target
+    ts.synchronize()
+    assert y.data_ptr() == memory and torch.equal(y, 2 * x)
+    xb = torch.tensor([1.5, -2.0, 3.25], dtype=torch.bfloat16, device="cuda")
+    yb = torch.zeros(3, dtype=torch.bfloat16, device="cuda")
+    twice_bf16[3](xb, yb)
+    ts.synchronize()
+    assert yb.tolist() == [3.0, -4.0, 6.5]
