@@ -1,6 +1,7 @@
 """The operator layer on a GPU (OPS.md §4's cases on the cuda target): the fused
-``relu(A @ B + bias)`` against the same ops run eagerly and against CuPy (cuBLAS, then
-CuPy's elementwise kernels: the GPU's counterpart of the NumPy baseline), attention
+``relu(A @ B + bias)`` against the same ops run eagerly, against CuPy (cuBLAS, then
+CuPy's elementwise kernels: the GPU's counterpart of the NumPy baseline) and, at 1024³,
+against NumPy on the host's cores (OPS.md's baseline itself), attention
 against CuPy unfused, and the plain and tensor-core tile GEMMs. Every array lives on the
 GPU; each timed call ends with a synchronisation. Without a GPU (or without CuPy) it
 records nothing and says so."""
@@ -82,6 +83,9 @@ def _linear_layer(gpu: _Gpu, s: int, dtype, rng, quick: bool) -> list[Record]:
             gpu.case("eager", lambda: linear_relu_eager(da, db, dbias), want, 1e-3, 1e-2),
             gpu.case("cupy", lambda: cupy.maximum(ca @ cb + cbias, 0), want, 1e-3, 1e-2),
         ]
+        if s <= 1024:  # OPS.md's baseline: NumPy on the host's cores, beside the GPU
+            host = Case("numpy", lambda: np.maximum(a @ b + bias, 0), None, want, 1e-3, 1e-2)
+            cases.append(host)
         kernel = "relu(A@B + bias), f32"
     else:  # CuPy rounds A @ B to f16 before the bias: a looser check
         cases = [
@@ -142,6 +146,9 @@ def targets(records: list[dict]) -> list[tuple[str, float, str, bool]]:
             speedup, vs = med["eager"] / med["tessera"], med["tessera"] / med["cupy"]
             out.append((f"fused vs eager {size} (speedup)", speedup, "≥ 1.3×", speedup >= 1.3))
             out.append((f"fused vs cupy {size} (time)", vs, "≤ 1.5×", vs <= 1.5))
+        if {"tessera", "numpy"} <= set(med):
+            host = med["tessera"] / med["numpy"]
+            out.append((f"fused vs numpy on the host {size} (time)", host, "≤ 1.5×", host <= 1.5))
     return out
 
 
