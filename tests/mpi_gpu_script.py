@@ -1,9 +1,12 @@
 """Run under ``mpiexec -n N`` (N <= GPUs) on a GPU machine with CuPy: the collectives on
-CuPy arrays (the NCCL backend), sharded tensors on GPU ranks and an index launch on the
-GPU; writes ``ok`` (or the failure) to ``<folder>/rank<r>.txt``. test_dist_gpu.py runs it."""
+CuPy arrays (the NCCL backend), sharded tensors on GPU ranks, an index launch on the
+GPU, an op's result reduced on graph.stream's stream and (where PyTorch is installed)
+collectives on CUDA tensors; writes ``ok`` (or the failure) to ``<folder>/rank<r>.txt``.
+test_dist_gpu.py runs it."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 
 import cupy
@@ -12,7 +15,7 @@ from classic_kernels import tp_gemm
 from mpi_run import report_outcome
 
 import tessera
-from tessera import dist
+from tessera import dist, graph, op
 
 
 def check() -> None:
@@ -46,6 +49,24 @@ def check() -> None:
     tessera.index_launch(axis="tp")(tp_gemm)(A.parts("tp"), B.parts("tp"), C.parts("tp"))
     tessera.synchronize()
     np.testing.assert_allclose(cupy.asnumpy(C.local), a @ b, rtol=1e-5)
+
+    # an op on device arrays, its result all-reduced on graph.stream's stream
+    da, db = cupy.asarray(a[:, :8]), cupy.asarray(b[:8])
+    with tessera.config(target="cuda"), graph.stream("comm"):
+        summed = dist.all_reduce(op.matmul(da, db), axis="x", mesh=mesh)
+    tessera.synchronize()
+    host = summed.copy_to_host() if hasattr(summed, "copy_to_host") else cupy.asnumpy(summed)
+    np.testing.assert_allclose(host, n * (a[:, :8] @ b[:8]), rtol=1e-5)
+
+    if importlib.util.find_spec("torch") is not None:  # CUDA tensors in, CUDA tensors out
+        import torch
+
+        t = torch.full((4,), float(r + 1), device="cuda")
+        out = dist.all_reduce(t, axis="x", mesh=mesh)
+        assert isinstance(out, torch.Tensor) and out.is_cuda, type(out)
+        assert out.tolist() == [float(sum(q + 1 for q in range(n)))] * 4
+        half = dist.all_gather(torch.ones(2, dtype=torch.bfloat16, device="cuda"), axis="x", mesh=mesh)
+        assert half.dtype == torch.bfloat16 and half.shape[0] == 2 * n, half
 
 
 if __name__ == "__main__":

@@ -100,10 +100,19 @@ def _stream() -> int:
     return _cupy_stream().ptr
 
 
+def _contiguous(x):
+    """``x`` as a contiguous CuPy array: a CuPy array as it is, any other GPU array (a
+    numba-cuda device array, which the operator layer returns) viewed without a copy
+    through its ``__cuda_array_interface__``."""
+    import cupy
+
+    return cupy.ascontiguousarray(cupy.asarray(x))
+
+
 def all_reduce(ch: Channel, x, op: str, deterministic: bool) -> Transfer:
     import cupy
 
-    x = cupy.ascontiguousarray(x)
+    x = _contiguous(x)
     comm = communicator(ch)
     if deterministic:
         parts = cupy.empty((ch.size,) + x.shape, x.dtype)
@@ -117,6 +126,7 @@ def all_reduce(ch: Channel, x, op: str, deterministic: bool) -> Transfer:
 def all_gather(ch: Channel, x, rows: list[int]) -> Transfer:
     import cupy
 
+    x = _contiguous(x)
     most = max(rows)
     padded = cupy.zeros((most,) + x.shape[1:], x.dtype)
     padded[: x.shape[0]] = x
@@ -130,7 +140,7 @@ def all_gather(ch: Channel, x, rows: list[int]) -> Transfer:
 def reduce_scatter(ch: Channel, x, op: str, rows: list[int]) -> Transfer:
     import cupy
 
-    x = cupy.ascontiguousarray(x)
+    x = _contiguous(x)
     start = sum(rows[: ch.index])
     if len(set(rows)) > 1:  # uneven blocks: NCCL's reduce-scatter needs equal counts
         whole = all_reduce(ch, x, op, deterministic=False)
@@ -145,6 +155,6 @@ def reduce_scatter(ch: Channel, x, op: str, rows: list[int]) -> Transfer:
 def broadcast(ch: Channel, x, root: int) -> Transfer:
     import cupy
 
-    out = cupy.array(x, copy=True, order="C")
+    out = cupy.array(cupy.asarray(x), copy=True, order="C")
     communicator(ch).bcast(out.data.ptr, out.nbytes, _nccl().NCCL_UINT8, root, _stream())
     return _enqueued(lambda: out)
