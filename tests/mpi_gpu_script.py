@@ -65,7 +65,9 @@ def check() -> None:
         out = dist.all_reduce(t, axis="x", mesh=mesh)
         assert isinstance(out, torch.Tensor) and out.is_cuda, type(out)
         assert out.tolist() == [float(sum(q + 1 for q in range(n)))] * 4
-        half = dist.all_gather(torch.ones(2, dtype=torch.bfloat16, device="cuda"), axis="x", mesh=mesh)
+        half = dist.all_gather(
+            torch.ones(2, dtype=torch.bfloat16, device="cuda"), axis="x", mesh=mesh
+        )
         assert half.dtype == torch.bfloat16 and half.shape[0] == 2 * n, half
 
 
