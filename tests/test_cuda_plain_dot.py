@@ -11,7 +11,9 @@ import re
 import numpy as np
 import pytest
 
-from tessera import KiB, f32, group_id, kernel, mut, tile
+from tessera import KiB, dtypes, f32, group_id, kernel, mut, tile
+from tessera.kernel.ir import TileType
+from tessera.kernel.targets.cuda.codegen import padded
 from tessera.kernel.targets.cuda.lowerings import UNROLL_K, micro_tile
 
 
@@ -53,3 +55,18 @@ def test_a_128x128_product_keeps_each_lanes_64_accumulators_in_registers():
     ptx = product.inspect("ptx", a, b, c, grid=(2, 2), arch="sm_90")
     assert len(re.findall(r"\bfma\.rn\.f32\b", ptx)) == 64 * UNROLL_K
     assert "ld.local" not in ptx and "st.local" not in ptx
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "declared"),
+    [
+        ((128, 32), "f32", (128, 33)),  # a row of 32 words: one more
+        ((32, 128), "f16", (32, 129)),  # f16 tiles are held as f32
+        ((16, 8), "f32", (16, 8)),  # a row of 8 words: banks differ already
+        ((128,), "f32", (128,)),  # one row
+    ],
+)
+def test_a_tile_whose_rows_are_whole_bank_rows_is_declared_one_element_wider(
+    shape, dtype, declared
+):
+    assert padded(TileType(dtypes.BY_NAME[dtype], shape)) == declared

@@ -29,6 +29,19 @@ FLAT_BLOCK = 256  # threads per block of a flat kernel
 STATIC_SHARED_LIMIT = 48 * 1024  # above this a block's shared memory must be dynamic
 
 
+def padded(t: TileType) -> tuple[int, ...]:
+    """The shape a tile's shared array is declared with: a row of a whole number of
+    shared-memory bank rows (32 words) gets one element more, unused. Every lane then
+    finds the next row of a tile in the next bank instead of the same one: the plain
+    tile.dot's lanes read two rows of ``x`` at once, and mma.sync's fragment loads read
+    eight (``groupID``), which otherwise queue on one bank."""
+    shape = tuple(t.shape)
+    row_bytes = shape[-1] * _itemsize(ctor(t.dtype)) if shape else 0
+    if len(shape) >= 2 and row_bytes % 128 == 0:
+        return shape[:-1] + (shape[-1] + 1,)
+    return shape
+
+
 def _tile_label(generated: str) -> str:
     """A shared tile as an error message names it: the user's variable, or a temporary."""
     name = generated.removeprefix("v_")
@@ -109,7 +122,7 @@ class CudaCodegen(SourceEmitter):
             (self.name(v), t) for v, t in sorted(self.types.items()) if isinstance(t, TileType)
         ]
         declared += [
-            f"    {name} = cuda.shared.array({t.shape}, {ctor(t.dtype)})"
+            f"    {name} = cuda.shared.array({padded(t)}, {ctor(t.dtype)})"
             for name, t in tiles + self.tile_temps
         ]
         self.lines[body_start:body_start] = declared
@@ -122,7 +135,7 @@ class CudaCodegen(SourceEmitter):
                 for dt, size in self.scratch.items()
             ]
             + [
-                (_tile_label(name), math.prod(t.shape) * _itemsize(ctor(t.dtype)))
+                (_tile_label(name), math.prod(padded(t)) * _itemsize(ctor(t.dtype)))
                 for name, t in tiles + self.tile_temps
             ]
         )
