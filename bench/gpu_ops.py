@@ -8,13 +8,14 @@ records nothing and says so."""
 
 from __future__ import annotations
 
-import os
+import importlib.util
 import sys
 
 import numpy as np
 
 import tessera
 from tessera import graph, op
+from tessera.kernel.targets.cuda.streams import gpu_usable
 
 from .common import Case, Record, measure, standalone
 from .ops import attention, attention_numpy, linear_relu, linear_relu_eager
@@ -23,15 +24,8 @@ NAME = "gpu_ops"
 
 
 def gpu_present() -> bool:
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-        return False
-    try:
-        import cupy  # noqa: F401
-        from numba import cuda
-
-        return cuda.is_available()
-    except Exception:
-        return False
+    """A GPU (never the simulator) and CuPy, the baseline."""
+    return gpu_usable() and importlib.util.find_spec("cupy") is not None
 
 
 @graph.module("linear_relu_f16_in")

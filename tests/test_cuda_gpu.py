@@ -5,7 +5,6 @@ on an H100 (docs/targets.md, "Tested here", says what ran and how to run them)."
 from __future__ import annotations
 
 import logging
-import os
 import re
 
 import numpy as np
@@ -13,20 +12,9 @@ import pytest
 from classic_kernels import axpy_tiled, block_reduce_tree, matmul
 
 import tessera as ts
+from tessera.kernel.targets.cuda.streams import gpu_usable
 
-
-def _gpu_present() -> bool:
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-        return False
-    try:
-        from numba import cuda
-
-        return cuda.is_available()
-    except Exception:
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _gpu_present(), reason="needs an NVIDIA GPU")
+pytestmark = pytest.mark.skipif(not gpu_usable(), reason="needs an NVIDIA GPU")
 
 
 def test_reduction_on_the_gpu_is_bitwise_equal_to_the_cpu():

@@ -6,27 +6,15 @@ NVIDIA GPU (never under the simulator)."""
 from __future__ import annotations
 
 import importlib.util
-import os
 
 import numpy as np
 import pytest
 
 import tessera as ts
 from tessera import KiB, bf16, f32, graph, group_id, i64, kernel, mut, op, tbarrier, tile, tshared
+from tessera.kernel.targets.cuda.streams import gpu_usable
 
-
-def _gpu_present() -> bool:
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-        return False
-    try:
-        from numba import cuda
-
-        return cuda.is_available()
-    except Exception:
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _gpu_present(), reason="needs an NVIDIA GPU")
+pytestmark = pytest.mark.skipif(not gpu_usable(), reason="needs an NVIDIA GPU")
 
 
 @kernel(tile=(256,), shared=100 * KiB)
