@@ -11,7 +11,6 @@ code never sees a ``np.row_stack`` that its NumPy does not have. docs/targets.md
 
 from __future__ import annotations
 
-import functools
 import importlib
 import threading
 
@@ -22,7 +21,6 @@ _REGISTERING_MODULES = ("numba.cuda.np.arrayobj",)
 _lock = threading.Lock()
 
 
-@functools.cache  # once per process: an import is cached anyway, the check is not
 def load_registrations() -> None:
     """Import numba-cuda's NumPy registrations with the removed aliases lent to NumPy
     (nothing to lend, and nothing changed, on a NumPy that still has them)."""

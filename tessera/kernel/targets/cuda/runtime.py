@@ -7,6 +7,7 @@ Python on the CPU, thread by thread; the names below then take the simulator's f
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 
@@ -17,6 +18,7 @@ from .. import integers, own_math, semantics
 from . import async_copy, atomics, mma, numpy_compat, printf, rounding
 
 
+@functools.cache  # every CUDA launch asks: the import and the NumPy check run once
 def cuda_module():
     """``numba.cuda``, imported on first use (it is an optional dependency)."""
     try:
