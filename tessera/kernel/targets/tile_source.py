@@ -57,16 +57,16 @@ class TileSource:
         """An elementwise tile assignment (tile primitives that make values are lowered
         by the target, ``self.lower``)."""
         t = s.value.type
-        reads_target = reads_elsewhere(s.value, s.target)
-        dest = self.tile_temp(t) if reads_target else self.name(s.target)
+        aside = reads_elsewhere(s.value, s.target)
+        dest = self.tile_temp(t) if aside else self.name(s.target)
 
         def body() -> None:
             value = self.conv(self.expr(s.value), s.value.type, self.types[s.target])
             self.emit(f"{dest}[{', '.join(self.element)}] = {value}", s.loc)
 
         self.element_loops(t.shape, body)
-        if reads_target:  # computed aside: the statement read the tile it replaces at
-            # other elements than the one it writes
+        if aside:  # the statement read the tile it replaces at other elements than the
+            # one it writes: computed aside, then copied
             self.element_loops(
                 t.shape,
                 lambda: self.emit(
