@@ -25,7 +25,7 @@ from ..config import get as setting
 from ..dtypes import ShardedDim, Symbol
 from ..errors import AutotuneError, CacheWarning, TesseraError
 from ..kernel.kernel import Kernel
-from ..kernel.source import enclosing_names
+from ..kernel.source import enclosing_names, source_text_of
 from ..tracebacks import entry_point
 from . import store
 from .space import Config, expand, make_strategy, prune
@@ -61,6 +61,7 @@ class Autotuned:
         self.fn = fn
         self.name = fn.__name__
         self.enclosing = enclosing_names(fn)  # a factory's names, while its frame exists
+        self.source = source_text_of(fn, "kernel")  # every config compiles this text
         self.configs = prune(expand(space), prune_rule)
         if not self.configs:
             raise AutotuneError(f"kernel '{self.name}': prune= removed every config")
@@ -122,6 +123,7 @@ class Autotuned:
                     flops=self.flops,
                     constants=dict(c.items()),
                     enclosing=self.enclosing,
+                    source=self.source,
                 )
             except TesseraError as exc:
                 self._kernels[c] = f"does not compile: {_first_line(exc)}"

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 
 from ..errors import TesseraError
-from .source import SourceInfo, enclosing_names, source_info_of
+from .source import SourceInfo, SourceText, enclosing_names, source_info_of, source_text_of
 
 
 class Func:
@@ -26,11 +26,15 @@ class Func:
         self.name = fn.__name__
         self._info: SourceInfo | None = None
         self._enclosing = enclosing_names(fn)  # now: a factory's frame is gone later
+        try:  # now: the file may be edited later (a helper typed at a prompt: when used)
+            self._text: SourceText | None = source_text_of(fn, "helper")
+        except TesseraError:
+            self._text = None
         functools.update_wrapper(self, fn)
 
     def source_info(self) -> SourceInfo:
         if self._info is None:
-            self._info = source_info_of(self.fn, "helper", self._enclosing)
+            self._info = source_info_of(self.fn, "helper", self._enclosing, self._text)
         return self._info
 
     def __call__(self, *args: object) -> object:

@@ -32,7 +32,7 @@ from .cache import SpecialisationCache, explain_recompile
 from .ir import CopyAsync, PrimCall, stmt_exprs, walk_stmts
 from .pipeline import PASS_NAMES, KernelOptions, front, pass_text, specialise
 from .signature import parse_params
-from .source import SourceInfo, enclosing_names, source_info_of
+from .source import SourceInfo, SourceText, enclosing_names, source_info_of, source_text_of
 from .targets import HOST_CHOICE, TARGETS, resolve, stage_owner
 from .targets.target import BuildOptions, Target
 
@@ -74,9 +74,11 @@ class Kernel(Launchable):
         constants: dict[str, object] | None = None,
         flops: Callable[..., float] | None = None,
         enclosing: dict | None = None,
+        source: SourceText | None = None,
     ):
         """``enclosing``: the names of the factory that defines ``fn``, when they were read
-        earlier (source.enclosing_names); by default they are read now."""
+        earlier (source.enclosing_names); by default they are read now. ``source``: its
+        text as read when its decorator ran (source.source_text_of); by default read now."""
         if not inspect.isfunction(fn):
             raise TesseraError(f"@kernel decorates a function, not {type(fn).__name__}")
         self.fn = fn
@@ -85,7 +87,9 @@ class Kernel(Launchable):
         self.name = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        info = source_info_of(fn, "kernel", enclosing_names(fn) if enclosing is None else enclosing)
+        self.source = source_text_of(fn, "kernel") if source is None else source
+        names = enclosing_names(fn) if enclosing is None else enclosing
+        info = source_info_of(fn, "kernel", names, self.source)
         names = info.globals  # a factory's names too, for annotations
         self.target = _checked_target(self.name, target, info)
         tile = _checked_tile(self.name, tile, info)
@@ -328,7 +332,8 @@ class ShapedKernel(Launchable):
     def __init__(self, fn: Callable, tile: tuple | str, **options: object):
         self.fn, self.name, self.options = fn, fn.__name__, options
         self._enclosing = enclosing_names(fn)
-        info = source_info_of(fn, "kernel", self._enclosing)
+        self.source = source_text_of(fn, "kernel")  # every shape compiles this text
+        info = source_info_of(fn, "kernel", self._enclosing, self.source)
         self.params = parse_params(
             self.name, info.fn_node, info.globals, info.filename, info.line_offset
         )
@@ -358,7 +363,7 @@ class ShapedKernel(Launchable):
     def _kernel(self, shape: tuple) -> Kernel:
         if shape not in self._kernels:
             self._kernels[shape] = Kernel(
-                self.fn, tile=shape, enclosing=self._enclosing, **self.options
+                self.fn, tile=shape, enclosing=self._enclosing, source=self.source, **self.options
             )
         return self._kernels[shape]
 

@@ -1,7 +1,10 @@
 """Reading a Python function's source: its AST, file and line numbers.
 
 Kernels and helpers are compiled from their source text, so the function must be
-defined in a file (a script, a module or a notebook cell that linecache knows).
+defined in a file (a script, a module or a notebook cell that linecache knows). The text
+is read once, when the decorator runs (:func:`source_text_of`), and every later compile
+(another autotune config, another group shape, a kernel that calls a helper) parses that
+text: a file edited after the decorator ran never changes what runs.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+import weakref
 from dataclasses import dataclass
 
 from ..errors import SourceLoc, TesseraError
@@ -28,6 +32,43 @@ class SourceInfo:
         """The first line of the function's source: its decorator (or its ``def``), where
         errors in the decorator's options point."""
         return SourceLoc(self.filename, self.line_offset + 1, self.fn_node.col_offset)
+
+
+@dataclass(frozen=True)
+class SourceText:
+    """A function's source lines as read when its decorator ran, where they start (1-based
+    line) and the file they came from."""
+
+    lines: tuple[str, ...]
+    first_line: int
+    filename: str
+
+
+# per code object, the text read first: a factory's kernel made again later (another
+# call of the factory) compiles what its first one did, whatever the file holds now
+# (by identity: equal code objects of two files are two functions)
+_texts: dict[int, tuple[weakref.ref, SourceText]] = {}
+
+
+def source_text_of(fn: object, what: str) -> SourceText:
+    """``fn``'s source text, read now (or when a function of the same code was first read)."""
+    code = getattr(fn, "__code__", None)
+    known = _texts.get(id(code))
+    if known is not None and known[0]() is code:
+        return known[1]
+    try:
+        lines, first_line = inspect.getsourcelines(fn)
+        filename = inspect.getsourcefile(fn) or inspect.getfile(fn)
+    except (OSError, TypeError) as exc:
+        raise TesseraError(
+            f"cannot read the source of {what} '{getattr(fn, '__name__', fn)}': {exc}; "
+            "kernels must be defined in a file, not typed at an interactive prompt"
+        ) from None
+    text = SourceText(tuple(lines), first_line, filename)
+    if code is not None:
+        key = id(code)
+        _texts[key] = (weakref.ref(code, lambda _, key=key: _texts.pop(key, None)), text)
+    return text
 
 
 def enclosing_names(fn: object) -> dict:
@@ -54,17 +95,14 @@ def enclosing_names(fn: object) -> dict:
     return names
 
 
-def source_info_of(fn: object, what: str, enclosing: dict | None = None) -> SourceInfo:
-    """Parse ``fn``'s source into a :class:`SourceInfo` whose lines match the file; names
-    resolve in ``fn``'s globals, then in ``enclosing`` (a factory's names) over them."""
-    try:
-        lines, first_line = inspect.getsourcelines(fn)
-        filename = inspect.getsourcefile(fn) or inspect.getfile(fn)
-    except (OSError, TypeError) as exc:
-        raise TesseraError(
-            f"cannot read the source of {what} '{getattr(fn, '__name__', fn)}': {exc}; "
-            "kernels must be defined in a file, not typed at an interactive prompt"
-        ) from None
+def source_info_of(
+    fn: object, what: str, enclosing: dict | None = None, text: SourceText | None = None
+) -> SourceInfo:
+    """Parse ``fn``'s source (``text``, as captured by :func:`source_text_of`; by default
+    read now) into a :class:`SourceInfo` whose lines match the file; names resolve in
+    ``fn``'s globals, then in ``enclosing`` (a factory's names) over them."""
+    text = source_text_of(fn, what) if text is None else text
+    lines, first_line, filename = list(text.lines), text.first_line, text.filename
     source = textwrap.dedent("".join(lines))
     module = ast.parse(source)
     fn_node = next(

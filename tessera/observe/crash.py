@@ -41,6 +41,7 @@ from ..config import get_int
 from ..errors import LaunchError, TesseraError
 from ..version import __version__
 from . import log
+from ..kernel.source import source_text_of
 from .kernel_source import standalone
 
 FILES = ("error.txt", "metadata.json", "kernel.py", "ir.txt", "settings.json", "versions.json")
@@ -118,7 +119,7 @@ def _launch(folder: Path, kernel, grid: tuple, args: tuple, notes: list[str]) ->
     }
     steps = {
         "target": lambda: kernel.target_for(args).name,
-        "source": lambda: inspect.getsource(fn),
+        "source": lambda: "".join(source_text_of(fn, "kernel").lines),  # as compiled
         "constexprs": lambda: {
             p.name: a for p, a in zip(kernel.params, args) if p.kind == "constexpr"
         },

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import ast
 import builtins
-import inspect
 import sys
 import textwrap
 import types
+
+from ..kernel.source import source_text_of
 
 _LITERALS = (bool, int, float, str, type(None))
 
@@ -41,7 +42,7 @@ def standalone(fn: types.FunctionType) -> tuple[str, list[str]]:
 
 def _add(fn, imports, values, helpers, missing, seen) -> None:
     seen.add(fn.__name__)
-    source = textwrap.dedent(inspect.getsource(fn))
+    source = textwrap.dedent("".join(source_text_of(fn, "function").lines))  # as compiled
     for name in sorted(_names(source) - {fn.__name__}):
         if name in seen or name in vars(builtins) or name not in fn.__globals__:
             continue
