@@ -73,10 +73,21 @@ def _arange(cg, call, site):
     _fill(cg, site, call.type, "np.int64(_e0)")
 
 
-def _offsets(cg, offset) -> list[str]:
+def _offsets(cg, offset, array: str, shape: tuple[int, ...]) -> list[str]:
+    """Emit the block's offsets (``_o<d>``, i64) into ``array``; ``shape`` is the block's.
+    An offset along a block dim whose block lies wholly outside the array (past either
+    end, however far: 2**63 - 1 included) is moved to ``-n``, still wholly outside, so
+    ``offset + element`` never wraps around to the array's first elements: one check per
+    block, the element loops unchanged (they mask every element of such a block)."""
     names = []
+    lead = len(offset.items) - len(shape)  # fixed leading indices: a block of a sub-array
     for d, item in enumerate(offset.items):
-        cg.emit(f"_o{d} = {cg.conv(cg.expr(item), item.type, ScalarType(D.i64))}")
+        code = cg.conv(cg.expr(item), item.type, ScalarType(D.i64))
+        if d >= lead:
+            n = shape[d - lead]
+            cg.emit(f"_o{d} = {code}")
+            code = f"_o{d} if -{n} < _o{d} < {array}.shape[{d}] else np.int64(-{n})"
+        cg.emit(f"_o{d} = {code}")
         names.append(f"_o{d}")
     return names
 
@@ -96,7 +107,7 @@ def _load_block(cg, call, site):
     checked and the ones outside read ``other``."""
     src, offset, _, other = call.args
     t, array = call.type, cg.name(src.name)
-    offsets = _offsets(cg, offset)
+    offsets = _offsets(cg, offset, array, t.shape)
     cg.emit(f"_fv = {cg.conv(cg.expr(other), other.type, ScalarType(t.dtype))}", call.loc)
     dest = cg.name(site.target)
     lead = len(offsets) - len(t.shape)  # fixed leading indices: a block of a sub-array
@@ -135,7 +146,7 @@ def _load_block(cg, call, site):
 def _store_block(cg, call, site):
     dst, offset, t, mask = call.args
     array = cg.name(dst.name)
-    offsets = _offsets(cg, offset)
+    offsets = _offsets(cg, offset, array, t.type.shape)
     cg.emit(f"# tile.store_block({dst.name}, ...)", call.loc)
 
     def body():
