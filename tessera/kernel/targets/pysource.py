@@ -352,8 +352,9 @@ class SourceEmitter(TileSource):
         code = self.expr(e)
         return code if concrete(e.type).dtype == D.bool_ else f"({code} != 0)"
 
-    def index(self, indices: list[ir.Expr], array: ir.Name, loc) -> str:
-        """An index tuple's code (unparenthesised)."""
+    def index(self, indices: list[ir.Expr], array: ir.Name, loc, shape=None) -> str:
+        """An index tuple's code (unparenthesised); ``shape``: a tile's static shape (an
+        array's extents are read from the array)."""
         # Unsigned indices: Tessera has no negative-index wraparound (a negative index is
         # out of bounds, as on a GPU), and without Numba's wraparound select LLVM
         # vectorises guarded loads and stores.
@@ -363,7 +364,7 @@ class SourceEmitter(TileSource):
         for axis, i in enumerate(indices):
             site = len(self.check_sites)
             self.check_sites.append((array.name, axis, len(indices), loc))
-            extent = f"{self.name(array.name)}.shape[{axis}]"
+            extent = shape[axis] if shape else f"{self.name(array.name)}.shape[{axis}]"
             out.append(f"np.uint64(_check_index({self.expr(i)}, {extent}, {site}))")
         return ", ".join(out)
 
@@ -501,8 +502,9 @@ class SourceEmitter(TileSource):
     def load(self, e: ir.Load) -> str:
         at = self.types[e.array.name]
         array = self.name(e.array.name)
-        if isinstance(at, TileType):  # a lane reads one element of a tile
-            return f"{array}[{', '.join(f'np.uint64({self.expr(i)})' for i in e.indices)}]"
+        if isinstance(at, TileType):  # a lane reads one element of a tile (checked as
+            # array reads are: in bounds-checked launches)
+            return f"{array}[{self.index(e.indices, e.array, e.loc, at.shape)}]"
         code = self.load_storage(f"{array}[{self.index(e.indices, e.array, e.loc)}]", at.dtype)
         if e.mask is None:
             return code

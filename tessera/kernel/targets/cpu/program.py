@@ -260,10 +260,11 @@ class CheckedProgram(CpuProgram):
             site, index, extent = exc.args
             array, axis, rank, loc = self.check_sites[site]
             where = f" along axis {axis}" if rank > 1 else ""
+            kind = "tile" if isinstance(kir.var_types.get(array), TileType) else "array"
             raise OutOfBoundsError(
                 kir.name,
-                f"index {index} is out of bounds for array '{array}'{where} of extent "
-                f"{extent} (TESSERA_BOUNDSCHECK)",
+                f"index {index} is out of bounds for {kind} '{ir.user_name(array)}'{where} "
+                f"of extent {extent} (TESSERA_BOUNDSCHECK)",
                 (("", loc),),
             ) from None
         for p, original, copy in zip(arrays, args, work):
