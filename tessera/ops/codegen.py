@@ -201,6 +201,8 @@ def _identity(op: str, dtype: D.DType) -> str:
         return "0"
     if dtype.is_float:
         return "-math.inf" if op == "max" else "math.inf"
+    if dtype == D.bool_:
+        return "False" if op == "max" else "True"
     info = np.iinfo(dtype.np_dtype)
     return str(info.min if op == "max" else info.max)
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import dtypes as D
+from .ir import Const
 
 
 class RuleError(Exception):
@@ -146,17 +149,71 @@ def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def common_dtype(decl: OpDecl, dtypes: list[D.DType | None]) -> D.DType:
-    """The one dtype of the inputs (Python numbers, ``None`` here, take it)."""
+def common_dtype(
+    decl: OpDecl, dtypes: list[D.DType | None], numbers: D.DType | None = None
+) -> D.DType:
+    """The one dtype of the inputs (Python numbers, ``None`` here, take it; alone, they
+    have ``numbers``, their promotion)."""
     known = {d for d in dtypes if d is not None}
     if len(known) > 1:
         names = " and ".join(sorted(d.name for d in known))
         raise RuleError(f"mixes dtypes {names}; cast one with op.cast(x, dtype)")
+    if not known and numbers is not None:
+        known = {numbers}
     if not known:
         raise RuleError("needs at least one array or tensor")
     dtype = known.pop()
     if decl.floats_only and not dtype.is_float:
         raise RuleError(f"takes float arrays, not {dtype.name}")
+    return dtype
+
+
+def promote(decl: OpDecl, values: list) -> D.DType | None:
+    """The dtype arrays of one dtype and Python numbers (``Const``) meet in, as NumPy 2's
+    promotion (NEP 50): a number takes the array's dtype, but a Python float beside an
+    integer or bool array makes f64 and a Python int beside a bool array i64; numbers
+    alone give i64 / f64 / bool. A Python int that does not fit an integer dtype is an
+    error (NumPy raises OverflowError), except in a comparison, which widens to i64 and
+    compares the values. None when the arrays mix dtypes (``common_dtype`` says so)."""
+    operands = values[1:] if decl.name == "where" else values
+    arrays = {v.dtype for v in operands if not isinstance(v, Const)}
+    numbers = [v.value for v in operands if isinstance(v, Const)]
+    if len(arrays) > 1 or not numbers:
+        return None
+    if not arrays:  # Python numbers only: NumPy's default dtype of their kind
+        if any(isinstance(n, float) for n in numbers):
+            dtype = D.f64
+        else:
+            dtype = D.bool_ if all(isinstance(n, bool) for n in numbers) else D.i64
+    else:
+        dtype = arrays.pop()
+        if not dtype.is_float and any(isinstance(n, float) for n in numbers):
+            dtype = D.f64
+        elif dtype == D.bool_ and any(not isinstance(n, bool) for n in numbers):
+            dtype = D.i64
+    for n in numbers:
+        if isinstance(n, bool) or not isinstance(n, int):
+            continue
+        if dtype.is_float:
+            try:
+                float(n)
+            except OverflowError:
+                raise RuleError(
+                    f"the Python int {n} does not fit {dtype.name} (NumPy raises "
+                    "OverflowError too)"
+                ) from None
+            continue
+        info = np.iinfo(dtype.np_dtype)
+        if info.min <= n <= info.max:
+            continue
+        wide = np.iinfo(np.int64)
+        if decl.result == "bool" and dtype != D.u64 and wide.min <= n <= wide.max:
+            dtype = D.i64  # a comparison compares the values (as NumPy 2 does)
+            continue
+        raise RuleError(
+            f"the Python int {n} does not fit {dtype.name} (range {info.min}..{info.max}; "
+            "NumPy 2 raises OverflowError too): cast the array to a wider dtype first"
+        )
     return dtype
 
 
@@ -171,9 +228,14 @@ def elementwise_type(decl: OpDecl, inputs: list, attrs: dict) -> tuple[tuple[int
     if decl.name == "where":
         if inputs[0].dtype is not None and inputs[0].dtype != D.bool_:
             raise RuleError(f"the condition must be bool, not {inputs[0].dtype.name}")
-        dtype = common_dtype(decl, [v.dtype for v in inputs[1:]])
+        dtype = common_dtype(decl, [v.dtype for v in inputs[1:]], promote(decl, inputs))
     else:
-        dtype = common_dtype(decl, [v.dtype for v in inputs])
+        dtype = common_dtype(decl, [v.dtype for v in inputs], promote(decl, inputs))
+    if decl.name in ("neg", "sub") and dtype == D.bool_:
+        raise RuleError(
+            "'-' of bool arrays is refused (as NumPy refuses it): use op.where, or cast "
+            "to an integer dtype first"
+        )
     if decl.result == "bool":
         return shape, D.bool_
     if decl.result == "attr":
@@ -237,6 +299,16 @@ def normalise_axis(axis, rank: int) -> int | None:
     if not isinstance(axis, int) or isinstance(axis, bool) or not -rank <= axis < max(rank, 1):
         raise RuleError(f"axis={axis!r} is not an axis of a {rank}-d array")
     return axis % rank
+
+
+def reduce_dtype(op: str, dtype: D.DType) -> D.DType:
+    """A reduction's result dtype: as NumPy, integer and bool sums accumulate in the
+    platform integer (i64; u64 for unsigned), never wrapping in a narrow dtype."""
+    if op == "sum" and dtype.kind in "ib":
+        return D.i64
+    if op == "sum" and dtype.kind == "u":
+        return D.u64
+    return dtype
 
 
 def reduce_type(x, axis: int | None, keepdims: bool) -> tuple[int, ...]:

@@ -97,12 +97,28 @@ class Tracer:
         except RuleError as exc:
             raise self.fail(op, str(exc)) from None
         node = self.graph.add(Node(op, tuple(values), attrs, shape, dtype, user_loc()))
+            if decl.kind == "elementwise":
+                values = self._promoted(decl, values)
         return Tensor(self, node)
 
 
 def _rule(decl, values, attrs) -> tuple[tuple[int, ...], DType]:
     if decl.kind == "elementwise":
         return declare.elementwise_type(decl, values, attrs)
+    def _promoted(self, decl, values: list[Value]) -> list[Value]:
+        """``values`` with each array cast to the dtype it meets Python numbers in
+        (NumPy 2's promotion: ``declare.promote``)."""
+        dtype = declare.promote(decl, values)
+        if dtype is None:
+            return values
+        first = 1 if decl.name == "where" else 0
+        out = list(values)
+        for k, v in enumerate(values[first:], first):
+            if not isinstance(v, Const) and v.dtype != dtype:
+                cast = Node("cast", (v,), {"dtype": dtype}, v.shape, dtype, user_loc())
+                out[k] = self.graph.add(cast)
+        return out
+
     x = values[0]
     if isinstance(x, Const):
         raise RuleError("takes a tensor, not a number")
@@ -120,7 +136,8 @@ def _rule(decl, values, attrs) -> tuple[tuple[int, ...], DType]:
         return declare.norm_type(*values)
     if decl.kind == "reduce":
         attrs["axis"] = declare.normalise_axis(attrs["axis"], len(x.shape))
-        return declare.reduce_type(x, attrs["axis"], attrs["keepdims"]), x.dtype
+        shape = declare.reduce_type(x, attrs["axis"], attrs["keepdims"])
+        return shape, declare.reduce_dtype(decl.name, x.dtype)
     if decl.kind == "softmax":
         axis = declare.normalise_axis(attrs.pop("axis"), len(x.shape))
         if axis != len(x.shape) - 1:
