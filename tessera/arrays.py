@@ -170,9 +170,14 @@ def kind_of(a) -> ArrayKind | None:
     """The :class:`ArrayKind` of ``a``'s type (None: NumPy, a GPU array with
     ``__cuda_array_interface__`` and no library we know, or not an array), learnt once
     per type."""
-    kind = _KINDS.get(type(a), _UNSEEN)
+    return kind_of_type(type(a))
+
+
+def kind_of_type(cls: type) -> ArrayKind | None:
+    """:func:`kind_of` for a type rather than an instance."""
+    kind = _KINDS.get(cls, _UNSEEN)
     if kind is _UNSEEN:
-        kind = _KINDS[type(a)] = _learn(type(a))
+        kind = _KINDS[cls] = _learn(cls)
     return kind
 
 
@@ -276,6 +281,113 @@ def bits_view(a, bits: np.dtype):
     if isinstance(kind, TorchKind):
         return a.view(kind.torch.from_numpy(np.empty(0, bits)).dtype)
     return a.view(bits)
+
+
+def device_info(a) -> tuple[int, tuple, tuple, np.dtype] | None:
+    """``(pointer, shape, byte strides, dtype)`` of a GPU array, read through its type's
+    cheapest accessor (learnt once per type: numba-cuda device arrays, CuPy, PyTorch CUDA
+    tensors, else ``__cuda_array_interface__``), or None: not a GPU array (or a tensor
+    that must take the checked path, such as one that requires grad)."""
+    reader = _READERS.get(type(a))
+    if reader is None:
+        reader = _READERS[type(a)] = _reader_for(type(a))
+    return reader(a)
+
+
+def _reader_for(cls: type):
+    kind = kind_of_type(cls)
+    if isinstance(kind, TorchKind):
+        return _torch_reader(kind.torch)
+    module = cls.__module__ or ""
+    if module.startswith("cupy") and cls.__name__ == "ndarray":
+        return _read_cupy
+    if cls.__name__ in ("DeviceNDArray", "MappedNDArray", "ManagedNDArray") and module.startswith(
+        "numba"
+    ):
+        return _read_numba
+    if hasattr(cls, "__cuda_array_interface__"):
+        return _read_interface
+    return _not_a_device_array
+
+
+def _not_a_device_array(a) -> None:
+    return None
+
+
+def _read_numba(a):
+    return a.device_ctypes_pointer.value or 0, a.shape, a.strides, a.dtype
+
+
+def _read_cupy(a):
+    return a.data.ptr, a.shape, a.strides, a.dtype
+
+
+def _read_interface(a):
+    try:
+        interface = a.__cuda_array_interface__
+    except Exception:  # a tensor whose interface refuses (requires grad): the checked path
+        return None
+    shape = tuple(interface["shape"])
+    dtype = BF16 if interface["typestr"] == BF16.str else np.dtype(interface["typestr"])
+    strides = interface.get("strides")
+    if strides is None:
+        strides = contiguous_strides(shape, dtype.itemsize)
+    return int(interface["data"][0] or 0), shape, tuple(strides), dtype
+
+
+def _torch_reader(torch):
+    dtypes = {}
+    for name in ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8"):
+        dtypes[getattr(torch, name)] = np.dtype(name)
+    dtypes[torch.bool] = np.dtype(np.bool_)
+    dtypes[torch.bfloat16] = BF16
+
+    def read(t):
+        if not t.is_cuda or t.requires_grad:
+            return None
+        dtype = dtypes.get(t.dtype)
+        if dtype is None:
+            return None
+        size = dtype.itemsize
+        return t.data_ptr(), tuple(t.shape), tuple(s * size for s in t.stride()), dtype
+
+    return read
+
+
+def contiguous_strides(shape: tuple, itemsize: int) -> tuple:
+    """The byte strides of a C-contiguous array of ``shape``."""
+    strides, step = [], itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return tuple(reversed(strides))
+
+
+_READERS: dict[type, object] = {}
+
+
+def layout_class(shape: tuple, strides: tuple, itemsize: int) -> str:
+    """The layout class of an array (numba's): ``"C"`` or ``"F"`` when its byte strides are
+    exactly the contiguous ones (a dim of extent 1 may have any stride: it is never
+    stepped over), else ``"A"`` (strided, broadcast or reversed): what the compiled code
+    may assume about it."""
+    if len(shape) == 0:
+        return "C"
+    expected = itemsize
+    c_ok = True
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if extent != 1 and stride != expected:
+            c_ok = False
+            break
+        expected *= extent
+    if c_ok:
+        return "C"
+    expected = itemsize
+    for extent, stride in zip(shape, strides):
+        if extent != 1 and stride != expected:
+            return "A"
+        expected *= extent
+    return "F"
 
 
 DEVICE_ARRAY_TYPES = ("DeviceNDArray", "FakeCUDAArray", "MappedNDArray", "ManagedNDArray")

@@ -33,7 +33,7 @@ from .ir import CopyAsync, PrimCall, stmt_exprs, walk_stmts
 from .pipeline import PASS_NAMES, KernelOptions, front, pass_text, specialise
 from .signature import parse_params
 from .source import SourceInfo, SourceText, enclosing_names, source_info_of, source_text_of
-from .targets import HOST_CHOICE, TARGETS, resolve, stage_owner
+from .targets import DEVICE_CHOICE, HOST_CHOICE, TARGETS, resolve, stage_owner
 from .targets.target import BuildOptions, Target
 
 _UNCHECKED, _CHECKED = BuildOptions(False), BuildOptions(True)
@@ -140,7 +140,10 @@ class Kernel(Launchable):
             checked = boundscheck if self.boundscheck is None else self.boundscheck
             target = HOST_CHOICE.get(name)  # the target when every array is a NumPy array
             bound = self._binders[target].fast(args, grid) if target is not None else None
-            if bound is None:  # something unusual: the full checks find it, or a GPU array
+            if bound is None and name in DEVICE_CHOICE:  # GPU arrays: their own lean check
+                target = DEVICE_CHOICE[name]
+                bound = self._binders[target].fast_device(args, grid)
+            if bound is None:  # something unusual: the full checks find it
                 args = host_arrays(self.name, self.params, args)
                 target = resolve(name, args, self.name)
                 bound = self.bind(target, args, grid)

@@ -17,7 +17,14 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes as D
-from ..arrays import bits_view, device_dtype, host_view, is_device_array
+from ..arrays import (
+    bits_view,
+    device_dtype,
+    device_info,
+    host_view,
+    is_device_array,
+    layout_class,
+)
 from ..dtypes import COMPUTED_IN_F32, ShardedDim, Symbol
 from ..errors import LaunchError
 from . import ir
@@ -109,10 +116,19 @@ class Binder:
     def fast(self, args: tuple, grid: tuple[int, ...]) -> Bound | None:
         """The lean check of a well-formed launch of NumPy arrays (or host tensors of
         PyTorch and JAX, through their NumPy views), or None (then call ``bind``)."""
-        return self._fast(args, grid) if self.plan is not None else None
+        return self._fast(args, grid, _host_array) if self.plan is not None else None
 
-    def _fast(self, args: tuple, grid: tuple[int, ...]) -> Bound | None:
-        """The launch-path check: None as soon as anything is unusual."""
+    def fast_device(self, args: tuple, grid: tuple[int, ...]) -> Bound | None:
+        """The same for a launch of GPU arrays (numba-cuda, CuPy, CUDA PyTorch tensors,
+        ``__cuda_array_interface__``) on a target that takes them, or None. The arrays are
+        passed on as they are: the target's launcher reads their pointers itself."""
+        if self.plan is None or not self.target.device_arrays:
+            return None
+        return self._fast(args, grid, _device_array)
+
+    def _fast(self, args: tuple, grid: tuple[int, ...], read) -> Bound | None:
+        """The launch-path check: None as soon as anything is unusual. ``read(a, mutable,
+        view)`` gives an array's (value passed on, ndim, dtype, shape, key part) or None."""
         plan = self.plan
         if len(args) != len(plan):
             return None
@@ -127,18 +143,14 @@ class Binder:
         # a float row keeps the largest finite value of its dtype where arrays keep ndim
         for (kind, dtype, ndim, mutable, dims, view), a in zip(plan, args):
             if kind == "array":
-                if type(a) is not np.ndarray:
-                    a = host_view(a)  # a PyTorch or JAX host tensor: its NumPy view
-                    if a is None:
-                        return None
-                if a.ndim != ndim:
+                found = read(a, mutable, view)
+                if found is None:
                     return None
-                if a.dtype is not dtype and a.dtype != dtype:
+                value, a_ndim, a_dtype, shape, key_part = found
+                if a_ndim != ndim:
                     return None
-                flags = a.flags.num
-                if mutable and not flags & _WRITEABLE:
+                if a_dtype is not dtype and a_dtype != dtype:
                     return None
-                shape = a.shape
                 for axis, literal, sym in dims:
                     extent = shape[axis]
                     if sym is None:
@@ -146,8 +158,8 @@ class Binder:
                             return None
                     elif syms.setdefault(sym, extent) != extent:
                         return None
-                key.append(flags & _KEY_FLAGS)
-                arrays.append(a if view is None else a.view(view))
+                key.append(key_part)
+                arrays.append(value)
             else:
                 if type(a) is not float and (type(a) is not int or not _I64 <= a < -_I64):
                     return None  # (an int beyond i64 takes the checked path)
@@ -160,6 +172,33 @@ class Binder:
                 return None
             scalars.append(value)
         return Bound(tuple(key), tuple(arrays + scalars), _NO_CONSTEXPRS)
+
+
+def _host_array(a, mutable: bool, view):
+    """What the fast check needs of a host array (a NumPy array or a host tensor's view)."""
+    if type(a) is not np.ndarray:
+        a = host_view(a)  # a PyTorch or JAX host tensor: its NumPy view
+        if a is None:
+            return None
+    flags = a.flags.num
+    if mutable and not flags & _WRITEABLE:
+        return None
+    return (a if view is None else a.view(view)), a.ndim, a.dtype, a.shape, flags & _KEY_FLAGS
+
+
+def _device_array(a, mutable: bool, view):
+    """What the fast check needs of a GPU array; its key part is its layout class."""
+    info = device_info(a)
+    if info is None:
+        return None
+    _, shape, strides, dtype = info
+    return a, len(shape), dtype, shape, device_key(shape, strides, dtype.itemsize)
+
+
+def device_key(shape: tuple, strides: tuple, itemsize: int) -> tuple:
+    """A GPU array's part of a specialisation key: its layout class (what the compiled
+    code may assume about its strides)."""
+    return ("device", layout_class(shape, strides, itemsize))
 
 
 _global_extents = threading.local()
@@ -213,7 +252,7 @@ def bind(
     for p, a in zip(params, args):
         if p.kind == "array":
             arrays.append(_check_array(kernel, p, a, bound, bound_by, axis_size, target))
-            key.append(a.flags.num & _KEY_FLAGS if isinstance(a, np.ndarray) else "device")
+            key.append(a.flags.num & _KEY_FLAGS if isinstance(a, np.ndarray) else _key_of(a))
         elif p.kind == "scalar":
             scalars.append(_convert_scalar(kernel, p, a))
         else:
@@ -221,6 +260,13 @@ def bind(
             key.append((p.name, type(a).__name__, a))
     sym_values = tuple(bound[s] for s in symbols)
     return Bound(tuple(key), tuple(arrays) + tuple(scalars) + sym_values, constexprs)
+
+
+def _key_of(a) -> object:
+    """The key part of a GPU array on the checked path (the simulator's arrays, which
+    have no pointer, are all one kind)."""
+    info = device_info(a)
+    return "device" if info is None else device_key(info[1], info[2], info[3].itemsize)
 
 
 def _constexpr(kernel: str, p: ParamSpec, a: object) -> object:

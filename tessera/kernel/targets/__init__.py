@@ -17,13 +17,27 @@ from .cuda.streams import Event, event, stream
 from .debug import DEBUG
 from .target import Target
 
-__all__ = ["TARGETS", "Event", "Target", "event", "resolve", "stream", "synchronize"]
+__all__ = [
+    "DEVICE_CHOICE",
+    "HOST_CHOICE",
+    "TARGETS",
+    "Event",
+    "Target",
+    "event",
+    "resolve",
+    "stream",
+    "synchronize",
+]
 
 TARGETS: dict[str, Target] = {t.name: t for t in (CPU, DEBUG, CUDA)}
 AUTO = "auto"
 AUTO_ORDER = (CUDA, CPU)  # ``auto``: the first that accepts the arguments
 # the target a launch runs on when all its arrays are NumPy arrays (the launch fast path)
 HOST_CHOICE: dict[str, Target] = {AUTO: CPU, **TARGETS}
+# the target of a launch whose arrays are GPU arrays, under each setting that allows them
+DEVICE_CHOICE: dict[str, Target] = {
+    name: t for name, t in {AUTO: CUDA, **TARGETS}.items() if t.device_arrays
+}
 
 
 def resolve(name: str, args: tuple, kernel: str) -> Target:

@@ -16,12 +16,15 @@ import time
 import numpy as np
 
 from .... import stats
+from ....arrays import device_info, layout_class
 from ....errors import TesseraError
 from ....observers import stage
 from ...pipeline import Specialised
 from ..target import Target
-from . import runtime, shared_memory
+from . import abi, cubin_cache, runtime, shared_memory, toolchain
+from . import driver as driver_module
 from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
+from .launcher import DirectLauncher, storage_dtype
 from .runtime import cuda_module, simulating
 from .streams import current_stream, note_gpu_work
 
@@ -32,14 +35,23 @@ CUDA_STAGES = ("cuda", "ptx", "cubin")
 
 def cuda_signature(call_args: tuple, grid_ndim: int, aligned: int = 0) -> tuple:
     """Numba types of a launch's arguments (arrays, scalars, symbols, grid dims, then the
-    alignment flags of 16-bit cp_async sources)."""
+    alignment flags of 16-bit cp_async sources). An array's type comes from its dtype (bf16
+    as its bits), dims and layout class, whatever library it belongs to, so a launch and
+    ``k.inspect`` with the same arrays compile the same code."""
     import numba
+    from numba.np import numpy_support
 
-    return (
-        tuple(numba.typeof(a) for a in call_args)
-        + (numba.int64,) * grid_ndim
-        + (numba.boolean,) * aligned
-    )
+    types = []
+    for a in call_args:
+        info = (0, a.shape, a.strides, a.dtype) if isinstance(a, np.ndarray) else device_info(a)
+        if info is None:
+            types.append(numba.typeof(a))
+            continue
+        _, shape, strides, dtype = info
+        dtype = storage_dtype(dtype)
+        layout = layout_class(shape, strides, dtype.itemsize)
+        types.append(numba.types.Array(numpy_support.from_dtype(dtype), len(shape), layout))
+    return tuple(types) + (numba.int64,) * grid_ndim + (numba.boolean,) * aligned
 
 
 def _aligned4(a) -> bool:
@@ -65,6 +77,12 @@ def parse_arch(arch: str) -> tuple[int, int]:
     if not match:
         raise TesseraError(f"arch {arch!r} is not a CUDA architecture such as 'sm_80'")
     return int(match.group(1)), int(match.group(2))
+
+
+def symbol_name(kernel: str) -> str:
+    """A kernel's name as an identifier for its entry symbol (ASCII letters, digits, _)."""
+    name = re.sub(r"[^0-9A-Za-z_]", "_", kernel)
+    return name if name and not name[0].isdigit() else f"k_{name}"
 
 
 AMPERE = (8, 0)  # cp.async and mma.sync m16n8k16 exist from sm_80 (Ampere) on
@@ -121,14 +139,24 @@ class CudaProgram:
         )
         self.filename = codegen.source_file("cuda")
         self._function = None
-        self._kernel = None
+        self._kernel = None  # the simulator's numba-cuda dispatcher
+        self._launcher: DirectLauncher | None = None
+        self.entry_name: str | None = None  # the cubin's entry symbol, once loaded
+        self._arrays = [p for p in spec.kir.params if p.kind == "array"]
+        self._array_count = len(self._arrays)
+        self._shared_limit = 0  # the device's opt-in limit, read when loaded
 
     def python_function(self):
-        """The generated ``_kernel`` as a Python function (what numba-cuda compiles)."""
+        """The generated ``_kernel`` as a Python function (what numba-cuda compiles),
+        named for the kernel: the cubin's entry symbol is ``tessera::<name>`` mangled, so
+        ncu, Nsight and traces show the user's kernel name."""
         if self._function is None:
             namespace = runtime.namespace(self.async_copies)
+            namespace["__name__"] = "tessera"
             exec(compile(self.source, self.filename, "exec"), namespace)  # noqa: S102
-            self._function = namespace["_kernel"]
+            function = namespace["_kernel"]
+            function.__name__ = function.__qualname__ = symbol_name(self.kir.name)
+            self._function = function
         return self._function
 
     def max_threads(self) -> int:
@@ -149,27 +177,131 @@ class CudaProgram:
         arguments are copied over and back, which waits for the kernel)."""
         del parallel  # a GPU always runs groups in parallel
         stream = current_stream()
-        first = self._kernel is None
-        if first and not self.simulated:
-            device = cuda_module().get_current_device()
-            limit = device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-            shared_memory.check(self.kir, self.shared_arrays, limit, f"this GPU ({device.name})")
-        if first:
-            jit_options = {} if self.simulated else {"launch_bounds": self.max_threads()}
-            self._kernel = cuda_module().jit(self.python_function(), **jit_options)
+        if self.simulated:
+            return self._run_simulated(args, grid, stream)
+        args, write_back = self._on_device(args, stream)
+        aligned = [_aligned4(args[k]) for k in self._align_positions()]
+        launcher = self._launcher
+        if launcher is None:
+            launcher = self._launcher = self._load(args, grid, aligned)
+        note_gpu_work()
+        shared = self.dynamic_shared_bytes
+        if self.dynamic_size is not None:
+            index, itemsize = self.dynamic_size
+            shared += int(args[index]) * itemsize
+        if shared > STATIC_SHARED_LIMIT:  # above 48 KiB a kernel must opt in
+            self._check_shared(shared)
+            launcher.allow_shared(shared)
+        blocks, _ = self.launch_shape(grid)
+        launcher.launch((*args, *grid, *aligned), blocks, shared, stream)
+        if write_back:
+            self._write_back(write_back, stream)
+
+    # ------------------------------------------------------------------ the launch path
+    def _load(self, args: list, grid: tuple, aligned: list) -> DirectLauncher:
+        """The direct launcher of this specialisation: its cubin from the disk cache, or
+        compiled (and cached) now; loaded into the current context."""
+        name, (major, minor), limit = driver_module.DRIVER.device()
+        shared_memory.check(self.kir, self.shared_arrays, limit, f"this GPU ({name})")
+        self._shared_limit = limit
+        arch = f"sm_{major}{minor}"
+        argtypes = cuda_signature(tuple(args), len(grid), len(aligned))
+        entry_name, cubin = self.compiled(argtypes, arch)
+        _, function = driver_module.DRIVER.load(cubin, entry_name)
+        self.entry_name = entry_name
+        _, threads = self.launch_shape(grid)
+        return DirectLauncher(self.kir.name, function, argtypes, threads)
+
+    def compiled(self, argtypes: tuple, arch: str) -> tuple[str, bytes]:
+        """(entry symbol, cubin) for ``argtypes`` on ``arch``: read from the disk cache,
+        else compiled here (one process of a node at a time: cubin_cache.compiling)."""
+        entry = cubin_cache.entry(
+            self.kir.name, self.source, argtypes, arch, self.max_threads(), str(self.kir.loc)
+        )
+        found = self._read(entry)
+        if found is not None:
+            return found
+        with cubin_cache.compiling(entry) as waited:
+            found = self._read(entry) if waited else None
+            if found is not None:
+                return found
+            start = time.perf_counter()
+            with stage("compile", self.kir.name, step=f"numba-cuda, NVVM, nvJitLink ({arch})"):
+                cc = parse_arch(arch)
+                codes = toolchain.ptx_codes(
+                    self.python_function(), argtypes, cc, self.max_threads()
+                )
+                cubin, _ = toolchain.link(codes, arch)
+                entry_name = abi.entry_name(codes[0] if isinstance(codes[0], str) else "")
             stats.bump("compiles")
-            if self.simulated:
-                log.info("kernel '%s' for cuda: numba-cuda's simulator runs it", self.kir.name)
-        blocks, threads = self.launch_shape(grid)
-        cuda = cuda_module()
-        # numba-cuda copies host arrays to the GPU and back after the launch. Read-only
-        # parameters go over once, explicitly (nothing to copy back, and a read-only
-        # NumPy array could not take it); a strided view travels as a contiguous copy
-        # that is written back into it afterwards.
+            log.info(
+                "compiled kernel '%s' for cuda (%s) in %.2f s",
+                self.kir.name,
+                arch,
+                time.perf_counter() - start,
+            )
+            if entry is not None:
+                entry.write(cubin_cache.pack(entry_name, cubin), repr(argtypes))
+            return entry_name, cubin
+
+    @staticmethod
+    def _read(entry) -> tuple[str, bytes] | None:
+        payload = entry.read() if entry is not None else None
+        found = cubin_cache.unpack(payload) if payload is not None else None
+        if payload is not None and found is None:
+            entry.ignore("it holds no cubin")
+        if found is not None:
+            stats.bump("disk_cache_hits")
+        return found
+
+    def _on_device(self, args: tuple, stream) -> tuple[list, list]:
+        """The arguments with every NumPy array copied to the GPU (mutable ones are copied
+        back after the launch: ``write_back`` lists them). Documented in docs/targets.md:
+        it waits for the kernel, so pass device arrays where speed matters."""
         args = list(args)
         write_back = []
-        arrays = [p for p in self.kir.params if p.kind == "array"]
-        for k, p in enumerate(arrays):
+        arrays = self._array_count
+        for k in range(arrays):
+            a = args[k]
+            if not isinstance(a, np.ndarray):
+                continue
+            host = a if (a.flags.c_contiguous or a.flags.f_contiguous) else np.ascontiguousarray(a)
+            on_device = cuda_module().to_device(host, stream=stream)
+            if self._arrays[k].mutable:
+                write_back.append((a, host, on_device))
+            args[k] = on_device
+        return args, write_back
+
+    @staticmethod
+    def _write_back(write_back: list, stream) -> None:
+        for _, host, on_device in write_back:
+            on_device.copy_to_host(host, stream=stream)
+        (stream if stream != 0 else cuda_module()).synchronize()
+        for original, host, _ in write_back:
+            if host is not original:
+                original[...] = host
+
+    def _check_shared(self, shared: int) -> None:
+        """Above 48 KiB a kernel must fit the device's opt-in limit."""
+        limit = self._shared_limit
+        if shared > limit:
+            raise TesseraError(
+                f"kernel '{self.kir.name}' needs {shared} bytes of shared "
+                f"memory per group; this GPU allows at most {limit}"
+            )
+
+    # ------------------------------------------------------------------ the simulator
+    def _run_simulated(self, args: tuple, grid: tuple[int, ...], stream) -> None:
+        """numba-cuda's simulator runs the kernel through its dispatcher, thread by thread."""
+        if self._kernel is None:
+            self._kernel = cuda_module().jit(self.python_function())
+            stats.bump("compiles")
+            log.info("kernel '%s' for cuda: numba-cuda's simulator runs it", self.kir.name)
+        blocks, threads = self.launch_shape(grid)
+        cuda = cuda_module()
+        args = list(args)
+        write_back = []
+        for k, p in enumerate(self._arrays):
             a = args[k]
             if not isinstance(a, np.ndarray):
                 continue
@@ -185,47 +317,9 @@ class CudaProgram:
         if self.dynamic_size is not None:
             index, itemsize = self.dynamic_size
             shared += int(args[index]) * itemsize
-        if shared > STATIC_SHARED_LIMIT:  # above 48 KiB a kernel must opt in
-            self._opt_in_dynamic_shared(args, grid, aligned, shared)
-        launch = self._kernel[blocks, threads, stream, shared]
-        if first and not self.simulated:  # numba-cuda compiles on the first call
-            start = time.perf_counter()
-            with stage("compile", self.kir.name, step="numba-cuda (first launch)"):
-                launch(*args, *grid, *aligned)
-            log.info(
-                "compiled kernel '%s' for cuda with numba-cuda in %.2f s (at its first "
-                "launch; the time includes the launch)",
-                self.kir.name,
-                time.perf_counter() - start,
-            )
-        else:
-            launch(*args, *grid, *aligned)
+        self._kernel[blocks, threads, stream, shared](*args, *grid, *aligned)
         for original, copy in write_back:
             original[...] = copy
-
-    def _opt_in_dynamic_shared(self, args, grid, aligned, shared: int) -> None:
-        """Above 48 KiB a kernel must opt in to its dynamic shared memory
-        (cuKernelSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES) and fit the device's limit.
-        Written against the CUDA driver API; ran on an H100 (tests/test_gpu_paths.py)."""
-        if self.simulated or getattr(self, "_opted_in", 0) >= shared:
-            return
-        cuda = cuda_module()
-        device = cuda.get_current_device()
-        limit = device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-        if shared > limit:
-            raise TesseraError(
-                f"kernel '{self.kir.name}' needs {shared} bytes of shared "
-                f"memory per group; this GPU allows at most {limit}"
-            )
-        from cuda.bindings import driver as cu
-        from numba.cuda.cudadrv.driver import driver
-
-        signature = cuda_signature(tuple(args), len(grid), len(aligned))
-        compiled = self._kernel.compile(signature)
-        function = compiled._codelibrary.get_cufunc()
-        attribute = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        driver.cuKernelSetAttribute(attribute, shared, function.handle, device.id)
-        self._opted_in = shared
 
     @staticmethod
     def device_arch() -> str:
@@ -243,34 +337,16 @@ class CudaProgram:
     # ------------------------------------------------------------------ without a GPU
     def ptx(self, signature: tuple, arch: str) -> str:
         """PTX for ``arch`` (NVVM; needs no GPU)."""
+        return self._codes(signature, arch)[0]
+
+    def _codes(self, signature: tuple, arch: str) -> list:
         cc = parse_arch(arch)
         shared_memory.check(self.kir, self.shared_arrays, shared_memory.limit_for(cc), arch)
-        cuda = cuda_module()
-        ptx, _ = cuda.compile_ptx(
-            self.python_function(),
-            signature,
-            cc=cc,
-            launch_bounds=self.max_threads(),
-        )
-        return ptx
+        return toolchain.ptx_codes(self.python_function(), signature, cc, self.max_threads())
 
     def cubin(self, signature: tuple, arch: str) -> tuple[bytes, str]:
         """A cubin for ``arch`` and ptxas's report (nvJitLink; needs no GPU)."""
-        from cuda.bindings import nvjitlink
-
-        ptx = self.ptx(signature, arch).encode()
-        handle = nvjitlink.create(2, [f"-arch={arch}", "-verbose"])
-        try:
-            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx, len(ptx), "kernel.ptx")
-            try:
-                nvjitlink.complete(handle)
-            except Exception as exc:
-                raise TesseraError(f"ptxas failed for {arch}: {_log(nvjitlink, handle)}") from exc
-            cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
-            nvjitlink.get_linked_cubin(handle, cubin)
-            return bytes(cubin), _log(nvjitlink, handle)
-        finally:
-            nvjitlink.destroy(handle)
+        return toolchain.link(self._codes(signature, arch), arch)
 
     def metadata(self, signature: tuple, arch: str, grid: tuple[int, ...]) -> dict:
         """What the seeds' kernel metadata lists, read from the cubin's ptxas report."""
@@ -289,11 +365,3 @@ class CudaProgram:
             "spill_bytes": sum(int(n) for n in spills),
             "launch": {"grid": [blocks, 1, 1], "block": [threads, 1, 1], "smem_bytes": shared},
         }
-
-
-def _log(nvjitlink, handle) -> str:
-    size = nvjitlink.get_info_log_size(handle)
-    log = bytearray(size)
-    if size:
-        nvjitlink.get_info_log(handle, log)
-    return log.decode(errors="replace").rstrip("\x00")
