@@ -53,8 +53,9 @@ def wait(
     done: Callable[[], bool] | None = None,
 ) -> None:
     """Poll ``requests`` (and ``done()``, for GPU work) until all are complete; at the
-    deadline raise ``on_timeout(seconds)``. ``what()`` names the wait for
-    :data:`waiting_on` (called only when the wait is not over at once)."""
+    deadline raise ``on_timeout(seconds)`` unless they completed meanwhile, or it returns
+    None (every rank has arrived: the wait goes on for another period). ``what()`` names
+    the wait for :data:`waiting_on` (called only when the wait is not over at once)."""
     pending = requests
     for _ in range(QUICK_POLLS):  # most small collectives finish here, with no set-up
         pending = [r for r in pending if not r.Test()]
@@ -77,7 +78,13 @@ def wait(
             else:
                 os.sched_yield()
             if waited > timeout:
-                error = on_timeout(timeout)
+                error = on_timeout(timeout)  # asks the other ranks: takes a while
+                pending = [r for r in pending if not r.Test()]
+                if not pending and (done is None or done()):
+                    return  # completed while asking: not a timeout
+                if error is None:  # every rank has arrived: wait on, another period
+                    start = time.monotonic()
+                    continue
                 log.error("%s", error)
                 failures.report(error)
                 raise error

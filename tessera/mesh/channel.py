@@ -11,16 +11,27 @@ with what makes collectives on it safe for batch jobs.
   second communicator (the *control* channel, a duplicate of the axis's) what it is
   doing. Ranks answer such questions whenever they are waiting on a collective
   themselves; a rank that is computing, hung or dead does not answer and is reported so.
-* With ``TESSERA_DIST_DEBUG=1`` the members first exchange a fingerprint of the call
-  (kind, op, dtype, shape, dim, root, ...: fingerprint.py); a mismatch raises
-  :class:`CollectiveMismatch` on every rank, naming what each one called. An all_gather
-  always does: it exchanges its block lengths anyway, and the fingerprint rides along.
+* Every collective is checked: the members exchange a fingerprint of the call (kind, op,
+  dtype, shape, dim, root, ...: fingerprint.py) and a mismatch raises
+  :class:`CollectiveMismatch` on every rank, naming what each one called, before any
+  result is delivered. By default the 16-byte exchange is started together with the
+  collective (no round trip of its own: :meth:`Channel.check`); with
+  ``TESSERA_DIST_DEBUG=1`` it completes before the collective starts (:meth:`begin`), so
+  no data moves between ranks that disagree. An all_gather always exchanges first: it
+  needs the block lengths anyway, and the fingerprint rides along.
+* The timeout measures arrival: at the deadline a rank asks the members how far they
+  are; when every member has arrived the wait goes on (MPI completes what every member
+  has started; a member that stops answering ends it), except on the GPU path, where a
+  collective that every member has reached and that has not completed is a transport
+  failure, and the error says so.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+
+import numpy as np
 
 from .. import timed
 from ..config import get as setting
@@ -30,6 +41,7 @@ from . import fingerprint
 QUERY, REPLY = 7301, 7302  # tags on the control channel
 ANSWER_WINDOW_S = 1.0  # at most this long a timed-out rank waits for the members' answers
 
+ALWAYS_CHECK = True  # the default check (Channel.check); bench/dist_check.py turns it off
 ISSUE_LOCK = threading.RLock()  # one global order of collectives per process
 _channels: list[Channel] = []  # every channel of this process, to answer queries on
 
@@ -49,6 +61,8 @@ class Channel:
         self.started = 0  # sequence number of the latest collective started here
         self.nccl = None  # the NCCL communicator, made on the first GPU collective
         self.shared_buckets = None  # shared-memory windows, made on the first coalesced bucket
+        self.abandoned: list = []  # the transfers of collectives that failed (their buffers
+        # must outlive them: a late peer may still complete them)
         _channels.append(self)
 
     def begin(self, kind: str, x, op: str | None = None, **extra) -> int:
@@ -60,6 +74,28 @@ class Channel:
         if self.size > 1 and checking():
             self._agree(kind, seq, x, op, extra, 0)
         return seq
+
+    def check(self, kind: str, seq: int, x, op: str | None = None, **extra):
+        """The always-on check of collective ``seq`` (started with :meth:`begin`): the
+        members' fingerprints, gathered on the axis's communicator by a request started
+        now, just before the collective itself, so that the two travel together. None on
+        one rank, or when :meth:`begin` compared fingerprints already (TESSERA_DIST_DEBUG).
+        Call with ISSUE_LOCK held; :meth:`verify` before delivering the result."""
+        if self.size == 1 or not ALWAYS_CHECK or checking():
+            return None
+        mine = np.array((fingerprint.code(kind, x, op, extra), seq), np.int64)
+        everyone = np.empty((self.size, 2), np.int64)
+        request = self.comm.Iallgather(mine, everyone)
+        return (request, everyone, kind, seq, x, op, extra)
+
+    def verify(self, check) -> None:
+        """Wait for a :meth:`check`'s exchange; CollectiveMismatch if the fingerprints
+        differ (every member sees the same ones, so every member raises)."""
+        request, everyone, kind, seq, x, op, extra = check
+        self.wait([request], kind, seq)
+        codes = everyone[:, 0]
+        if (codes != codes[0]).any():
+            raise self._mismatch(kind, seq, fingerprint.describe(kind, x, op, **extra))
 
     def begin_gather(self, x, dim: int, **extra) -> tuple[int, list[int]]:
         """:meth:`begin` for an all_gather along ``dim``, also returning every member's
@@ -90,8 +126,8 @@ class Channel:
         return [r[1] for r in records]
 
     def _mismatch(self, kind: str, seq: int, call: str) -> CollectiveMismatch:
-        calls = timed.texts(
-            self.comm,
+        calls = timed.texts(  # on the control communicator: the axis's may hold the
+            self.control,  # mismatched collective (started with its check)
             self.size,
             call,
             lambda: f"{kind} #{seq} on axis '{self.axis}' (naming a mismatch)",
@@ -114,11 +150,16 @@ class Channel:
         timed.wait(
             requests,
             lambda: f"{kind} #{seq} on axis '{self.axis}'",
-            lambda timeout: self._timeout(kind, seq, timeout),
+            lambda timeout: self._timeout(kind, seq, timeout, extra_test is not None),
             extra_test,
         )
 
-    def _timeout(self, kind: str, seq: int, timeout: float) -> CollectiveTimeout:
+    def _timeout(
+        self, kind: str, seq: int, timeout: float, gpu: bool = False
+    ) -> CollectiveTimeout | None:
+        """The error at the deadline of collective ``seq``, or None when every member has
+        arrived (the wait goes on: the timeout is on arrival), but on the GPU path
+        (``gpu``), where that is a transport failure and the error says so."""
         answers = self._ask_members(seq, min(ANSWER_WINDOW_S, max(0.2, timeout / 10)))
         missing, notes = [], []
         for i, answer in enumerate(answers):
@@ -132,11 +173,22 @@ class Channel:
                 missing.append(rank)
                 doing = answer[1] or "not in a collective"
                 notes.append(f"rank {rank}: at collective #{answer[0]} on this axis, {doing}")
-        detail = "; ".join(notes) if notes else "every member answered that it had arrived"
+        me = self.world_ranks[self.index]
+        head = f"{kind} #{seq} on axis '{self.axis}' timed out after {timeout:g} s"
+        if not missing:
+            if not gpu:
+                return None
+            return CollectiveTimeout(
+                f"{head} (TESSERA_COLLECTIVE_TIMEOUT) on rank {me}: every member has "
+                "arrived, but the device's transport has not completed it",
+                kind,
+                seq,
+                self.axis,
+                [],
+            )
         return CollectiveTimeout(
-            f"{kind} #{seq} on axis '{self.axis}' timed out after {timeout:g} s "
-            f"(TESSERA_COLLECTIVE_TIMEOUT) on rank {self.world_ranks[self.index]}: "
-            f"ranks {missing} did not arrive ({detail})",
+            f"{head} (TESSERA_COLLECTIVE_TIMEOUT) on rank {me}: ranks {missing} did not "
+            f"arrive ({'; '.join(notes)})",
             kind,
             seq,
             self.axis,

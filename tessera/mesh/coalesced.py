@@ -120,7 +120,14 @@ def all_reduce_coalesced(
             flat = _buckets.take(first.dtype, xp, count)
             xp.concatenate([a if a.ndim == 1 else a.reshape(-1) for a in pieces], out=flat)
             work = all_reduce(  # in place, in the bucket
-                flat, axis, op, mesh=mesh, out=flat, deterministic=deterministic, async_op=True
+                flat,
+                axis,
+                op,
+                mesh=mesh,
+                out=flat,
+                deterministic=deterministic,
+                async_op=True,
+                _own=True,
             )
         works.append((members, pieces, flat, work))
     results: list = [None] * len(arrays)

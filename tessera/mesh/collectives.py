@@ -38,9 +38,12 @@ class Work:
     """A collective in flight (``async_op=True``): ``wait()`` blocks until it is done —
     or until the collective timeout — and returns its result."""
 
-    def __init__(self, channel: Channel, kind: str, seq: int, transfer: Transfer, deliver):
+    def __init__(
+        self, channel: Channel, kind: str, seq: int, transfer: Transfer, deliver, check=None
+    ):
         self.channel, self.kind, self.seq = channel, kind, seq
         self._transfer, self._deliver = transfer, deliver
+        self._check = check  # the members' fingerprints, verified before delivering
         self._done, self._result = False, None
         self.observed: dict | None = None  # what observers hear when it is done (_run)
         self.start = 0.0
@@ -53,6 +56,10 @@ class Work:
         """Whether the communication has finished (never blocks; starts the next step of
         a collective made of several)."""
         while not self._done:
+            if self._check is not None:
+                if not self._check[0].Test():
+                    return False
+                self._verify()
             t = self._transfer
             if not all(r.Test() for r in t.requests) or not (t.gpu_done is None or t.gpu_done()):
                 return False
@@ -68,10 +75,26 @@ class Work:
         return self._result
 
     def _wait(self) -> None:
-        while not self._done:
-            t = self._transfer
-            self.channel.wait(t.requests, self.kind, self.seq, t.gpu_done)
-            self._step(t.finish())
+        if self._check is not None:
+            self._verify()
+        try:
+            while not self._done:
+                t = self._transfer
+                self.channel.wait(t.requests, self.kind, self.seq, t.gpu_done)
+                self._step(t.finish())
+        except BaseException:
+            self.channel.abandoned.append(self._transfer)  # a late peer may complete it
+            raise
+
+    def _verify(self) -> None:
+        """The members called the same collective, or CollectiveMismatch (the collective,
+        started with its check, is abandoned: nothing is delivered)."""
+        check, self._check = self._check, None
+        try:
+            self.channel.verify(check)
+        except BaseException:
+            self.channel.abandoned.append((check, self._transfer))
+            raise
 
     def _step(self, result) -> None:
         if isinstance(result, Transfer):  # the collective's next step has started
@@ -93,10 +116,11 @@ def _run(
     x=None,
     op: str | None = None,
     start: float = 0.0,
+    check=None,
 ):
     """The collective's :class:`Work`, or (not ``async_op``) its result. Observers
     (profiles, traces, metrics) hear of it when it is done: op, axis, bytes, seq."""
-    work = Work(channel, kind, seq, transfer, deliver)
+    work = Work(channel, kind, seq, transfer, deliver, check)
     if OBSERVERS:
         work.start = start or now()
         work.observed = {
@@ -223,8 +247,10 @@ def all_reduce(
     out=None,
     deterministic: bool | None = None,
     async_op: bool = False,
+    _own: bool = False,
 ):
-    """Every rank of the axis gets ``op`` over all their ``x``."""
+    """Every rank of the axis gets ``op`` over all their ``x``. (``_own``: ``x`` is
+    ``out``, a buffer of Tessera's own that a failed collective may leave half reduced.)"""
     axis = _axis_of(x, axis, mesh)
     if _is_sharded(x):
         _whole_on(x, axis, "all_reduce")
@@ -243,15 +269,15 @@ def all_reduce(
     deterministic = _deterministic(deterministic)
     start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
-        seq = channel.begin(
-            "all_reduce", x, op, deterministic=deterministic, backend=transport.NAME
-        )
+        extra = dict(deterministic=deterministic, backend=transport.NAME)
+        seq = channel.begin("all_reduce", x, op, **extra)
+        check = channel.check("all_reduce", seq, x, op, **extra)
         if transport is mpi_transport and not deterministic:
-            transfer = transport.all_reduce(channel, x, op, False, out)
+            transfer = transport.all_reduce(channel, x, op, False, _own and out is x)
         else:
             transfer = transport.all_reduce(channel, x, op, deterministic)
     deliver = back(_deliver_to(out))
-    return _run(channel, "all_reduce", seq, transfer, deliver, async_op, x, op, start)
+    return _run(channel, "all_reduce", seq, transfer, deliver, async_op, x, op, start, check)
 
 
 def all_gather(
@@ -338,14 +364,9 @@ def reduce_scatter(
     deterministic = _deterministic(deterministic)
     start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
-        seq = channel.begin(
-            "reduce_scatter",
-            x,
-            op,
-            dim=dim % x.ndim,
-            deterministic=deterministic,
-            backend=transport.NAME,
-        )
+        extra = dict(dim=dim % x.ndim, deterministic=deterministic, backend=transport.NAME)
+        seq = channel.begin("reduce_scatter", x, op, **extra)
+        check = channel.check("reduce_scatter", seq, x, op, **extra)
         if deterministic:  # the rank-order sum, then this rank's block
             whole = transport.all_reduce(channel, front, op, True)
             start = sum(rows[: channel.index])
@@ -353,7 +374,7 @@ def reduce_scatter(
             transfer = then(whole, lambda total: total[start:stop])
         else:
             transfer = transport.reduce_scatter(channel, front, op, rows)
-    return _run(channel, "reduce_scatter", seq, transfer, deliver, async_op, x, op, start)
+    return _run(channel, "reduce_scatter", seq, transfer, deliver, async_op, x, op, start, check)
 
 
 def broadcast(
@@ -383,9 +404,10 @@ def broadcast(
     start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
         seq = channel.begin("broadcast", x, root=root, backend=transport.NAME)
+        check = channel.check("broadcast", seq, x, root=root, backend=transport.NAME)
         transfer = transport.broadcast(channel, x, root)
     deliver = back(_deliver_to(out))
-    return _run(channel, "broadcast", seq, transfer, deliver, async_op, x, None, start)
+    return _run(channel, "broadcast", seq, transfer, deliver, async_op, x, None, start, check)
 
 
 def barrier(axis: str | None = None, *, mesh: Mesh | None = None) -> None:
@@ -394,8 +416,9 @@ def barrier(axis: str | None = None, *, mesh: Mesh | None = None) -> None:
     start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
         seq = channel.begin("barrier", None)
+        check = channel.check("barrier", seq, None)
         transfer = mpi_transport.barrier(channel)
-    _run(channel, "barrier", seq, transfer, lambda _: None, False, None, None, start)
+    _run(channel, "barrier", seq, transfer, lambda _: None, False, None, None, start, check)
 
 
 def _axis_of(x, axis: str | None, mesh: Mesh | None) -> str:

@@ -63,28 +63,22 @@ def _bytes(x):
     return x.reshape(-1).view(np.uint8)
 
 
-def all_reduce(ch: Channel, x, op: str, deterministic: bool, out=None) -> Transfer:
-    """``out``, when given and laid out like the data MPI reduces, receives it directly
-    (``out`` is ``x``: reduced in place)."""
+def all_reduce(ch: Channel, x, op: str, deterministic: bool, in_place: bool = False) -> Transfer:
+    """Reduced into a new array, which the caller copies into ``out=`` once the collective
+    has completed (a collective that fails leaves ``out=`` as it was); ``in_place``: into
+    ``x`` itself (a buffer of Tessera's own, which a failure may leave half reduced)."""
     xp = array_module(x)
     wire = to_reduction_wire(x, xp)
     if deterministic:
         return _all_reduce_in_rank_order(ch, x, wire, op, xp)
-    if out is not None and out is x and wire is x:
+    if in_place and wire is x:
         if isinstance(ch.comm, LocalComm):
             return Transfer([], lambda: x)
         from mpi4py import MPI
 
         request = ch.comm.Iallreduce(MPI.IN_PLACE, x, _mpi_op(ch, op))
         return Transfer([request], lambda: x)
-    fits = (
-        out is not None
-        and out.dtype == wire.dtype
-        and out.shape == wire.shape
-        and out.flags.c_contiguous
-        and not np.may_share_memory(out, wire)
-    )
-    received = out if fits else xp.empty_like(wire)
+    received = xp.empty_like(wire)
     request = ch.comm.Iallreduce(wire, received, _mpi_op(ch, op))
     return Transfer([request], lambda: from_reduction_wire(received, x.dtype))
 

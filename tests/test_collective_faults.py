@@ -1,0 +1,58 @@
+"""A failed collective changes nothing it was given, a timeout fires only for a rank that
+did not arrive (and says so truly), and ranks that call different collectives get
+CollectiveMismatch by default, without TESSERA_DIST_DEBUG. Real ``mpiexec -n 2`` runs of
+tests/mpi_collective_faults_script.py."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from mpi_collective_faults_script import MISMATCHES
+from mpi_run import mpi_missing, run_mpi
+
+pytestmark = pytest.mark.skipif(mpi_missing(), reason="needs mpi4py and mpiexec")
+
+
+def run(mode: str, folder):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_DIST")}
+    result = run_mpi("mpi_collective_faults_script.py", 2, mode, folder, env=env, timeout=120)
+
+    def read(name: str, rank: int) -> str:
+        path = folder / f"{name}.rank{rank}.txt"
+        return path.read_text() if path.exists() else f"no report\n{result.stderr[-3000:]}"
+
+    return result, read
+
+
+def test_a_collective_that_times_out_leaves_out_untouched(tmp_path):
+    result, read = run("out_untouched", tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = read("out_untouched", 0).splitlines()
+    assert lines[:3] == ["out=: timed out", "in place: timed out", "reduce_scatter out=: timed out"]
+    # also after the late rank arrived and completed what rank 0 had given up on
+    assert lines[3] == f"out= {[-7.0] * 6}"
+    assert lines[4] == f"in place {[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]}"
+    assert lines[5] == f"reduce_scatter out= {[-7.0] * 3}"
+
+
+def test_a_timeout_never_fires_once_every_member_has_arrived(tmp_path):
+    result, read = run("small_timeout", tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [read("small_timeout", r) for r in range(2)] == ["ok", "ok"]
+
+
+@pytest.fixture(scope="module")
+def mismatches(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("mismatch")
+    result, read = run("mismatch", folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return read
+
+
+@pytest.mark.parametrize("case", list(MISMATCHES))
+def test_ranks_that_call_different_collectives_get_a_mismatch_by_default(mismatches, case):
+    for rank in range(2):
+        text = mismatches(case, rank)
+        assert text.startswith("CollectiveMismatch"), text
+        assert "rank 0 (index 0 on axis 'x'): " in text and "rank 1 (index 1 on axis 'x'): " in text
