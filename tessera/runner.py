@@ -121,7 +121,11 @@ def launcher_for(request: Request, environ=None) -> list[str]:
 
 def command_line(request: Request, environ=None) -> list[str]:
     """The whole command ``tessera run`` starts."""
-    wrap = [sys.executable, "-m", "tessera.rank_output"] if request.prefix else []
+    # every rank runs under the wrapper, which labels its lines and fails the job when
+    # the rank leaves before the others (tessera.rank_output)
+    wrap = [sys.executable, "-m", "tessera.rank_output"] + (
+        [] if request.prefix else ["--no-prefix"]
+    )
     return [*launcher_for(request, environ), *request.launcher_args, *wrap, *request.command]
 
 

@@ -18,8 +18,10 @@ the other.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import stat
 import sys
 
 import numpy as np
@@ -154,6 +156,7 @@ def world():
         raise TesseraError(mismatch_message(launch, comm.Get_size(), MPI.Get_library_version()))
     if comm.Get_size() > 1:
         _abort_on_uncaught_exception(comm)
+        _report_to_wrapper()
     return comm
 
 
@@ -186,6 +189,32 @@ def _abort_on_uncaught_exception(comm) -> None:
         comm.Abort(1)
 
     sys.excepthook = hook
+
+
+def _report_to_wrapper() -> None:
+    """Under ``tessera run`` (tessera.rank_output): tell the wrapper that this rank joined
+    the world, and again at exit that it finishes, so that a rank whose process ends in
+    between (``os._exit``) makes the job fail instead of ending it with status 0. Nothing
+    when the variable is not this process's wrapper's (a process the rank started)."""
+    value = os.environ.get("_TESSERA_RANK_STATUS", "")
+    fd, _, wrapper = value.partition(",")
+    if not (fd.isdigit() and wrapper.isdigit() and int(wrapper) == os.getppid()):
+        return
+    fd = int(fd)
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return
+        os.write(fd, b"S")
+    except OSError:
+        return
+
+    def finishing() -> None:
+        try:
+            os.write(fd, b"F")
+        except OSError:
+            pass
+
+    atexit.register(finishing)
 
 
 def rank() -> int:

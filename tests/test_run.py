@@ -66,7 +66,8 @@ def test_outside_an_allocation_the_sites_mpiexec_comes_before_the_wheels(tmp_pat
     site = _site_mpiexec(tmp_path)
     env = {"PATH": FAKES + os.pathsep + site + os.pathsep + os.path.dirname(sys.executable)}
     command = runner.command_line(runner.parse(["-n", "2", "--no-prefix", "x.py"]), env)
-    assert command == [os.path.join(site, "mpiexec"), "-n", "2", sys.executable, "x.py"]
+    watcher = [sys.executable, "-m", "tessera.rank_output", "--no-prefix"]  # no labels
+    assert command == [os.path.join(site, "mpiexec"), "-n", "2", *watcher, sys.executable, "x.py"]
 
 
 def test_the_wheels_mpiexec_is_the_fallback(tmp_path):
