@@ -24,6 +24,7 @@ BENCHES = (
     "tiles",
     "ops",
     "gpu_ops",
+    "gpu_launch",
     "softmax",
     "stencil",
     "axpy_tiled",
@@ -42,6 +43,11 @@ TARGETS = (
     ("matmul", "ratio", 1.5),
     ("launch", "seconds", 5e-6),
     ("launch", "seconds", 10e-6, "tessera (torch)"),
+    ("gpu_launch", "seconds", 6e-6, "tessera empty (numba)"),
+    ("gpu_launch", "seconds", 8e-6, "tessera 3 arrays (numba)"),
+    ("gpu_launch", "seconds", 8e-6, "tessera 3 arrays (cupy)"),
+    ("gpu_launch", "seconds", 8e-6, "tessera 3 arrays (torch)"),
+    ("gpu_launch", "seconds", 0.2, "warm process"),
 )
 
 

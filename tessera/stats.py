@@ -6,7 +6,13 @@ from __future__ import annotations
 import threading
 
 _lock = threading.Lock()
-_counters = {"compiles": 0, "disk_cache_hits": 0, "launches": 0, "autotune_trials": 0}
+_counters = {
+    "compiles": 0,
+    "disk_cache_hits": 0,
+    "launches": 0,
+    "autotune_trials": 0,
+    "stream_waits": 0,
+}
 
 
 def bump(name: str, n: int = 1) -> None:

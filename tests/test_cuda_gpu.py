@@ -148,7 +148,7 @@ def test_a_cuda_compile_says_how_many_seconds_it_took(caplog):
     with caplog.at_level(logging.INFO, logger="tessera"), ts.config(target="cuda"):
         add_two[64](x, y)
     done = [r.getMessage() for r in caplog.records if "compiled kernel 'add_two'" in r.getMessage()]
-    assert len(done) == 1 and re.search(r"for cuda with numba-cuda in \d+\.\d\d s", done[0])
+    assert len(done) == 1 and re.search(r"for cuda \(sm_\d+a?\) in \d+\.\d\d s", done[0])
     assert np.all(y == 3.0)
 
 

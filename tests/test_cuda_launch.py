@@ -133,3 +133,34 @@ def test_ops_refuse_a_mix_of_host_and_device_arrays(rng):
     a = rng.standard_normal(5).astype(np.float32)
     with pytest.raises(ts.TesseraError, match="mix host and device arrays"):
         op.add(cuda.to_device(a), a)
+
+
+def test_a_read_on_one_named_stream_of_what_another_wrote_waits_for_it_by_an_event(rng):
+    from numba import cuda
+
+    x = cuda.to_device(rng.random(256, dtype=np.float32))
+    y = cuda.device_array(256, np.float32)
+    z = cuda.device_array(256, np.float32)
+    with ts.stream("fence-producer"):
+        axpy[256](x, y, 2.0)  # writes y
+    before = ts.stats()["stream_waits"]
+    with ts.stream("fence-consumer"):
+        axpy[256](y, z, 1.0)  # reads y: waits for the producer's stream
+        after_first = ts.stats()["stream_waits"]
+        axpy[256](y, z, 1.0)  # the same stream again: nothing more to wait for
+    ts.synchronize()
+    assert after_first >= before + 1  # (z's memory may have been used on a stream before)
+    assert ts.stats()["stream_waits"] == after_first
+
+
+def test_the_default_stream_needs_no_event_fence(rng):
+    from numba import cuda
+
+    x = cuda.to_device(rng.random(256, dtype=np.float32))
+    y = cuda.device_array(256, np.float32)
+    with ts.stream("fence-default-producer"):
+        axpy[256](x, y, 2.0)
+    before = ts.stats()["stream_waits"]
+    axpy[256](y, x, 1.0)  # the default stream: CUDA orders it with blocking streams
+    ts.synchronize()
+    assert ts.stats()["stream_waits"] == before

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 
-from ..kernel.targets.cuda.streams import collective_stream
+from ..kernel.targets.cuda.streams import collective_stream, fence, fencing
 from .channel import Channel, Transfer, then
 from .mpi_transport import reduce_in_order
 
@@ -96,7 +96,13 @@ def _cupy_stream():
     return cupy.cuda.ExternalStream(int(handle))
 
 
-def _stream() -> int:
+def _stream(*pointers: int) -> int:
+    """The stream to enqueue on, after fencing it against the other named streams that
+    used these arrays (streams.fence: a collective that reduces what a kernel on another
+    stream wrote waits for it on the GPU)."""
+    s = collective_stream()
+    if s != 0 and fencing():
+        fence(s, pointers)
     return _cupy_stream().ptr
 
 
@@ -116,10 +122,23 @@ def all_reduce(ch: Channel, x, op: str, deterministic: bool) -> Transfer:
     comm = communicator(ch)
     if deterministic:
         parts = cupy.empty((ch.size,) + x.shape, x.dtype)
-        comm.allGather(x.data.ptr, parts.data.ptr, x.size, _dtype_code(x.dtype), _stream())
+        comm.allGather(
+            x.data.ptr,
+            parts.data.ptr,
+            x.size,
+            _dtype_code(x.dtype),
+            _stream(x.data.ptr, parts.data.ptr),
+        )
         return _enqueued(lambda: reduce_in_order(parts, op, cupy))
     out = cupy.empty_like(x)
-    comm.allReduce(x.data.ptr, out.data.ptr, x.size, _dtype_code(x.dtype), _op_code(op), _stream())
+    comm.allReduce(
+        x.data.ptr,
+        out.data.ptr,
+        x.size,
+        _dtype_code(x.dtype),
+        _op_code(op),
+        _stream(x.data.ptr, out.data.ptr),
+    )
     return _enqueued(lambda: out)
 
 
@@ -132,7 +151,11 @@ def all_gather(ch: Channel, x, rows: list[int]) -> Transfer:
     padded[: x.shape[0]] = x
     parts = cupy.empty((ch.size,) + padded.shape, x.dtype)
     communicator(ch).allGather(
-        padded.data.ptr, parts.data.ptr, padded.size, _dtype_code(x.dtype), _stream()
+        padded.data.ptr,
+        parts.data.ptr,
+        padded.size,
+        _dtype_code(x.dtype),
+        _stream(padded.data.ptr, parts.data.ptr),
     )
     return _enqueued(lambda: cupy.concatenate([parts[i, :r] for i, r in enumerate(rows)]))
 
@@ -147,7 +170,12 @@ def reduce_scatter(ch: Channel, x, op: str, rows: list[int]) -> Transfer:
         return then(whole, lambda total: total[start : start + rows[ch.index]])
     out = cupy.empty((rows[ch.index],) + x.shape[1:], x.dtype)
     communicator(ch).reduceScatter(
-        x.data.ptr, out.data.ptr, out.size, _dtype_code(x.dtype), _op_code(op), _stream()
+        x.data.ptr,
+        out.data.ptr,
+        out.size,
+        _dtype_code(x.dtype),
+        _op_code(op),
+        _stream(x.data.ptr, out.data.ptr),
     )
     return _enqueued(lambda: out)
 
@@ -156,5 +184,7 @@ def broadcast(ch: Channel, x, root: int) -> Transfer:
     import cupy
 
     out = cupy.array(cupy.asarray(x), copy=True, order="C")
-    communicator(ch).bcast(out.data.ptr, out.nbytes, _nccl().NCCL_UINT8, root, _stream())
+    communicator(ch).bcast(
+        out.data.ptr, out.nbytes, _nccl().NCCL_UINT8, root, _stream(out.data.ptr)
+    )
     return _enqueued(lambda: out)

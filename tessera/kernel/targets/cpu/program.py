@@ -29,7 +29,7 @@ import numpy as np
 from .... import stats
 from ....errors import OutOfBoundsError
 from ....observers import stage
-from ... import disk_cache, ir
+from ... import compile_feedback, disk_cache, ir
 from ...ir import TileType
 from ...pipeline import Specialised
 from .. import printing
@@ -100,11 +100,11 @@ class CpuProgram:
             self._entries[parallel] = function
             return function
         log.info("compiling kernel '%s' for cpu (%s variant) with Numba", name, variant)
-        start = time.perf_counter()
-        with stage("compile", name, step="numba", variant=variant):
+        with (
+            compile_feedback.compiling(name, f"cpu ({variant} variant)"),
+            stage("compile", name, step="numba", variant=variant),
+        ):
             function, cres = self._compile(parallel, args)
-        seconds = time.perf_counter() - start
-        log.info("compiled kernel '%s' for cpu (%s variant) in %.2f s", name, variant, seconds)
         stats.bump("compiles")
         if entry is not None:
             image = native.image_of(cres)

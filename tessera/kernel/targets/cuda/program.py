@@ -26,7 +26,7 @@ from . import driver as driver_module
 from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
 from .launcher import DirectLauncher, storage_dtype
 from .runtime import cuda_module, simulating
-from .streams import current_stream, note_gpu_work
+from .streams import current_stream, fence, fencing, note_gpu_work
 
 log = logging.getLogger("tessera")
 
@@ -69,6 +69,15 @@ def _aligned4(a) -> bool:
         and all(st % 4 == 0 for st in strides[:-1])
         and (not strides or strides[-1] == 2)
     )
+
+
+def _address(a) -> int:
+    """Where a GPU array's data starts (the simulator's arrays: their host buffer's)."""
+    info = device_info(a)
+    if info is not None:
+        return info[0]
+    host = getattr(a, "_ary", a)
+    return host.ctypes.data if isinstance(host, np.ndarray) else id(a)
 
 
 def parse_arch(arch: str) -> tuple[int, int]:
@@ -193,6 +202,8 @@ class CudaProgram:
             self._check_shared(shared)
             launcher.allow_shared(shared)
         blocks, _ = self.launch_shape(grid)
+        if fencing():
+            fence(stream, [_address(a) for a in args[: self._array_count]])
         launcher.launch((*args, *grid, *aligned), blocks, shared, stream)
         if write_back:
             self._write_back(write_back, stream)
@@ -317,6 +328,8 @@ class CudaProgram:
         if self.dynamic_size is not None:
             index, itemsize = self.dynamic_size
             shared += int(args[index]) * itemsize
+        if fencing():
+            fence(stream, [_address(a) for a in args[: self._array_count]])
         self._kernel[blocks, threads, stream, shared](*args, *grid, *aligned)
         for original, copy in write_back:
             original[...] = copy

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 
 from ....errors import TesseraError
+from ....stats import bump
 from ... import stream_scope
 from .runtime import cuda_module, simulating
 
@@ -144,6 +145,49 @@ def event() -> Event:
 
 
 _gpu_work = [False]  # set by the first CUDA launch of this process
+
+# Fencing (CAPTURE.md §4): the named stream that last used each GPU array (by its data
+# pointer). Work on another named stream that uses the array first waits, on the GPU, for
+# an event recorded on that stream: a read after a write (and a write after a read) of one
+# array across streams is ordered without a host synchronisation. The default stream is
+# ordered with every named stream by CUDA itself (they are blocking streams).
+_last_stream: dict[int, object] = {}
+MAX_TRACKED = 1 << 16  # arrays remembered; the least recently used are forgotten
+_fence_lock = threading.Lock()
+
+
+def fencing() -> bool:
+    """Whether any named or new stream has been used: until then launches skip fencing."""
+    return bool(_named) or bool(getattr(_local, "streams", None))
+
+
+def fence(on: object, pointers) -> int:
+    """Order work about to be enqueued on stream ``on`` after the work already enqueued on
+    other streams that used any of ``pointers`` (data pointers of the arrays it reads or
+    writes); then note ``on`` as their last user. Returns how many waits were enqueued
+    (``stats()["stream_waits"]`` counts them)."""
+    if on == 0 or on is None or isinstance(on, HostStream):
+        with _fence_lock:
+            for p in pointers:
+                _last_stream.pop(p, None)  # the default stream orders itself with all
+        return 0
+    waits = []
+    with _fence_lock:
+        for p in pointers:
+            previous = _last_stream.get(p)
+            if previous is not None and previous is not on and previous not in waits:
+                waits.append(previous)
+            _last_stream.pop(p, None)
+            _last_stream[p] = on  # (re)inserted last: the oldest entries go first
+        while len(_last_stream) > MAX_TRACKED:
+            del _last_stream[next(iter(_last_stream))]
+    for previous in waits:
+        done = _cuda().event() if simulating() else _cuda().event(timing=False)
+        done.record(previous)
+        done.wait(on)
+    if waits:
+        bump("stream_waits", len(waits))
+    return len(waits)
 
 
 def note_gpu_work() -> None:
