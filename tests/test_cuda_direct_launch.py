@@ -165,7 +165,7 @@ def test_the_parameter_block_holds_each_arrays_words_and_each_scalars_bits():
         numba.boolean,
         numba.int64,
     )
-    launcher = DirectLauncher("k", "function", argtypes, 64)
+    launcher = DirectLauncher("k", "function", argtypes)
     launcher.pack((a, b, np.float32(1.5), np.float16(-2.0), np.int8(-3), np.bool_(True), 9))
     block = launcher.block
     words = [struct.unpack("<q", block.read(k, 8))[0] for k in range(7 + 9)]
@@ -254,3 +254,12 @@ def test_a_second_process_loads_the_cubin_from_the_disk_cache(recording):
 
 def test_contiguous_strides_are_the_c_order_byte_strides():
     assert contiguous_strides((4, 6), 8) == (48, 8)
+
+
+def test_each_launch_of_a_flat_kernel_has_the_threads_its_grid_needs(recording):
+    recording, scale = recording
+    x = FakeGPUArray(0x10000, (1000,), np.float32)
+    scale[10](x, x, 1.0)
+    scale[1000](x, x, 1.0)
+    launches = [c for c in recording.calls if c[0] == "launch"]
+    assert [c[2:4] for c in launches] == [(1, 10), (4, 256)]

@@ -13,6 +13,7 @@ never produces results (docs/targets.md, "The launch path").
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import threading
 from collections.abc import Iterator
 
@@ -64,7 +65,8 @@ class Driver:
         """Load ``cubin`` into the current context; its ``entry`` as a CUfunction (the
         module stays loaded as long as the function is used: it is kept with it)."""
         self.ensure_context()
-        module = self._check(self.cu.cuModuleLoadData(cubin), "cuModuleLoadData")
+        image = ctypes.create_string_buffer(cubin, len(cubin))  # the driver reads it here
+        module = self._check(self.cu.cuModuleLoadData(ctypes.addressof(image)), "cuModuleLoadData")
         function = self._check(
             self.cu.cuModuleGetFunction(module, entry.encode()), "cuModuleGetFunction"
         )

@@ -60,13 +60,13 @@ class DirectLauncher:
     """Launch one compiled kernel with ``cuLaunchKernel``.
 
     ``argtypes`` is the numba signature it was compiled for (arrays, scalars, symbols,
-    grid extents, alignment flags: the codegen's order); ``function`` its CUfunction.
+    grid extents, alignment flags: the codegen's order); ``function`` its CUfunction;
+    ``names`` label the parameter slots in errors and tests.
     """
 
-    def __init__(self, name: str, function, argtypes, threads: int, names=None):
+    def __init__(self, name: str, function, argtypes, names=None):
         self.name = name
         self.function = function
-        self.threads = threads
         self.layouts, self.slots = arg_layouts(argtypes, names)
         self.block = ParamBlock(self.slots)
         self.driver = driver_module.DRIVER
@@ -128,13 +128,13 @@ class DirectLauncher:
             self.driver.allow_dynamic_shared(self.function, nbytes)
             self._shared_allowed = nbytes
 
-    def launch(self, args, blocks: int, shared: int, stream) -> None:
-        """Pack ``args`` and launch ``blocks`` blocks on ``stream`` (a numba-cuda stream
-        or 0): one driver call."""
+    def launch(self, args, blocks: int, threads: int, shared: int, stream) -> None:
+        """Pack ``args`` and launch ``blocks`` blocks of ``threads`` on ``stream`` (a
+        numba-cuda stream or 0): one driver call."""
         self.pack(args)
         handle = 0 if stream == 0 else stream_handle(stream, self.driver)
         err = self._launch(
-            self.function, blocks, 1, 1, self.threads, 1, 1, shared, handle, self.block.address, 0
+            self.function, blocks, 1, 1, threads, 1, 1, shared, handle, self.block.address, 0
         )
         if err[0] != self._ok:
             raise self.driver.launch_failed(err[0], self.name)

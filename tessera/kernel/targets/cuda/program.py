@@ -201,10 +201,10 @@ class CudaProgram:
         if shared > STATIC_SHARED_LIMIT:  # above 48 KiB a kernel must opt in
             self._check_shared(shared)
             launcher.allow_shared(shared)
-        blocks, _ = self.launch_shape(grid)
+        blocks, threads = self.launch_shape(grid)
         if fencing():
             fence(stream, [_address(a) for a in args[: self._array_count]])
-        launcher.launch((*args, *grid, *aligned), blocks, shared, stream)
+        launcher.launch((*args, *grid, *aligned), blocks, threads, shared, stream)
         if write_back:
             self._write_back(write_back, stream)
 
@@ -220,8 +220,7 @@ class CudaProgram:
         entry_name, cubin = self.compiled(argtypes, arch)
         _, function = driver_module.DRIVER.load(cubin, entry_name)
         self.entry_name = entry_name
-        _, threads = self.launch_shape(grid)
-        return DirectLauncher(self.kir.name, function, argtypes, threads)
+        return DirectLauncher(self.kir.name, function, argtypes)
 
     def compiled(self, argtypes: tuple, arch: str) -> tuple[str, bytes]:
         """(entry symbol, cubin) for ``argtypes`` on ``arch``: read from the disk cache,
