@@ -1,10 +1,13 @@
-"""What the collectives' fingerprint check (``TESSERA_DIST_DEBUG=1``) costs, side by side.
+"""What the collectives' fingerprint checks cost, side by side: none, the default one (the
+fingerprint exchanged together with the collective) and ``TESSERA_DIST_DEBUG=1`` (exchanged
+first).
 
     python -m bench.dist_check [--ranks 2] [--rounds 40]
 
 Starts ``mpiexec -n RANKS`` running this file as the worker. On a 1-D mesh over every
 rank the worker times ``dist.all_reduce`` of float32 messages (1 KB to 1 MB) and
-``dist.all_gather`` of a 1 KB block with the check off (``0``) and on (``1``). An
+``dist.all_gather`` of a 1 KB block with no check (``none``: ``channel.ALWAYS_CHECK`` off,
+for this measurement only), the default check (``0``) and the debug one (``1``). An
 all_gather carries its fingerprint with the block lengths it exchanges anyway, so for it
 the two should be the same. The cases are interleaved: each round runs every case once,
 in a new random order (the same on every rank). A case's sample is a batch of ``BATCH``
@@ -24,7 +27,8 @@ import sys
 import time
 
 KB = 2**10
-SIZES = (1 * KB, 16 * KB, 256 * KB, 1024 * KB)
+SIZES = (1 * KB, 64 * KB, 256 * KB, 1024 * KB)
+CHECKS = ("none", "0", "1")  # no check, the default one, TESSERA_DIST_DEBUG=1
 BATCH = 50  # calls per sample: a 1 KB all_reduce takes microseconds, a timer read ~0.1
 
 
@@ -34,25 +38,27 @@ def worker(rounds: int) -> None:
 
     from tessera import dist
     from tessera.config import refresh
+    from tessera.mesh import channel
 
     world = MPI.COMM_WORLD
     dist.Mesh(axes=("x",), shape=(dist.size(),))
     cases = {}
     for nbytes in SIZES:
         x = np.ones(nbytes // 4, np.float32)
-        for check in ("0", "1"):
+        for check in CHECKS:
             cases[(f"all_reduce {nbytes // KB} KB", check)] = lambda x=x: dist.all_reduce(
                 x, axis="x"
             )
     block = np.ones(KB // 4, np.float32)
-    for check in ("0", "1"):
+    for check in CHECKS:
         cases[("all_gather 1 KB", check)] = lambda: dist.all_gather(block, axis="x")
     times = {name: [] for name in cases}
     for r in range(rounds + 2):  # two warm-up rounds
         order = list(cases)
         random.Random(r).shuffle(order)
         for name in order:
-            os.environ["TESSERA_DIST_DEBUG"] = name[1]
+            os.environ["TESSERA_DIST_DEBUG"] = "1" if name[1] == "1" else "0"
+            channel.ALWAYS_CHECK = name[1] != "none"
             refresh()
             cases[name]()
             world.Barrier()
@@ -69,12 +75,12 @@ def worker(rounds: int) -> None:
 def report(times: dict, ranks: int, rounds: int) -> None:
     medians = {name: statistics.median(ts) for name, ts in times.items()}
     print(f"{ranks} ranks, {rounds} rounds of {BATCH} calls per case; medians (slowest rank)")
-    print(f"{'collective':<22} {'check off':>10} {'check on':>10} {'on / off':>9}")
+    head = f"{'collective':<18} {'no check':>10} {'default':>10} {'debug':>10}"
+    print(f"{head} {'default/none':>13} {'debug/none':>11}")
     for what in dict.fromkeys(name[0] for name in medians):
-        off, on = medians.get((what, "0")), medians.get((what, "1"))
-        cells = [f"{off * 1e6:8.2f}us" if off else "", f"{on * 1e6:8.2f}us" if on else ""]
-        ratio = f"{on / off:8.3f}x" if on and off else ""
-        print(f"{what:<22} {cells[0]:>10} {cells[1]:>10} {ratio:>9}")
+        none, default, debug = (medians[(what, c)] for c in CHECKS)
+        cells = " ".join(f"{t * 1e6:8.2f}us" for t in (none, default, debug))
+        print(f"{what:<18} {cells} {default / none:12.3f}x {debug / none:10.3f}x")
 
 
 def main() -> None:
