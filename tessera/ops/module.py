@@ -47,6 +47,7 @@ class Module:
         self.name = name or fn.__name__
         self.writes = writes  # a @graph.kernel: results are assigned into arguments
         self.params, self.variadic = _parameters(fn)
+        self.mutable = _mutable(fn)  # parameters annotated ``mut``: a module may write them
         self._lowered: dict[tuple, Lowered] = {}
         self._lock = threading.Lock()
 
@@ -71,10 +72,22 @@ class Module:
             raise TesseraError(
                 f"graph module '{self.name}' takes {len(self.params)} arrays, not {len(arrays)}"
             )
-        return Tracer(
+        tracer = Tracer(
             self.name,
             [(p, shape_of(a), dtype_of(self.name, a)) for p, a in zip(names, arrays)],
         )
+        if not self.writes:  # a @graph.kernel writes any argument; a module, its mut ones
+            star = self.variadic in self.mutable  # ``*xs: mut``: every extra argument
+            tracer.writable = {
+                n for n in names if n in self.mutable or (star and n not in self.params)
+            }
+            fn = getattr(self.fn, "__name__", self.name)
+            tracer.write_rule = (
+                "a graph module returns its results and leaves its arguments alone; declare "
+                f"the parameter mutable ('def {fn}(..., x: mut)') to write into it, or use "
+                "@graph.kernel"
+            )
+        return tracer
 
     def _trace(self, arrays: list[np.ndarray]):
         tracer = self._tracer(arrays)
@@ -105,9 +118,11 @@ class Module:
     def __call__(self, *args):
         with stage("graph module", self.name):
             lowered, arrays = self.lowered(args)
-            results = plan.run(lowered, arrays)
+            results = plan.run(lowered, arrays, fresh=True)
         if self.writes:
             return None
+        written = lowered.graph.written  # values assigned into mut arguments come first
+        results = [r for i, r in enumerate(results) if i not in written]
         return tuple(results) if lowered.graph.returns_tuple else results[0]
 
     @entry_point
@@ -138,6 +153,8 @@ class GradModule(Module):
 
     def _trace(self, arrays: list[np.ndarray]):
         tracer = self._tracer(arrays)
+        tracer.writable = set()
+        tracer.write_rule = "a function graph.grad differentiates cannot write into its arguments"
         tensors = tracer.tensors()
         for i in self.argnums:
             if not isinstance(i, int) or not -len(tensors) <= i < len(tensors):
@@ -161,7 +178,7 @@ class GradModule(Module):
     def __call__(self, *args):
         with stage("graph module", self.name):
             lowered, arrays = self.lowered(args)
-            results = plan.run(lowered, arrays)
+            results = plan.run(lowered, arrays, fresh=True)
         value = results.pop(0) if self.with_value else None
         grads = tuple(results) if self.many else results[0]
         return (value, grads) if self.with_value else grads
@@ -176,6 +193,22 @@ def _parameters(fn) -> tuple[list[str], str | None]:
         elif p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
             params.append(p.name)
     return params, variadic
+
+
+def _mutable(fn) -> set[str]:
+    """The parameters of ``fn`` annotated ``mut`` (``w: mut``, ``w: mut[f32[n]]``, or
+    those spelled as strings under ``from __future__ import annotations``)."""
+    out = set()
+    for p in inspect.signature(fn).parameters.values():
+        a = p.annotation
+        if isinstance(a, str):
+            head = a.replace(" ", "").split("[", 1)[0]
+            declared = head == "mut" or head.endswith(".mut")
+        else:
+            declared = a is D.mut or isinstance(a, D.MutAnnotation)
+        if declared:
+            out.add(p.name)
+    return out
 
 
 def grad(fn, argnums=0):

@@ -4,9 +4,10 @@ Arguments are NumPy arrays (made C-contiguous; a copy only when they are not) or
 arrays (then every buffer is a device array of the target that runs them, and arrays a
 module captured are copied there). Stored values get fresh arrays; a reshape is a view of
 its input's buffer. A ``@graph.kernel``
-output goes straight into the argument it is assigned to when that argument is
-contiguous and no kernel reads it; otherwise it is computed aside and copied in at the
-end (the kernels never read and write one buffer through different indices).
+output goes straight into the argument it is assigned to where aliasing.py proves that
+the same as reading every input first; otherwise it is computed aside and copied in at
+the end, in program order (the kernels never read and write one buffer through
+different indices). A read-only argument that is assigned is refused before anything runs.
 """
 
 from __future__ import annotations
@@ -20,35 +21,46 @@ from ..config import get as setting
 from ..errors import TesseraError
 from ..kernel import stream_scope as streams
 from ..kernel.targets import resolve
-from .ir import Const, Input, Node
+from . import aliasing
+from .ir import Const, Input
 from .passes import Lowered
 
 
-def run(lowered: Lowered, arrays: list) -> list:
+def run(lowered: Lowered, arrays: list, fresh: bool = False) -> list:
+    """Launch ``lowered`` on ``arrays``; the graph's outputs, written into the arguments
+    they are assigned to (aliasing.py: as if every input were read before any output is
+    written). ``fresh``: no result is (a view of) an argument."""
     graph = lowered.graph
     memory = _memory(arrays)
     arrays = list(arrays) + [memory.from_host(c) for c in graph.captured]
+    aliasing.check_writable(graph, arrays)
     env: dict[int, object] = {}
     for inp, a in zip(graph.inputs, arrays):
         env[id(inp)] = np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a
-    read = {id(v) for g in lowered.groups for v in g.inputs()}
-    direct: dict[int, object] = {}
-    for out, index in graph.written.items():
-        value, target = graph.outputs[out], arrays[index]
-        if isinstance(value, Node) and c_contiguous(target) and id(graph.inputs[index]) not in read:
-            direct[id(value)] = target
+    direct = aliasing.direct_outputs(lowered, arrays, env)
     with _stream_scope(arrays):
         _launch(lowered, env, direct, memory)
-    results = []
+    results, writes = [], []
     for i, value in enumerate(graph.outputs):
         if isinstance(value, Const):
             results.append(memory.from_host(np.full((), value.value)))
             continue
         array = env[id(value)]
-        if i in graph.written and array is not arrays[graph.written[i]]:
-            arrays[graph.written[i]][...] = array
-            array = arrays[graph.written[i]]
+        if i in graph.written:
+            target = arrays[graph.written[i]]
+            if array is not target:
+                writes.append((target, array))
+            array = target
+        elif fresh and any(aliasing.overlap(array, a) for a in arrays):
+            array = aliasing.private_copy(memory, array)
         results.append(array)
+    targets = [arrays[index] for index in graph.written.values()]
+    writes = [  # every value is read before any output is written
+        (t, aliasing.private_copy(memory, a) if any(aliasing.overlap(a, u) for u in targets) else a)
+        for t, a in writes
+    ]
+    for target, array in writes:
+        target[...] = array
     return results
 
 

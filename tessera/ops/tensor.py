@@ -50,6 +50,10 @@ class Tracer:
 
     def __init__(self, name: str, inputs: list[tuple[str, tuple[int, ...], DType]]):
         self.graph = Graph(name, [Input(i, n, s, d) for i, (n, s, d) in enumerate(inputs)])
+        # the names of the arguments ``x[:] = ...`` may write (None: every one), and why
+        # the others may not (set by the module that traces)
+        self.writable: set[str] | None = None
+        self.write_rule = ""
 
     def tensors(self) -> list[Tensor]:
         return [Tensor(self, i) for i in self.graph.inputs]
@@ -211,19 +215,31 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __setitem__(self, index, value) -> None:
-        """``C[:] = expr`` in a ``@graph.kernel``: the result is written into ``C``."""
+        """``C[:] = expr`` in a ``@graph.kernel`` (or into a ``mut`` parameter of a
+        module): the result is written into ``C``, and ``C`` stands for it from then on."""
         graph = self.tracer.graph
-        if index != slice(None) or not isinstance(self.value, Input):
+        target = getattr(self, "argument", None)  # the argument this tensor was assigned to
+        if target is None and isinstance(self.value, Input):
+            target = self.value
+        if index != slice(None) or target is None:
             raise self.tracer.fail("setitem", "only 'C[:] = value' into an argument is traced")
+        allowed = self.tracer.writable
+        if allowed is not None and target.name not in allowed:
+            raise self.tracer.fail(
+                "setitem",
+                f"'{target.name}[:] = ...' writes into the caller's array '{target.name}': "
+                f"{self.tracer.write_rule}",
+            )
         if not isinstance(value, Tensor) or value.shape != self.shape:
             shape = getattr(value, "shape", "a number")
             raise self.tracer.fail(
-                "setitem", f"assigns {shape} into {self.value.name} of shape {self.shape}"
+                "setitem", f"assigns {shape} into {target.name} of shape {self.shape}"
             )
         if value.dtype != self.dtype:
             value = self.tracer.record("cast", [value], {"dtype": self.dtype})
         graph.outputs.append(value.value)
-        graph.written[len(graph.outputs) - 1] = self.value.index
+        graph.written[len(graph.outputs) - 1] = target.index
+        self.argument, self.value = target, value.value  # later reads see the new value
 
 
 _local = threading.local()
