@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import linecache
 import logging
 import math
 import os
 import time
 import types
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +67,8 @@ class CpuProgram:
         # loops over the own exp, log, tanh, erf are bound by arithmetic: wide vectors pay
         self.arithmetic_bound = codegen.own_math_calls > 0
         self.filename = codegen.source_file("cpu")
+        # its generated source leaves linecache with it (an evicted program is freed whole)
+        weakref.finalize(self, linecache.cache.pop, self.filename, None)
         self.grouped = spec.kir.grouped
         self.lanes = math.prod(spec.kir.tile_shape) if self.grouped else 1
         self.heavy_groups = any(
