@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import json
 import logging
 import os
 import threading
@@ -19,12 +18,8 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from . import policy_file
 from .errors import SettingError, SettingWarning
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10: JSON policy files only
-    tomllib = None
 
 
 BOOLEANS = {("0", "1"): ("1", "0"), ("on", "off"): ("on", "off")}  # choices: (true, false)
@@ -42,6 +37,7 @@ class Setting:
     choices: tuple[str, ...] | None
     doc: str
     kind: str = "text"  # "int", "target"; a setting whose choices are BOOLEANS is a bool
+    minimum: int | None = None  # of an "int" setting
 
     @property
     def accepted(self) -> str:
@@ -50,6 +46,8 @@ class Setting:
             return "1/0, true/false, yes/no or on/off (any case)"
         if self.choices is not None:
             return ", ".join(repr(c) if not c else c for c in self.choices)
+        if self.minimum is not None:
+            return f"an integer of at least {self.minimum}"
         return {
             "int": "an integer",
             "target": "auto or a target name",
@@ -125,9 +123,10 @@ SETTINGS: dict[str, Setting] = {
             "TESSERA_KERNEL_CACHE_SIZE",
             "256",
             None,
-            "Compiled specialisations a kernel keeps in memory; past this the least "
-            "recently launched one is dropped (the disk cache still has it).",
+            "Compiled specialisations a kernel keeps in memory (at least 1); past this the "
+            "least recently launched one is dropped and freed (the disk cache still has it).",
             "int",
+            minimum=1,
         ),
         Setting(
             "dump",
@@ -331,10 +330,11 @@ def parse(setting: Setting, value: object) -> str:
             return text.upper()
     elif setting.kind == "int":
         try:
-            int(text)
-            return text
+            number = int(text)
         except ValueError:
-            pass
+            number = None
+        if number is not None and (setting.minimum is None or number >= setting.minimum):
+            return text
     else:
         return text
     raise SettingError(f"{setting.env}={text!r} is not a valid value; it takes {setting.accepted}")
@@ -376,17 +376,8 @@ def _read_file(path: str) -> dict[str, object]:
     """The settings of a .toml or .json policy file, by setting name (its top level, or a
     ``[tessera]`` table); a file that cannot be read or an unknown name warns."""
     try:
-        if path.endswith(".json"):
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        elif tomllib is None:
-            raise ValueError("reading TOML needs Python 3.11 (tomllib); use a .json file")
-        else:
-            with open(path, "rb") as f:
-                data = tomllib.load(f)
-        if not isinstance(data, dict):
-            raise ValueError("its top level must be a table of settings")
-    except (OSError, ValueError) as exc:
+        data = policy_file.read(path)
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and TOML's errors included
         warn_once(path, f"{CONFIG_ENV}={path!r} cannot be read ({exc}); it is ignored")
         return {}
     if isinstance(data.get("tessera"), dict):

@@ -216,9 +216,17 @@ def watch_fatal_signals() -> None:
     root = setting("crash_dir")
     if not root or _fatal:
         return
-    Path(root).mkdir(parents=True, exist_ok=True)
     path = Path(root) / f"fatal-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
-    handle = open(path, "w")  # noqa: SIM115 - open for the life of the process
+    try:  # a bad directory is a warning: import tessera must never fail on it
+        Path(root).mkdir(parents=True, exist_ok=True)
+        handle = open(path, "w")  # noqa: SIM115 - open for the life of the process
+    except OSError as exc:
+        config.warn_once(
+            f"crash_dir:{root}",
+            f"TESSERA_CRASH_DIR={root!r} cannot be used ({exc.strerror or exc}); failures and "
+            "fatal signals are not captured there",
+        )
+        return
     _fatal.append((path, handle))
     faulthandler.enable(handle, all_threads=True)
     atexit.register(_forget_fatal_file)
