@@ -83,6 +83,7 @@ def _nothing(frame):
 @lowering(P.tbarrier)
 def _tbarrier(c, call, site):
     def perform(run, stmt, payloads):
+        run.clock.tick()  # orders the group's global accesses too (races.py)
         for s in run.shared:
             s.check_uninitialised_reads()
             s.new_epoch()

@@ -5,7 +5,8 @@ codegen.py) that runs until its next collective. The scheduler then checks that 
 lanes stopped at the *same* collective with the same arguments (a divergent collective
 is reported with the lanes and lines involved), performs it once for the group, and
 resumes the lanes. Barriers close a race-detection epoch and complete asynchronous
-copies. Memory is checked on every access (runtime.py).
+copies; tile statements close one too. Memory is checked on every access (runtime.py,
+and races.py for the races on ``mut`` arguments).
 
 The kernel runs on copies of the ``mut`` arrays, written back only when it finishes, so
 a launch that reports a bug leaves every argument untouched. Slow by design.
@@ -26,6 +27,7 @@ from ... import ir
 from ...pipeline import Specialised
 from ..target import Target
 from .codegen import Compiler, Frame
+from .races import Clock, GlobalArray
 from .runtime import CheckedArray, SharedArray, Who
 
 _STORAGE = {D.f16.name: np.float16, D.bf16.name: ml_dtypes.bfloat16}
@@ -49,13 +51,17 @@ class DebugProgram:
         scalars = [p for p in kir.params if p.kind == "scalar"]
         env: dict[str, object] = {}
         written_back = []
+        clock = Clock()  # race-detection epochs of the mut arrays (races.py)
         for p, a in zip(arrays, args):
             if p.dtype.name in _STORAGE:
                 a = a.view(_STORAGE[p.dtype.name])
             work = a.copy() if p.mutable else a
             if p.mutable:
                 written_back.append((a, work))
-            env[p.name] = CheckedArray(p.name, work, "global")
+            if p.mutable:
+                env[p.name] = GlobalArray(p.name, work, clock)
+            else:
+                env[p.name] = CheckedArray(p.name, work, "global")
         for p, v in zip(scalars, args[len(arrays) :]):
             env[p.name] = v
         for s, v in zip(kir.symbols, args[len(arrays) + len(scalars) :]):
@@ -63,7 +69,7 @@ class DebugProgram:
         if kir.grouped:
             env["grid_groups"] = np.int64(math.prod(grid))
             env["__grid__"] = tuple(np.int64(g) for g in grid)
-            self._run_groups(env, grid)
+            self._run_groups(env, grid, clock)
         else:
             self._run_flat(env, grid)
         for original, work in written_back:
@@ -74,7 +80,7 @@ class DebugProgram:
             frame = Frame(self.kir.name, dict(env), linear, ids, 0, (0,))
             self.body(frame)
 
-    def _run_groups(self, env: dict, grid: tuple[int, ...]) -> None:
+    def _run_groups(self, env: dict, grid: tuple[int, ...], clock: Clock) -> None:
         tile = self.kir.tile_shape
         lane_ids = list(itertools.product(*(range(t) for t in tile)))
         for group, group_ids in enumerate(itertools.product(*(range(g) for g in grid))):
@@ -91,7 +97,8 @@ class DebugProgram:
                 variables = dict(env)
                 variables["__shared__"] = shared
                 frames.append(Frame(self.kir.name, variables, lane, ids, group, group_ids))
-            _GroupRun(self, frames, shared).run()
+            clock.tick()  # a new group: no lane of it has touched anything yet
+            _GroupRun(self, frames, shared, clock).run()
             for s in shared:
                 s.check_uninitialised_reads()
 
@@ -99,8 +106,9 @@ class DebugProgram:
 class _GroupRun:
     """Drives the lanes of one group from collective to collective."""
 
-    def __init__(self, program: DebugProgram, frames: list[Frame], shared: list):
+    def __init__(self, program: DebugProgram, frames: list[Frame], shared: list, clock: Clock):
         self.program = program
+        self.clock = clock  # moved on by tbarrier() and tile statements
         self.frames = frames
         self.shared = shared
         self.kernel = program.kir.name
@@ -167,7 +175,10 @@ class _GroupRun:
 
     def _perform(self, kind: str, stmt: ir.Stmt, payloads: list) -> list:
         if kind == "prim":
-            return self.program.compiler.performers[stmt](self, stmt, payloads)
+            results = self.program.compiler.performers[stmt](self, stmt, payloads)
+            if ir.is_tile_statement(stmt):  # the group waits after a tile statement
+                self.clock.tick()  # (CUDA: a syncthreads), so later accesses are ordered
+            return results
         if kind == "copy":
             self._copy(stmt, payloads[0])
         return [None] * len(self.frames)
@@ -186,7 +197,7 @@ class _GroupRun:
                 k += is_slice
                 inside = inside and 0 <= i < end
                 index.append(i)
-            value = src.data[tuple(index)] if inside else 0
+            value = src.load(tuple(index), who) if inside else 0  # race-checked
             dst.copy_in(lead + q, value, who)  # a sub-array's copy: its fixed indices first
 
 

@@ -24,7 +24,7 @@ from ....errors import (
 READ, WRITE, ATOMIC = "read", "write", "atomic add"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no __dict__: cheap to keep (races.py)
 class Who:
     """The lane making an access: ``lane`` is None for the group itself (a collective)."""
 
