@@ -12,8 +12,12 @@ import pytest
 import tessera
 from tessera import graph, mut, op
 from tessera.errors import TesseraError
+from tessera.kernel.targets.cuda.streams import gpu_usable
 
 ON_SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+device = pytest.mark.skipif(
+    not ON_SIMULATOR and not gpu_usable(), reason="needs a GPU or numba-cuda's simulator"
+)
 
 
 @graph.kernel
@@ -232,7 +236,7 @@ def test_a_failure_in_a_later_launch_leaves_every_output_untouched():
 
 
 # ------------------------------------------------------------------ device arrays
-@pytest.mark.skipif(not ON_SIMULATOR, reason="runs in the simulator process")
+@device
 def test_an_overlapping_device_output_reads_the_input_first_on_cuda():
     from numba import cuda
 
@@ -262,3 +266,17 @@ def test_only_a_same_view_elementwise_update_is_written_in_place(rng):
         env = {id(i): a for i, a in zip(lowered.graph.inputs, arrays)}
         direct = aliasing.direct_outputs(lowered, arrays, env)
         assert bool(direct) == in_place, kernel
+
+
+@device
+def test_an_overlapping_device_input_is_read_as_passed_on_cuda():
+    from numba import cuda
+
+    @graph.kernel
+    def copies(x, y, first, second):
+        first[:] = x
+        second[:] = y
+
+    buf = cuda.to_device(np.arange(8, dtype=np.float32))
+    copies(cuda.to_device(np.full(3, 9, np.float32)), buf[0:3], buf[1:4], buf[4:7])
+    np.testing.assert_array_equal(buf.copy_to_host(), [0, 9, 9, 9, 0, 1, 2, 7])

@@ -166,8 +166,25 @@ def private_copy(memory, a):
     if isinstance(a, np.ndarray):
         return a.copy()
     buffer = memory.empty(tuple(int(n) for n in a.shape), device_dtype(a))
-    buffer[...] = a
+    assign(buffer, a)
     return buffer
 
 
-__all__ = ["check_writable", "direct_outputs", "extent", "overlap", "private_copy", "writable"]
+def assign(target, source) -> None:
+    """``target[...] = source``, for every array kind (numba-cuda's device arrays take no
+    ``...`` index: they copy with ``copy_to_device``)."""
+    if not isinstance(target, np.ndarray) and hasattr(target, "copy_to_device"):
+        target.copy_to_device(source)
+    else:
+        target[...] = source
+
+
+__all__ = [
+    "assign",
+    "check_writable",
+    "direct_outputs",
+    "extent",
+    "overlap",
+    "private_copy",
+    "writable",
+]

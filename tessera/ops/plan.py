@@ -60,7 +60,7 @@ def run(lowered: Lowered, arrays: list, fresh: bool = False) -> list:
         for t, a in writes
     ]
     for target, array in writes:
-        target[...] = array
+        aliasing.assign(target, array)
     return results
 
 
