@@ -192,9 +192,22 @@ def main(argv: list[str] | None = None) -> int:
     pack_parser.add_argument("source", help="a capture, a crash directory or a script to run")
     pack_parser.add_argument("-o", "--output", default="repro.zip", help="the zip to write")
     pack_parser.add_argument("script_args", nargs="*", help="the script's arguments (after --)")
-    replay_parser = sub.add_parser("replay", help="re-run a repro pack's launch here")
+    replay_parser = sub.add_parser(
+        "replay",
+        help="re-run a repro pack's launch here (RUNS THE PACK'S PYTHON CODE)",
+        description="Re-run a repro pack's launch. WARNING: this runs the pack's kernel.py, "
+        "which is Python code with your permissions. A pack made on this machine by you is "
+        "sealed (an HMAC under the disk cache's key) and replays at once; any other pack is "
+        "refused unless you answer yes on a terminal or pass --trust. Read its kernel.py "
+        "first. (`python repro.zip` runs the pack's own __main__.py: only for packs you trust.)",
+    )
     replay_parser.add_argument("pack", help="a repro zip (or an unpacked one)")
     replay_parser.add_argument("--target", help="the target to run it on (default: recorded)")
+    replay_parser.add_argument(
+        "--trust",
+        action="store_true",
+        help="run a pack that was not made on this machine by you (its code runs as you)",
+    )
     trace_parser = sub.add_parser("trace", help="Chrome traces (TESSERA_TRACE)")
     trace_parser.add_argument("action", choices=("merge",), help="join per-rank trace files")
     trace_parser.add_argument("files", nargs="+", help="trace.rank0.json trace.rank1.json ...")
@@ -209,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "pack-repro":
         return pack_repro(args.source, args.output, args.script_args)
     if args.command == "replay":
-        return repro.replay(Path(args.pack), args.target)
+        return repro.run(Path(args.pack), args.target, args.trust)
     if args.command == "trace":
         return trace_merge(args.files, args.output)
     if args.command == "metrics":

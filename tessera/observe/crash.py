@@ -40,7 +40,7 @@ from ..config import get as setting
 from ..config import get_int
 from ..errors import LaunchError, TesseraError
 from ..version import __version__
-from . import log
+from . import log, repro_pack
 from ..kernel.source import source_text_of
 from .kernel_source import standalone
 
@@ -90,6 +90,8 @@ def capture(error: BaseException, kernel=None, grid=None, args=None, outputs=Non
     (folder / "settings.json").write_text(json.dumps(rows, indent=1) + "\n")
     (folder / "versions.json").write_text(json.dumps(versions(), indent=1) + "\n")
     (folder / "log.txt").write_text("\n".join(log.tail()) + "\n")
+    # sealed last: `tessera replay` runs a capture this user sealed here without asking
+    _noted(lambda: repro_pack.seal_folder(folder), [], "seal")
     log.LOGGER.warning("capture of %s written to %s", what, folder)
     return folder
 
