@@ -13,13 +13,21 @@ array([0., 2.], dtype=float32)
 from __future__ import annotations
 
 import functools
+import itertools
+import math as _math
+import numbers as _numbers
 
 import numpy as _np
 
 from . import dtypes as _dtypes
 from .ops.module import Module as _Module
 from .ops.module import apply as _apply
+from .ops.plan import operands as _operands
+from .ops.tensor import GraphError, OpMemoryError, OpTypeError, OpValueError
+from .ops.tensor import OpMemoryError as _OpMemoryError
+from .ops.tensor import OpTypeError as _OpTypeError
 from .ops.tensor import Tensor as _Tensor
+from .ops.tensor import op_error as _error
 from .tracebacks import entry_point as _entry_point
 
 
@@ -38,22 +46,56 @@ def matmul(a, b, tile_shape=None):
     return _apply("matmul", [a, b], attrs)
 
 
+# The most elements one block of a product may hold (the BM x BN accumulator and the
+# BM x BK, BK x BN operand tiles): the CPU compiles a tile kernel in a time that grows
+# fast with its blocks (about half a minute at this bound, which (128, 128, 64) reaches,
+# minutes at (256, 128, 32)), so larger tiles are refused before compiling (docs/ops.md).
+MAX_TILE_ELEMENTS = 32768
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, _np.integer)) and not isinstance(v, (bool, _np.bool_))
+
+
 def _tile_shape(tile_shape):
     """``op.matmul``'s ``tile_shape`` as a node attribute (hashable)."""
-    if tile_shape == "auto":
+    if isinstance(tile_shape, str) and tile_shape == "auto":
         return "auto"
+    form = "tile_shape is (BM, BN, BK) of positive ints, 'auto' or a space"
     if isinstance(tile_shape, dict):
-        if sorted(tile_shape) != ["BK", "BM", "BN"]:
-            raise ValueError(
-                f"op.matmul: a tile_shape space names BM, BN and BK, not {sorted(tile_shape)}"
+        if sorted(map(str, tile_shape)) != ["BK", "BM", "BN"]:
+            raise _error(
+                "matmul", f"a tile_shape space names BM, BN and BK, not {sorted(tile_shape)}"
             )
-        return tuple((name, tuple(int(v) for v in tile_shape[name])) for name in ("BM", "BN", "BK"))
+        space = {}
+        for name in ("BM", "BN", "BK"):
+            values = tile_shape[name]
+            if not isinstance(values, (list, tuple)) or not values:
+                raise _error("matmul", f"tile_shape[{name!r}] is a list of sizes, not {values!r}")
+            if not all(_is_int(v) and v > 0 for v in values):
+                raise _error("matmul", f"tile_shape[{name!r}] holds positive ints, not {values!r}")
+            space[name] = tuple(int(v) for v in values)
+        for bm, bn, bk in itertools.product(space["BM"], space["BN"], space["BK"]):
+            _check_tiles(bm, bn, bk)
+        return tuple((name, space[name]) for name in ("BM", "BN", "BK"))
+    if not isinstance(tile_shape, (tuple, list)):
+        raise _error("matmul", f"{form}, not {tile_shape!r}", _OpTypeError)
+    if len(tile_shape) != 3 or not all(_is_int(v) and v > 0 for v in tile_shape):
+        raise _error("matmul", f"{form}, not {tile_shape!r}")
     shape = tuple(int(v) for v in tile_shape)
-    if len(shape) != 3 or any(v <= 0 for v in shape):  # (``min`` here is op.min)
-        raise ValueError(
-            f"op.matmul: tile_shape is (BM, BN, BK), 'auto' or a space, not {tile_shape!r}"
-        )
+    _check_tiles(*shape)
     return shape
+
+
+def _check_tiles(bm: int, bn: int, bk: int) -> None:
+    elements = bm * bn + bk * (bm + bn)
+    if elements > MAX_TILE_ELEMENTS:
+        raise _error(
+            "matmul",
+            f"tile_shape {(bm, bn, bk)} makes blocks of {elements} elements (BM*BN + "
+            f"BK*(BM+BN)), more than {MAX_TILE_ELEMENTS}: larger tiles take minutes to "
+            "compile on the CPU; use smaller tiles (the default is (128, 128, 32))",
+        )
 
 
 def transpose(x):
@@ -64,13 +106,16 @@ def transpose(x):
 
 def reshape(x, shape):
     """The same elements, row-major, in ``shape`` (one dim may be -1)."""
-    return _apply("reshape", [x], {"shape": tuple(shape)})
+    dims = (shape,) if _is_int(shape) else shape
+    if not isinstance(dims, (tuple, list)) or not all(_is_int(n) for n in dims):
+        raise _error("reshape", f"shape={shape!r} is not a tuple of ints", _OpTypeError)
+    return _apply("reshape", [x], {"shape": tuple(int(n) for n in dims)})
 
 
 def _elementwise(name: str, doc: str, arity: int):
     def fn(*args):
         if len(args) != arity:
-            raise TypeError(f"op.{name} takes {arity} argument(s), not {len(args)}")
+            raise _error(name, f"takes {arity} argument(s), not {len(args)}", _OpTypeError)
         return _apply(name, list(args), {})
 
     fn.__name__ = fn.__qualname__ = name
@@ -109,9 +154,10 @@ def _dtype_named(dtype) -> _dtypes.DType:
             named = _dtypes.from_numpy(_np.dtype(dtype))
         except TypeError:
             named = None
-    if named is None:
-        known = ", ".join(sorted(_dtypes.BY_NAME))
-        raise TypeError(f"op.cast: dtype={dtype!r} is not a Tessera dtype (one of {known})")
+    if named is None or named.kind == "c":
+        known = ", ".join(d.name for d in _dtypes.ALL_DTYPES)
+        what = "a dtype the operator layer computes in" if named else "a Tessera dtype"
+        raise _error("cast", f"dtype={dtype!r} is not {what} (one of {known})", _OpTypeError)
     return named
 
 
@@ -121,16 +167,17 @@ def dropout(x, p, seed):
     Element ``i`` is kept when Philox 4×32-10 of counter ``i`` and key ``seed`` gives a
     uniform number ≥ ``p``: the mask depends only on ``(seed, i)``, so it is the same on
     every target, run, thread count and rank (docs/ops.md)."""
-    if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
-        raise ValueError(f"op.dropout: p={p!r} must be a number in [0, 1)")
-    if not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise ValueError(f"op.dropout: seed={seed!r} must be an int in [0, 2**63)")
-    return _apply("dropout", [x], {"p": float(p), "seed": seed, "scale": 1.0 / (1.0 - p)})
+    if not isinstance(p, _numbers.Real) or not 0.0 <= p < 1.0:
+        raise _error("dropout", f"p={p!r} must be a number in [0, 1)")
+    if not isinstance(seed, (int, _np.integer)) or not 0 <= seed < 2**63:
+        raise _error("dropout", f"seed={seed!r} must be an int in [0, 2**63)")
+    p, seed = float(p), int(seed)
+    return _apply("dropout", [x], {"p": p, "seed": seed, "scale": 1.0 / (1.0 - p)})
 
 
 def _reduction(name: str, doc: str):
     def fn(x, axis=None, keepdims=False):
-        return _apply(name, [x], {"axis": axis, "keepdims": bool(keepdims)})
+        return _apply(name, [x], {"axis": _axis(name, axis), "keepdims": _flag(name, keepdims)})
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"The {doc} along ``axis`` (all elements when None), in index order."
@@ -143,18 +190,44 @@ max = _reduction("max", "maximum")  # noqa: A001
 min = _reduction("min", "minimum")  # noqa: A001
 
 
+def _axis(op: str, axis) -> int | None:
+    """One axis (an int) or None: NumPy's tuples of axes are not taken."""
+    if axis is None or _is_int(axis):
+        return None if axis is None else int(axis)
+    raise _error(op, f"axis={axis!r} is not an axis: one int, or None for all", _OpTypeError)
+
+
+def _flag(op: str, value, name: str = "keepdims") -> bool:
+    if isinstance(value, (bool, _np.bool_)) or _is_int(value):
+        return bool(value)
+    raise _error(op, f"{name}={value!r} is not a bool", _OpTypeError)
+
+
+def _number(op: str, value, name: str) -> float:
+    if isinstance(value, _numbers.Real):
+        return float(value)
+    raise _error(op, f"{name}={value!r} is not a real number", _OpTypeError)
+
+
 def softmax(x, axis=-1):
     """``exp(x - max) / sum`` along the last axis."""
-    return _apply("softmax", [x], {"axis": axis})
+    return _apply("softmax", [x], {"axis": _axis("softmax", axis)})
 
 
 def flash_attention(q, k, v, causal=False, scale=None):
     """``softmax(q @ k.T * scale) @ v`` as one flash-attention kernel (online softmax, the
     scores never stored); ``causal``: query ``i`` sees keys ``0..i``; ``scale`` defaults to
     ``1 / sqrt(d)``. q ``(N, d)``, k ``(M, d)``, v ``(M, dv)``; f16, bf16 or f32."""
-    if scale is None:
-        scale = 1.0 / float(q.shape[-1]) ** 0.5
-    return _apply("attention", [q, k, v], {"scale": float(scale), "causal": bool(causal)})
+    if isinstance(q, (list, tuple)):  # as every op's operands: an array
+        q = _operands("op.flash_attention", (q,))[0]
+    if scale is None:  # 1 / sqrt(d); a q with no head dim is refused by the op's rule
+        shape = tuple(getattr(q, "shape", ()))
+        scale = 1.0 / _math.sqrt(shape[-1]) if shape and shape[-1] > 0 else 1.0
+    attrs = {
+        "scale": _number("flash_attention", scale, "scale"),
+        "causal": _flag("flash_attention", causal, "causal"),
+    }
+    return _apply("attention", [q, k, v], attrs)
 
 
 # ----------------------------------------------------------------------------- composites
@@ -191,6 +264,8 @@ def layernorm(x, w, b, eps=1e-5):
 
     With ``w`` and ``b`` vectors along that axis (the usual case) it is one kernel, one
     lane per row; other broadcasts run as the ops that define it."""
+    eps = _number("layernorm", eps, "eps")
+    _not_0d("layernorm", x)
     if _vectors_along_last_axis(x, w, b):
         return _apply("layernorm", [x, w, b], {"eps": float(eps)})
     return _run(_layernorm, eps, x, w, b)
@@ -199,9 +274,16 @@ def layernorm(x, w, b, eps=1e-5):
 def rmsnorm(x, w, eps=1e-6):
     """``x / sqrt(mean(x ** 2) + eps) * w`` over the last axis (one kernel when ``w`` is a
     vector along it)."""
+    eps = _number("rmsnorm", eps, "eps")
+    _not_0d("rmsnorm", x)
     if _vectors_along_last_axis(x, w):
         return _apply("rmsnorm", [x, w], {"eps": float(eps)})
     return _run(_rmsnorm, eps, x, w)
+
+
+def _not_0d(op: str, x) -> None:
+    if tuple(getattr(x, "shape", (1,))) == ():
+        raise _error(op, "normalises along the last axis of an array, not a 0-d array x")
 
 
 def _vectors_along_last_axis(x, *params) -> bool:
@@ -219,7 +301,25 @@ __all__ = [
     "where",
 ]  # fmt: skip
 
+def _refusing_memory(name: str, fn):
+    """``fn``, whose MemoryError (operands or a result larger than memory: a broadcast
+    array's copy, a huge result) is an error naming the op."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except MemoryError as exc:
+            raise _error(
+                name,
+                f"the operands or the result are too large for memory ({exc})",
+                _OpMemoryError,
+            ) from None
+
+    return call
+
+
 # A GraphError or a compile error of a generated kernel reaches the caller with the
 # caller's frames only (tessera/tracebacks.py): every public op is wrapped once, here.
 for _name in __all__:
-    globals()[_name] = _entry_point(globals()[_name])
+    globals()[_name] = _entry_point(_refusing_memory(_name, globals()[_name]))

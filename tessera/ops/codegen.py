@@ -48,6 +48,17 @@ class Source:
     args: list[Arg]
 
 
+def literal(value: float) -> str:
+    """A float as kernel source (``math.nan``, ``math.inf`` for the numbers ``repr``
+    spells as names the kernel would not know)."""
+    value = float(value)
+    if math.isnan(value):
+        return "math.nan"
+    if math.isinf(value):
+        return "math.inf" if value > 0 else "-math.inf"
+    return repr(value)
+
+
 def _param(a: Arg, i: int) -> str:
     shape = a.value.shape
     dims = (math.prod(shape),) if a.flat else (math.prod(shape[:-1]), shape[-1])
@@ -80,7 +91,7 @@ class _Emitter:
     # ---------------------------------------------------------------- element code
     def const(self, c: Const, dtype: D.DType) -> str:
         if dtype is not None and dtype.is_float:
-            return repr(float(c.value))
+            return literal(c.value)
         return repr(c.value)
 
     def node_code(self, n: Node, tiles: bool) -> str:
@@ -256,7 +267,7 @@ def norm(group: Group, name: str) -> Source:
     em.emit(f"for j in range({length}):", 2)
     em.emit(f"d = {centred}", 3)
     em.emit("v = v + f64(d * d)", 3)
-    em.emit(f"sd = math.sqrt({ct}(v / f64({length})) + {ct}({float(node.attrs['eps'])!r}))", 2)
+    em.emit(f"sd = math.sqrt({ct}(v / f64({length})) + {ct}({literal(node.attrs['eps'])}))", 2)
     em.emit(f"for j in range({length}):", 2)
     y = f"{centred} / sd * {ct}({pw[0]}[j])"
     if node.op == "layernorm":
@@ -474,7 +485,7 @@ def attention(group: Group, name: str) -> Source:
     em.emit(f"for n0 in tile.range(0, {end}, {bn}):", 1)
     em.emit(f"kb = tile.load_block({pk}, (n0, 0), ({bn}, {d})){cast}", 2)
     em.emit(f"vb = tile.load_block({pv}, (n0, 0), ({bn}, {dv})){cast}", 2)
-    em.emit(f"s = tile.dot(qb, kb.T) * {float(node.attrs['scale'])!r}", 2)
+    em.emit(f"s = tile.dot(qb, kb.T) * {literal(node.attrs['scale'])}", 2)
     if causal:  # (also masks keys past the end: a key past the end is past every row)
         em.emit(f"cols = (tile.arange({bn}) + n0)[None, :]", 2)
         em.emit(f"rows = (tile.arange({bm}) + m0)[:, None]", 2)
@@ -498,7 +509,7 @@ def _scores(em: _Emitter, node: Node, bm: int, bn: int, depth: int) -> None:
     """``s`` = the scaled scores of query block ``m0`` and key block ``n0``, masked to -inf
     past the keys' end and, when causal, above the diagonal."""
     keys = node.inputs[1].shape[0]
-    em.emit(f"s = tile.dot(qb, kb.T) * {float(node.attrs['scale'])!r}", depth)
+    em.emit(f"s = tile.dot(qb, kb.T) * {literal(node.attrs['scale'])}", depth)
     cols = f"(tile.arange({bn}) + n0)[None, :]"
     if node.attrs.get("causal"):
         rows = f"(tile.arange({bm}) + m0)[:, None]"
@@ -580,8 +591,8 @@ def attention_grad(group: Group, name: str) -> Source:
         _scores(em, node, bm, bn, depth)
         em.emit("p = math.exp(s - lb[:, None])", depth)
         if part != "dv":
-            scale = float(node.attrs["scale"])
-            em.emit(f"ds = p * (tile.dot(gb, vb.T) - db[:, None]) * {scale!r}", depth)
+            scale = literal(node.attrs["scale"])
+            em.emit(f"ds = p * (tile.dot(gb, vb.T) - db[:, None]) * {scale}", depth)
 
     if part == "dq":
         em.emit(f"m0 = group_id(0) * {bm}", 1)

@@ -290,15 +290,34 @@ def attention_type(q, k, v) -> tuple[tuple[int, ...], D.DType]:
         raise RuleError("takes q, k, v of one dtype: f16, bf16 or f32")
     if q.shape[1] > 128 or v.shape[1] > 128:
         raise RuleError("head dims up to 128")
+    if q.shape[1] == 0:
+        raise RuleError(f"q {q.shape} and k {k.shape} have head dim 0: nothing to score")
+    if k.shape[0] == 0:
+        raise RuleError(
+            f"attends over 0 keys (k {k.shape}): a softmax over no score has no value"
+        )
     return (q.shape[0], v.shape[1]), q.dtype
 
 
 def normalise_axis(axis, rank: int) -> int | None:
+    """``axis`` in ``0..rank-1``; a 0-d array's axis 0 (or -1) is all of it (None), as
+    NumPy's reductions take it."""
     if axis is None:
         return None
-    if not isinstance(axis, int) or isinstance(axis, bool) or not -rank <= axis < max(rank, 1):
+    top = max(rank, 1)
+    if not isinstance(axis, int) or isinstance(axis, bool) or not -top <= axis < top:
         raise RuleError(f"axis={axis!r} is not an axis of a {rank}-d array")
-    return axis % rank
+    return axis % rank if rank else None
+
+
+def check_nonempty(op: str, shape: tuple[int, ...], axis: int | None) -> None:
+    """``max``/``min`` over no element have no value (no identity): NumPy raises too."""
+    if axis is None and 0 in shape:
+        raise RuleError(f"of an empty array {shape}: a {op} of no element has no identity")
+    if axis is not None and shape[axis] == 0:
+        raise RuleError(
+            f"along axis {axis}, of length 0 in {shape}: a {op} of no element has no identity"
+        )
 
 
 def reduce_dtype(op: str, dtype: D.DType) -> D.DType:

@@ -28,7 +28,7 @@ from .tensor import Tensor, Tracer, tracing
 
 def dtype_of(name: str, a: np.ndarray) -> D.DType:
     dtype = D.from_numpy(a.dtype)
-    if dtype is None:
+    if dtype is None or dtype.kind == "c":  # (complex: no op computes in it)
         raise TesseraError(f"{name}: arrays of {a.dtype} are not supported")
     return dtype
 

@@ -79,8 +79,16 @@ def _launch(lowered: Lowered, env: dict, direct: dict, memory) -> None:
         args = []
         for a in source.args:
             array = env[id(a.value)]
-            args.append(array.reshape(-1) if a.flat else array.reshape(-1, a.value.shape[-1]))
+            args.append(array.reshape(-1) if a.flat else array.reshape(_matrix(a.value.shape)))
         kernel[source.grid](*args)
+
+
+def _matrix(shape: tuple[int, ...]) -> tuple[int, int]:
+    """``shape`` as a matrix, its leading dims folded into the rows (empty ones too)."""
+    rows = 1
+    for n in shape[:-1]:
+        rows *= n
+    return rows, shape[-1]
 
 
 def _memory(arrays: list):
@@ -127,7 +135,12 @@ def operands(name: str, args: tuple) -> list:
         if isinstance(a, np.ndarray) or is_device_array(a):
             out.append(a)
         elif isinstance(a, (list, tuple, np.generic)):
-            out.append(np.asarray(a))
+            try:
+                out.append(np.asarray(a))
+            except ValueError as exc:  # a ragged list
+                raise TesseraError(
+                    f"{name}: argument {i} (a {type(a).__name__}) is not an array: {exc}"
+                ) from None
         else:
             raise TesseraError(
                 f"{name}: argument {i} is a {type(a).__name__}; the operator layer takes "

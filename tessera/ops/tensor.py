@@ -34,6 +34,26 @@ class GraphError(TesseraError):
         super().__init__(f"{scope}op.{op}: {message}{where}")
 
 
+class OpValueError(GraphError, ValueError):
+    """An op's argument has a value the op cannot take (an axis out of range, ``p=2``
+    for dropout, tiles too large): names the op and the argument."""
+
+
+class OpTypeError(GraphError, TypeError):
+    """An op's argument is of a type the op does not take (``axis=1.5``, a dtype that
+    is no dtype): names the op and the argument."""
+
+
+class OpMemoryError(GraphError, MemoryError):
+    """An op's operands or result do not fit in memory."""
+
+
+def op_error(op: str, message: str, kind: type[GraphError] = OpValueError) -> GraphError:
+    """An error of ``op`` at the user's line (in the module being traced, if any)."""
+    tracer = current()
+    return kind(tracer.graph.name if tracer else "", op, message, user_loc())
+
+
 def user_loc() -> SourceLoc | None:
     """The innermost frame outside the tessera package: the user's line."""
     frame = sys._getframe(1)
@@ -67,7 +87,7 @@ class Tracer:
             if held is array:
                 return value
         dtype = D.from_numpy(array.dtype)
-        if dtype is None:
+        if dtype is None or dtype.kind == "c":
             raise self.fail(op, f"arrays of {array.dtype} are not supported")
         name = f"captured{len(self.graph.captured)}"
         value = Input(len(self.graph.inputs), name, array.shape, dtype)
@@ -97,18 +117,14 @@ class Tracer:
                     f"takes tensors, arrays or Python numbers, not {type(v).__name__}",
                 )
         try:
+            if decl.kind == "elementwise":
+                values = self._promoted(decl, values)
             shape, dtype = _rule(decl, values, attrs)
         except RuleError as exc:
             raise self.fail(op, str(exc)) from None
         node = self.graph.add(Node(op, tuple(values), attrs, shape, dtype, user_loc()))
-            if decl.kind == "elementwise":
-                values = self._promoted(decl, values)
         return Tensor(self, node)
 
-
-def _rule(decl, values, attrs) -> tuple[tuple[int, ...], DType]:
-    if decl.kind == "elementwise":
-        return declare.elementwise_type(decl, values, attrs)
     def _promoted(self, decl, values: list[Value]) -> list[Value]:
         """``values`` with each array cast to the dtype it meets Python numbers in
         (NumPy 2's promotion: ``declare.promote``)."""
@@ -123,6 +139,10 @@ def _rule(decl, values, attrs) -> tuple[tuple[int, ...], DType]:
                 out[k] = self.graph.add(cast)
         return out
 
+
+def _rule(decl, values, attrs) -> tuple[tuple[int, ...], DType]:
+    if decl.kind == "elementwise":
+        return declare.elementwise_type(decl, values, attrs)
     x = values[0]
     if isinstance(x, Const):
         raise RuleError("takes a tensor, not a number")
@@ -140,9 +160,13 @@ def _rule(decl, values, attrs) -> tuple[tuple[int, ...], DType]:
         return declare.norm_type(*values)
     if decl.kind == "reduce":
         attrs["axis"] = declare.normalise_axis(attrs["axis"], len(x.shape))
+        if decl.name in ("max", "min"):
+            declare.check_nonempty(decl.name, x.shape, attrs["axis"])
         shape = declare.reduce_type(x, attrs["axis"], attrs["keepdims"])
         return shape, declare.reduce_dtype(decl.name, x.dtype)
     if decl.kind == "softmax":
+        if not x.shape:
+            raise RuleError("runs along the last axis of an array, not of a number")
         axis = declare.normalise_axis(attrs.pop("axis"), len(x.shape))
         if axis != len(x.shape) - 1:
             raise RuleError("runs along the last axis (transpose first for another)")
