@@ -23,9 +23,10 @@ from . import dtypes as _dtypes
 from .ops.module import Module as _Module
 from .ops.module import apply as _apply
 from .ops.plan import operands as _operands
-from .ops.tensor import GraphError, OpMemoryError, OpTypeError, OpValueError
-from .ops.tensor import OpMemoryError as _OpMemoryError
-from .ops.tensor import OpTypeError as _OpTypeError
+from .ops.tensor import GraphError as GraphError  # the errors of ops (docs/ops.md)
+from .ops.tensor import OpMemoryError as OpMemoryError
+from .ops.tensor import OpTypeError as OpTypeError
+from .ops.tensor import OpValueError as OpValueError
 from .ops.tensor import Tensor as _Tensor
 from .ops.tensor import op_error as _error
 from .tracebacks import entry_point as _entry_point
@@ -79,7 +80,7 @@ def _tile_shape(tile_shape):
             _check_tiles(bm, bn, bk)
         return tuple((name, space[name]) for name in ("BM", "BN", "BK"))
     if not isinstance(tile_shape, (tuple, list)):
-        raise _error("matmul", f"{form}, not {tile_shape!r}", _OpTypeError)
+        raise _error("matmul", f"{form}, not {tile_shape!r}", OpTypeError)
     if len(tile_shape) != 3 or not all(_is_int(v) and v > 0 for v in tile_shape):
         raise _error("matmul", f"{form}, not {tile_shape!r}")
     shape = tuple(int(v) for v in tile_shape)
@@ -108,14 +109,14 @@ def reshape(x, shape):
     """The same elements, row-major, in ``shape`` (one dim may be -1)."""
     dims = (shape,) if _is_int(shape) else shape
     if not isinstance(dims, (tuple, list)) or not all(_is_int(n) for n in dims):
-        raise _error("reshape", f"shape={shape!r} is not a tuple of ints", _OpTypeError)
+        raise _error("reshape", f"shape={shape!r} is not a tuple of ints", OpTypeError)
     return _apply("reshape", [x], {"shape": tuple(int(n) for n in dims)})
 
 
 def _elementwise(name: str, doc: str, arity: int):
     def fn(*args):
         if len(args) != arity:
-            raise _error(name, f"takes {arity} argument(s), not {len(args)}", _OpTypeError)
+            raise _error(name, f"takes {arity} argument(s), not {len(args)}", OpTypeError)
         return _apply(name, list(args), {})
 
     fn.__name__ = fn.__qualname__ = name
@@ -157,7 +158,7 @@ def _dtype_named(dtype) -> _dtypes.DType:
     if named is None or named.kind == "c":
         known = ", ".join(d.name for d in _dtypes.ALL_DTYPES)
         what = "a dtype the operator layer computes in" if named else "a Tessera dtype"
-        raise _error("cast", f"dtype={dtype!r} is not {what} (one of {known})", _OpTypeError)
+        raise _error("cast", f"dtype={dtype!r} is not {what} (one of {known})", OpTypeError)
     return named
 
 
@@ -194,19 +195,19 @@ def _axis(op: str, axis) -> int | None:
     """One axis (an int) or None: NumPy's tuples of axes are not taken."""
     if axis is None or _is_int(axis):
         return None if axis is None else int(axis)
-    raise _error(op, f"axis={axis!r} is not an axis: one int, or None for all", _OpTypeError)
+    raise _error(op, f"axis={axis!r} is not an axis: one int, or None for all", OpTypeError)
 
 
 def _flag(op: str, value, name: str = "keepdims") -> bool:
     if isinstance(value, (bool, _np.bool_)) or _is_int(value):
         return bool(value)
-    raise _error(op, f"{name}={value!r} is not a bool", _OpTypeError)
+    raise _error(op, f"{name}={value!r} is not a bool", OpTypeError)
 
 
 def _number(op: str, value, name: str) -> float:
     if isinstance(value, _numbers.Real):
         return float(value)
-    raise _error(op, f"{name}={value!r} is not a real number", _OpTypeError)
+    raise _error(op, f"{name}={value!r} is not a real number", OpTypeError)
 
 
 def softmax(x, axis=-1):
@@ -301,6 +302,7 @@ __all__ = [
     "where",
 ]  # fmt: skip
 
+
 def _refusing_memory(name: str, fn):
     """``fn``, whose MemoryError (operands or a result larger than memory: a broadcast
     array's copy, a huge result) is an error naming the op."""
@@ -313,7 +315,7 @@ def _refusing_memory(name: str, fn):
             raise _error(
                 name,
                 f"the operands or the result are too large for memory ({exc})",
-                _OpMemoryError,
+                OpMemoryError,
             ) from None
 
     return call

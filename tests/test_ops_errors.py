@@ -108,7 +108,9 @@ def test_a_malformed_tile_shape_is_an_error_naming_it(tile_shape):
     refused(lambda: op.matmul(X, X.T, tile_shape=tile_shape), r"op\.matmul", "tile_shape")
 
 
-@pytest.mark.parametrize("space", [{"BM": 8, "BN": 8, "BK": 8}, {"a": [1]}, {"BM": [0], "BN": [8], "BK": [8]}])
+@pytest.mark.parametrize(
+    "space", [{"BM": 8, "BN": 8, "BK": 8}, {"a": [1]}, {"BM": [0], "BN": [8], "BK": [8]}]
+)
 def test_a_malformed_tile_shape_space_is_an_error_naming_it(space):
     refused(lambda: op.matmul(X, X.T, tile_shape=space), r"op\.matmul", "tile_shape")
 

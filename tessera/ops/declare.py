@@ -199,8 +199,7 @@ def promote(decl: OpDecl, values: list) -> D.DType | None:
                 float(n)
             except OverflowError:
                 raise RuleError(
-                    f"the Python int {n} does not fit {dtype.name} (NumPy raises "
-                    "OverflowError too)"
+                    f"the Python int {n} does not fit {dtype.name} (NumPy raises OverflowError too)"
                 ) from None
             continue
         info = np.iinfo(dtype.np_dtype)
@@ -293,9 +292,7 @@ def attention_type(q, k, v) -> tuple[tuple[int, ...], D.DType]:
     if q.shape[1] == 0:
         raise RuleError(f"q {q.shape} and k {k.shape} have head dim 0: nothing to score")
     if k.shape[0] == 0:
-        raise RuleError(
-            f"attends over 0 keys (k {k.shape}): a softmax over no score has no value"
-        )
+        raise RuleError(f"attends over 0 keys (k {k.shape}): a softmax over no score has no value")
     return (q.shape[0], v.shape[1]), q.dtype
 
 
