@@ -294,7 +294,48 @@ def device_info(a) -> tuple[int, tuple, tuple, np.dtype] | None:
     return reader(a)
 
 
+class DeviceArg(tuple):
+    """A GPU array as a checked launch passes it on to the target: ``(pointer, shape, byte
+    strides, dtype, array)``, read once by the launch's check (the launcher writes these
+    words as they are). It still answers what launch observers ask of an array."""
+
+    __slots__ = ()
+
+    @property
+    def array(self):
+        return self[4]
+
+    @property
+    def shape(self) -> tuple:
+        return self[1]
+
+    @property
+    def strides(self) -> tuple:
+        return self[2]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self[3]
+
+    @property
+    def nbytes(self) -> int:
+        count = self[3].itemsize
+        for extent in self[1]:
+            count *= extent
+        return count
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return self[4].__cuda_array_interface__
+
+
+def _read_device_arg(a: DeviceArg):
+    return a[0], a[1], a[2], a[3]
+
+
 def _reader_for(cls: type):
+    if cls is DeviceArg:
+        return _read_device_arg
     kind = kind_of_type(cls)
     if isinstance(kind, TorchKind):
         return _torch_reader(kind.torch)

@@ -23,6 +23,10 @@ def run_mpi(script: str, ranks: int, *args, env: dict | None = None, timeout: in
     from tessera.world import find_mpiexec
 
     command = [find_mpiexec(), "-n", str(ranks), sys.executable, os.path.join(HERE, script)]
+    # Open MPI's mpiexec refuses to start as root (CI containers, GPU machines) unless told
+    env = dict(os.environ if env is None else env)
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     return subprocess.run(
         command + [str(a) for a in args],
         capture_output=True,

@@ -114,6 +114,7 @@ class Kernel(Launchable):
         self.grouped = tile is not None
         self.lanes = math.prod(tile) if tile else 1
         self._dynamic_shared = self.ir.dynamic_alloc is not None
+        self._on_device = False  # whether the last launch took the GPU arrays' lean check
         self._cache = SpecialisationCache()
         self._programs = self._cache.programs  # read directly on the launch path
         self._used = self._cache.used
@@ -138,11 +139,17 @@ class Kernel(Launchable):
             name, boundscheck, threshold = launch_settings()
             name = self.target or name
             checked = boundscheck if self.boundscheck is None else self.boundscheck
-            target = HOST_CHOICE.get(name)  # the target when every array is a NumPy array
-            bound = self._binders[target].fast(args, grid) if target is not None else None
-            if bound is None and name in DEVICE_CHOICE:  # GPU arrays: their own lean check
+            bound = None
+            if self._on_device and name in DEVICE_CHOICE:  # the last launch had GPU arrays
                 target = DEVICE_CHOICE[name]
                 bound = self._binders[target].fast_device(args, grid)
+            if bound is None:
+                target = HOST_CHOICE.get(name)  # the target when every array is NumPy's
+                bound = self._binders[target].fast(args, grid) if target is not None else None
+                if bound is None and name in DEVICE_CHOICE:  # GPU arrays: their lean check
+                    target = DEVICE_CHOICE[name]
+                    bound = self._binders[target].fast_device(args, grid)
+                    self._on_device = bound is not None
             if bound is None:  # something unusual: the full checks find it
                 args = host_arrays(self.name, self.params, args)
                 target = resolve(name, args, self.name)

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import dtypes as D
 from ..arrays import (
+    DeviceArg,
     bits_view,
     device_dtype,
     device_info,
@@ -187,12 +188,14 @@ def _host_array(a, mutable: bool, view):
 
 
 def _device_array(a, mutable: bool, view):
-    """What the fast check needs of a GPU array; its key part is its layout class."""
+    """What the fast check needs of a GPU array; its key part is its layout class. The
+    array is passed on as a :class:`DeviceArg` (what was read of it, read once)."""
     info = device_info(a)
     if info is None:
         return None
-    _, shape, strides, dtype = info
-    return a, len(shape), dtype, shape, device_key(shape, strides, dtype.itemsize)
+    pointer, shape, strides, dtype = info
+    key = device_key(shape, strides, dtype.itemsize)
+    return DeviceArg((pointer, shape, strides, dtype, a)), len(shape), dtype, shape, key
 
 
 def device_key(shape: tuple, strides: tuple, itemsize: int) -> tuple:

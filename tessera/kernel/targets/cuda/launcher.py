@@ -14,7 +14,7 @@ import ctypes
 
 import numpy as np
 
-from ....arrays import BF16, device_info
+from ....arrays import BF16, DeviceArg, device_info
 from . import driver as driver_module
 from .abi import COMPLEX, arg_layouts
 
@@ -82,10 +82,13 @@ class DirectLauncher:
             data, shape0, stride0 = first + 4, first + 5, first + 5 + ndim
 
             def write_array(a):
-                info = device_info(a)
-                if info is None:
-                    raise TypeError(f"argument {k} is not a GPU array")
-                pointer, shape, strides, dtype = info
+                if type(a) is DeviceArg:  # read by the launch's check
+                    pointer, shape, strides, dtype, _ = a
+                else:
+                    info = device_info(a)
+                    if info is None:
+                        raise TypeError(f"argument {k} is not a GPU array")
+                    pointer, shape, strides, dtype = info
                 cells[data] = pointer
                 nitems = 1
                 for d in range(ndim):

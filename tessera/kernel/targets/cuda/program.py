@@ -154,6 +154,8 @@ class CudaProgram:
         self._arrays = [p for p in spec.kir.params if p.kind == "array"]
         self._array_count = len(self._arrays)
         self._shared_limit = 0  # the device's opt-in limit, read when loaded
+        self._align_at = tuple(self._align_positions())
+        self._group_threads = math.prod(spec.kir.tile_shape)
 
     def python_function(self):
         """The generated ``_kernel`` as a Python function (what numba-cuda compiles),
@@ -188,8 +190,12 @@ class CudaProgram:
         stream = current_stream()
         if self.simulated:
             return self._run_simulated(args, grid, stream)
-        args, write_back = self._on_device(args, stream)
-        aligned = [_aligned4(args[k]) for k in self._align_positions()]
+        write_back = None
+        for a in args[: self._array_count]:
+            if type(a) is np.ndarray:  # host arrays travel to the GPU and back
+                args, write_back = self._on_device(args, stream)
+                break
+        aligned = tuple(_aligned4(args[k]) for k in self._align_at) if self._align_at else ()
         launcher = self._launcher
         if launcher is None:
             launcher = self._launcher = self._load(args, grid, aligned)
@@ -201,15 +207,21 @@ class CudaProgram:
         if shared > STATIC_SHARED_LIMIT:  # above 48 KiB a kernel must opt in
             self._check_shared(shared)
             launcher.allow_shared(shared)
-        blocks, threads = self.launch_shape(grid)
+        if self.kir.grouped:
+            blocks = 1
+            for extent in grid:
+                blocks *= extent
+            threads = self._group_threads
+        else:
+            blocks, threads = self.launch_shape(grid)
         if fencing():
             fence(stream, [_address(a) for a in args[: self._array_count]])
-        launcher.launch((*args, *grid, *aligned), blocks, threads, shared, stream)
+        launcher.launch(tuple(args) + grid + aligned, blocks, threads, shared, stream)
         if write_back:
             self._write_back(write_back, stream)
 
     # ------------------------------------------------------------------ the launch path
-    def _load(self, args: list, grid: tuple, aligned: list) -> DirectLauncher:
+    def _load(self, args, grid: tuple, aligned: tuple) -> DirectLauncher:
         """The direct launcher of this specialisation: its cubin from the disk cache, or
         compiled (and cached) now; loaded into the current context."""
         name, (major, minor), limit = driver_module.DRIVER.device()
@@ -264,7 +276,7 @@ class CudaProgram:
             stats.bump("disk_cache_hits")
         return found
 
-    def _on_device(self, args: tuple, stream) -> tuple[list, list]:
+    def _on_device(self, args: tuple, stream) -> tuple[tuple, list]:
         """The arguments with every NumPy array copied to the GPU (mutable ones are copied
         back after the launch: ``write_back`` lists them). Documented in docs/targets.md:
         it waits for the kernel, so pass device arrays where speed matters."""
@@ -280,7 +292,7 @@ class CudaProgram:
             if self._arrays[k].mutable:
                 write_back.append((a, host, on_device))
             args[k] = on_device
-        return args, write_back
+        return tuple(args), write_back
 
     @staticmethod
     def _write_back(write_back: list, stream) -> None:
