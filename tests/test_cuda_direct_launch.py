@@ -263,3 +263,57 @@ def test_each_launch_of_a_flat_kernel_has_the_threads_its_grid_needs(recording):
     scale[1000](x, x, 1.0)
     launches = [c for c in recording.calls if c[0] == "launch"]
     assert [c[2:4] for c in launches] == [(1, 10), (4, 256)]
+
+
+def test_processes_of_one_node_compile_a_kernel_once(tmp_path):
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, TESSERA_CACHE_DIR=str(tmp_path / "cache"), TESSERA_CACHE="on")
+    script = os.path.join(here, "cubin_cache_script.py")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, script], cwd=here, env=env, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    counts = [tuple(map(int, p.communicate(timeout=240)[0].split())) for p in procs]
+    assert sorted(c for c, _ in counts) == [0, 0, 1]  # one compiled, the others loaded it
+    assert sum(h for _, h in counts) == 2
+
+
+def _launch_once(driver, cache_dir) -> dict:
+    with use_driver(driver), ts.config(target="auto"):
+        x = FakeGPUArray(0x10000, (64,), np.float32)
+        before = ts.stats()
+        kernel(scale)[64](x, x, 2.0)
+        after = ts.stats()
+    _gpu_work[0] = False
+    return {k: after[k] - before[k] for k in ("compiles", "disk_cache_hits")}
+
+
+def test_a_cubin_for_another_architecture_is_never_loaded(cache_dir):
+    assert _launch_once(RecordingDriver(cc=(8, 0)), cache_dir) == {
+        "compiles": 1,
+        "disk_cache_hits": 0,
+    }
+    assert _launch_once(RecordingDriver(cc=(9, 0)), cache_dir) == {
+        "compiles": 1,
+        "disk_cache_hits": 0,
+    }
+    assert _launch_once(RecordingDriver(cc=(9, 0)), cache_dir) == {
+        "compiles": 0,
+        "disk_cache_hits": 1,
+    }
+
+
+def test_a_tampered_cubin_entry_is_refused_with_a_warning_and_compiled_again(cache_dir):
+    _launch_once(RecordingDriver(), cache_dir)
+    (entry,) = (cache_dir / "cuda").glob("scale.*.nbk")
+    data = bytearray(entry.read_bytes())
+    data[-100] ^= 0xFF  # a byte of the cubin
+    entry.write_bytes(bytes(data))
+    with pytest.warns(ts.CacheWarning, match="ignoring the entry"):
+        counts = _launch_once(RecordingDriver(), cache_dir)
+    assert counts == {"compiles": 1, "disk_cache_hits": 0}

@@ -158,3 +158,53 @@ def test_tiles_over_this_gpus_shared_memory_are_refused_at_launch_naming_it():
     a = np.zeros((128, 128), np.float32)
     with ts.config(target="cuda"), pytest.raises(ts.KernelError, match=r"this GPU \(.*\) allows"):
         four_big_tiles[1](a, a.copy())
+
+
+def test_a_small_launch_shows_no_numba_performance_warning():
+    import warnings
+
+    @ts.kernel
+    def bump_one(y: ts.mut[ts.f32[n]]):
+        i = ts.tile.linear_id()
+        if i < n:
+            y[i] = y[i] + 1.0
+
+    from numba import cuda
+
+    y = cuda.to_device(np.zeros(4, np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the launch
+        bump_one[4](y)
+        bump_one[4](y)
+    np.testing.assert_array_equal(y.copy_to_host(), 2.0)
+
+
+def _gpu_kinds():
+    """(label, to_gpu, to_host) for each GPU array library installed here."""
+    import importlib.util
+
+    from numba import cuda
+
+    kinds = [("numba", cuda.to_device, lambda a: a.copy_to_host())]
+    if importlib.util.find_spec("cupy"):
+        import cupy
+
+        kinds.append(("cupy", cupy.asarray, cupy.asnumpy))
+    if importlib.util.find_spec("torch"):
+        import torch
+
+        kinds.append(("torch", lambda x: torch.from_numpy(x).cuda(), lambda t: t.cpu().numpy()))
+    return kinds
+
+
+@pytest.mark.parametrize("kind", [k[0] for k in _gpu_kinds()] if gpu_usable() else [])
+def test_the_direct_launcher_reads_each_array_kind(kind):
+    from classic_kernels import axpy
+
+    _, to_gpu, to_host = next(k for k in _gpu_kinds() if k[0] == kind)
+    x = np.arange(300, dtype=np.float32)
+    dx, dy = to_gpu(x.copy()), to_gpu(np.ones(300, np.float32))
+    for _ in range(3):  # the first launch compiles; the others take the lean path
+        axpy[300](dx, dy, 2.0)
+    ts.synchronize()
+    np.testing.assert_array_equal(to_host(dy), 6 * x + 1)
