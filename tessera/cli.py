@@ -21,6 +21,7 @@ from .kernel import disk_cache
 from .kernel.targets import TARGETS
 from .observe import repro
 from .observe.metrics import summary as metrics_table
+from .observe.session import stand_down
 from .observe.trace import merge as merge_traces
 from .version import __version__
 from .world import find_mpiexec
@@ -217,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics_parser.add_argument("file", help="a .jsonl or .csv metrics file")
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["run"]:
+        stand_down()  # the ranks observe themselves; the launcher writes nothing
         return runner.main(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "pack-repro":

@@ -31,6 +31,7 @@ import sys
 import threading
 
 from .launchers import detect
+from .observe.session import stand_down
 
 USAGE = "usage: python -m tessera.rank_output [--no-prefix] COMMAND [ARGS...]"
 STATUS_VARIABLE = "_TESSERA_RANK_STATUS"  # "fd,pid": the pipe a rank reports on (world.py)
@@ -112,6 +113,7 @@ def _read_all(fd: int) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stand_down()  # the rank traces itself: a trace here would overwrite its file at exit
     command = sys.argv[1:] if argv is None else argv
     prefix = not command or command[0] != "--no-prefix"
     command = command if prefix else command[1:]

@@ -234,6 +234,13 @@ def watch_fatal_signals() -> None:
     atexit.register(_forget_fatal_file)
 
 
+def forget_fatal_signals() -> None:
+    """Stop writing fatal signals' stacks to the crash directory; the (empty) file goes."""
+    if _fatal:
+        faulthandler.disable()
+    _forget_fatal_file()
+
+
 def _forget_fatal_file() -> None:
     for path, handle in _fatal:
         handle.close()

@@ -57,11 +57,17 @@ class Metrics(Observer):
         self._lock = threading.Lock()
         self._middles: dict[tuple, tuple[str, str]] = {}
         self._templates: dict[tuple, str] = {}
-        if self.path.parent != Path(""):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "w", newline="")  # noqa: SIM115 - open while attached
-        if self.csv:
-            self._file.write(",".join(FIELDS) + "\n")
+        self._file = None  # opened at the first write: a process that stands down
+        # (tessera run's launcher and wrappers, observe/session.py) leaves no file
+
+    def _open(self):
+        if self._file is None:
+            if self.path.parent != Path(""):
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "w", newline="")  # noqa: SIM115 - open while attached
+            if self.csv:
+                self._file.write(",".join(FIELDS) + "\n")
+        return self._file
 
     def launch(self, record: LaunchRecord) -> None:
         amount = flops(record) if record.kernel.flops is not None else None
@@ -96,10 +102,11 @@ class Metrics(Observer):
             count = len(pending)
             batch = pending[:count]
             del pending[:count]
-            if self._file.closed or not batch:
+            if not batch or (self._file is not None and self._file.closed):
                 return
-            self._file.write("".join(self._line(*r) for r in batch))
-            self._file.flush()
+            file = self._open()
+            file.write("".join(self._line(*r) for r in batch))
+            file.flush()
 
     def _line(self, start, name, target, grid, seconds, nbytes, amount, extra=None) -> str:
         wall = self.wall0 + start  # (the clock's offset, added once per record)
@@ -164,7 +171,7 @@ class Metrics(Observer):
 
     def close(self) -> None:
         self.flush()
-        self._file.close()
+        self._open().close()
 
     def __enter__(self) -> Metrics:
         attach(self)

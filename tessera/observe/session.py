@@ -1,6 +1,12 @@
 """What ``TESSERA_TRACE`` and ``TESSERA_METRICS`` turn on for the whole process, and NVTX
 ranges when the ``nvtx`` package is installed: started when ``tessera`` is imported, the
-files written when the process exits."""
+files written when the process exits.
+
+Processes that only start or watch the ranks (``tessera run``'s launcher and its
+``tessera.rank_output`` wrappers) import tessera too, with the ranks' settings in their
+environment; they :func:`stand_down`, so that the observers run only in the ranks and
+nothing of theirs lands beside the ranks' files (a trace or metrics file, a
+fatal-signal file)."""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import atexit
 
 from ..config import get as setting
 from ..observers import attach, detach
+from . import crash
 from .metrics import Metrics
 from .nvtx import install as install_nvtx
 from .trace import Trace
@@ -40,3 +47,13 @@ def stop(started: list) -> None:
 
 
 STARTED = start()
+
+
+def stand_down() -> None:
+    """This process runs no kernels of the job: detach what :func:`start` attached without
+    writing it (no file was opened yet), and drop the fatal-signal file."""
+    atexit.unregister(stop)
+    for observer in STARTED:
+        detach(observer)
+    STARTED.clear()
+    crash.forget_fatal_signals()
