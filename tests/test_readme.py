@@ -1,0 +1,28 @@
+"""The README's Quick start is what CI runs: its first command installs from the checkout
+(the distribution is not on the package index yet), and every command line of its bash
+blocks is a line of ``.ci/run``, byte for byte."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+
+
+def _quick_start_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in section.split("```bash\n")[1:]]
+    return [line for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_the_first_quick_start_command_installs_from_the_checkout():
+    first = _quick_start_commands()[0]
+    assert first in ("python -m pip install .", "python -m pip install -e .")
+
+
+def test_ci_runs_every_quick_start_command_as_the_readme_writes_it():
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    commands = _quick_start_commands()
+    assert 'python -m pip install -e ".[test]" && python -m pytest -q tests' in commands
+    assert [c for c in commands if c not in ci] == []
