@@ -23,7 +23,7 @@ from . import plan
 from .adjoints import backward
 from .ir import Node
 from .passes import Lowered, lower
-from .tensor import Tensor, Tracer, tracing
+from .tensor import PUBLIC_NAMES, Tensor, Tracer, tracing
 
 
 def dtype_of(name: str, a: np.ndarray) -> D.DType:
@@ -245,13 +245,13 @@ def apply(op: str, inputs: list, attrs: dict):
     for v in inputs:
         if isinstance(v, Tensor):
             return v.tracer.record(op, list(inputs), dict(attrs))
-    arrays = plan.operands(
-        f"op.{op}", tuple(v for v in inputs if not isinstance(v, (bool, int, float)))
-    )
+    name = f"op.{PUBLIC_NAMES.get(op, op)}"
+    arrays = plan.operands(name, tuple(v for v in inputs if not isinstance(v, (bool, int, float))))
     if not arrays:
-        raise TesseraError(f"op.{op} needs at least one array")
-    parts = tuple(
-        ("c", type(v).__name__, v) if isinstance(v, (bool, int, float)) else ("a",) for v in inputs
+        raise TesseraError(f"{name} needs at least one array")
+    parts = tuple(  # (repr: a NaN is one key, though it equals no NaN)
+        ("c", type(v).__name__, repr(v)) if isinstance(v, (bool, int, float)) else ("a",)
+        for v in inputs
     )
     key = (op, tuple(sorted(attrs.items(), key=lambda kv: kv[0])), parts)
     key += (tuple((shape_of(a), a.dtype.str) for a in arrays), setting("target"))
@@ -265,7 +265,10 @@ def apply(op: str, inputs: list, attrs: dict):
 def _one_op(op: str, inputs: list, attrs: dict, arrays: list[np.ndarray]):
     tracer = Tracer(
         f"op_{op}",
-        [(f"x{i}", shape_of(a), dtype_of(f"op.{op}", a)) for i, a in enumerate(arrays)],
+        [
+            (f"x{i}", shape_of(a), dtype_of(f"op.{PUBLIC_NAMES.get(op, op)}", a))
+            for i, a in enumerate(arrays)
+        ],
     )
     tracer.graph.name = None
     tensors = iter(tracer.tensors())

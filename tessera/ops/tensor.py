@@ -34,6 +34,10 @@ class GraphError(TesseraError):
         super().__init__(f"{scope}op.{op}: {message}{where}")
 
 
+# ops whose node is named otherwise than the function of tessera.op that records it
+PUBLIC_NAMES = {"attention": "flash_attention"}
+
+
 class OpValueError(GraphError, ValueError):
     """An op's argument has a value the op cannot take (an axis out of range, ``p=2``
     for dropout, tiles too large): names the op and the argument."""
@@ -96,7 +100,8 @@ class Tracer:
         return value
 
     def fail(self, op: str, message: str) -> GraphError:
-        return GraphError(self.graph.name, op, message, user_loc())
+        # (named as the user called it: op.flash_attention)
+        return GraphError(self.graph.name, PUBLIC_NAMES.get(op, op), message, user_loc())
 
     def record(self, op: str, inputs: list, attrs: dict) -> Tensor:
         """Apply ``op`` to ``inputs`` (tensors of this tracer or Python numbers)."""
