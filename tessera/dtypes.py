@@ -12,6 +12,7 @@ round back when stored.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -123,7 +124,7 @@ class Symbol:
         return ShardedDim(self, axis_name)
 
 
-def dims(names: str) -> Symbol | tuple[Symbol, ...]:
+def dims(names: str) -> Any:  # Symbol, or a tuple of them: ``n, m = dims("n m")`` unpacks
     """Dimension symbols bound to names of your own: ``n, m = tessera.dims("n m")``.
 
     Unknown names in an annotation already become symbols, but a linter (ruff/pyflakes

@@ -90,3 +90,35 @@ def test_bare_shape_names_are_what_ruff_reports(tmp_path):
 
 def test_the_package_ships_the_py_typed_marker():
     assert (Path(tessera.__file__).parent / "py.typed").is_file()
+
+
+def test_the_primitives_all_is_spelled_out_and_lists_every_declaration():
+    """Type checkers read ``__all__`` only when it is literal lists: no list built at run
+    time, and every declared primitive in it."""
+    import ast
+
+    from tessera.tile import primitives
+
+    source = Path(primitives.__file__).read_text()
+    spelled: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                assert isinstance(node.value, ast.List), ast.unparse(node)
+                spelled += [ast.literal_eval(e) for e in node.value.elts]
+    declared = [k for k, v in vars(primitives).items() if isinstance(v, primitives.Primitive)]
+    assert set(declared) <= set(spelled) and spelled == primitives.__all__
+
+
+@pytest.mark.skipif(shutil.which("mypy") is None, reason="needs mypy (the [test] extra)")
+def test_mypy_passes_the_lint_clean_example(tmp_path):
+    checked = subprocess.run(
+        ["mypy", "--cache-dir", str(tmp_path), "--follow-imports=silent",
+         str(ROOT / "examples" / "lint_clean.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout

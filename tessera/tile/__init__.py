@@ -12,4 +12,6 @@ from . import blocks, primitives
 from .blocks import *  # noqa: F403 - tile values, declared there
 from .primitives import *  # noqa: F403 - the declarations, listed once there
 
-__all__ = list(primitives.__all__) + list(blocks.__all__)
+__all__: list[str] = []  # in the forms type checkers follow
+__all__ += primitives.__all__
+__all__ += blocks.__all__

@@ -16,6 +16,7 @@ Outside a kernel the primitives cannot run; calling one raises a clear error.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .. import dtypes
 from ..dtypes import ArrayAnnotation, ReductionAnnotation
@@ -100,7 +101,7 @@ class Primitive:
         """Whether a call may be recomputed freely (no effect, no group exchange)."""
         return not (self.collective or self.writes)
 
-    def __call__(self, *args: object, **kwargs: object) -> object:
+    def __call__(self, *args: object, **kwargs: object) -> Any:  # (a value in a kernel)
         raise TesseraError(
             f"{self.name}{self.signature} can only be used inside a @tessera.kernel function"
         )
@@ -324,7 +325,12 @@ shuffle_up = declare(
     grouped_only=True,
     subgroups=True,
 )
-__all__ += [name for name, value in list(globals().items()) if isinstance(value, Primitive)]
+# spelled out, not gathered at run time, so that type checkers see every primitive (a test
+# keeps this list equal to the declarations above)
+__all__ += ["linear_id", "id", "group_id", "group_linear_id", "group_count", "group_tile_count"]
+__all__ += ["tbarrier", "copy_wait", "atomic_add", "reduce_sum", "reduce_max", "reduce_min"]
+__all__ += ["sum", "max", "min", "prefix_sum", "shuffle", "shuffle_xor", "shuffle_down"]
+__all__ += ["shuffle_up"]
 
 # ----------------------------------------------------------------------------- syntax forms
 # These have syntax of their own (a dtype subscript, slices, a loop, masks), or expand to
@@ -344,7 +350,7 @@ class SyntaxForm:
     __call__ = Primitive.__call__
     __repr__ = Primitive.__repr__
 
-    def __getitem__(self, item: object) -> object:
+    def __getitem__(self, item: object) -> SyntaxForm:
         return self  # ``tshared.alloc[f32]`` is resolved by the frontend
 
 
@@ -450,7 +456,21 @@ class _Namespace:
         return f"<tessera namespace {self._name}>"
 
 
-tshared = _Namespace("tshared", alloc=alloc, dynamic=dynamic)
-cp_async = _Namespace(
-    "cp_async", shared=_Namespace("cp_async.shared", global_=copy_async), wait=copy_wait
+class _SharedMemory(_Namespace):
+    alloc: SyntaxForm  # (annotated for type checkers: the members are set at run time)
+    dynamic: SyntaxForm
+
+
+class _AsyncCopyShared(_Namespace):
+    global_: SyntaxForm
+
+
+class _AsyncCopy(_Namespace):
+    shared: _AsyncCopyShared
+    wait: Primitive
+
+
+tshared = _SharedMemory("tshared", alloc=alloc, dynamic=dynamic)
+cp_async = _AsyncCopy(
+    "cp_async", shared=_AsyncCopyShared("cp_async.shared", global_=copy_async), wait=copy_wait
 )
