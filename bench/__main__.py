@@ -25,6 +25,7 @@ BENCHES = (
     "ops",
     "gpu_ops",
     "gpu_launch",
+    "gpu_rows",
     "softmax",
     "stencil",
     "axpy_tiled",

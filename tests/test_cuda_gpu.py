@@ -208,3 +208,15 @@ def test_the_direct_launcher_reads_each_array_kind(kind):
         axpy[300](dx, dy, 2.0)
     ts.synchronize()
     np.testing.assert_array_equal(to_host(dy), 6 * x + 1)
+
+
+def test_softmax_on_the_gpu_has_the_cpus_bits():
+    from numba import cuda
+
+    from tessera import op
+
+    x = np.random.default_rng(1).standard_normal((300, 1000), dtype=np.float32) * 4
+    on_gpu = op.softmax(cuda.to_device(x)).copy_to_host()
+    with ts.config(target="cpu"):
+        on_cpu = op.softmax(x)
+    assert on_gpu.tobytes() == on_cpu.tobytes()

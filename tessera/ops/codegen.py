@@ -10,8 +10,8 @@ Each group becomes one kernel whose shapes are literals (a graph is traced per s
 * reduce: a flat kernel, one lane per result, in index order (the same bits on every
   target; float sums accumulate in f64 and round once), the prologue computed per
   element inside the loop;
-* softmax: one lane per row (max, sum of exponentials, scale); transpose: one lane per
-  element.
+* softmax: one group per row (lanes take strided elements; max and sum meet in the
+  language's fixed tree); transpose: one lane per element.
 
 :class:`Source` says what the plan passes: each argument's value and whether it goes
 flat (1-d) or as the 2-d matrix.
@@ -218,25 +218,41 @@ def _identity(op: str, dtype: D.DType) -> str:
     return str(info.min if op == "max" else info.max)
 
 
+def row_lanes(length: int) -> int:
+    """Lanes of the group that handles one row of ``length``: about 8 elements each, a
+    power of two from 32 (a warp) to 256."""
+    lanes = 32
+    while lanes < 256 and lanes * 8 < length:
+        lanes *= 2
+    return lanes
+
+
 def softmax(group: Group, name: str) -> Source:
+    """One group per row: each lane takes every ``lanes``-th element (max, then the sum of
+    ``exp(x - max)``, in its elements' order), the lanes' values meet in the language's
+    fixed tree (``tile.max``, ``tile.sum``: the same bits on every target), then each lane
+    writes its elements. The row is read three times, from cache after the first."""
     em = _Emitter(group, name)
     node = group.head
     length = node.shape[-1]
     rows = math.prod(node.shape[:-1])
     acc_t = "f64" if node.dtype == D.f64 else "f32"
     x, y = em.arg(node.inputs[0], flat=True), em.arg(node, flat=True, written=True)
-    em.emit("r = tile.linear_id()", 1)
-    em.emit(f"if r < {rows}:", 1)
-    em.emit(f"base = r * {length}", 2)
-    em.emit(f"m = {acc_t}(-math.inf)", 2)
-    em.emit(f"for j in range({length}):", 2)
-    em.emit(f"m = max(m, {acc_t}({x}[base + j]))", 3)
-    em.emit(f"s = {acc_t}(0)", 2)
-    em.emit(f"for j in range({length}):", 2)
-    em.emit(f"s = s + math.exp({acc_t}({x}[base + j]) - m)", 3)
-    em.emit(f"for j in range({length}):", 2)
-    em.emit(f"{y}[base + j] = math.exp({acc_t}({x}[base + j]) - m) / s", 3)
-    return em.source("@kernel", (max(rows, 1),))
+    lanes = row_lanes(length)
+    each = f"for j in range(tile.linear_id(), {length}, {lanes}):"
+    em.emit(f"base = group_id(0) * {length}", 1)
+    em.emit(f"m = {acc_t}(-math.inf)", 1)
+    em.emit(each, 1)
+    em.emit(f"m = max(m, {acc_t}({x}[base + j]))", 2)
+    em.emit("row_max = tile.max(m)", 1)
+    em.emit(f"s = {acc_t}(0)", 1)
+    em.emit(each, 1)
+    em.emit(f"s = s + math.exp({acc_t}({x}[base + j]) - row_max)", 2)
+    em.emit("total = tile.sum(s)", 1)
+    em.emit(each, 1)
+    em.emit(f"{y}[base + j] = math.exp({acc_t}({x}[base + j]) - row_max) / total", 2)
+    scratch = lanes * (8 if acc_t == "f64" else 4)
+    return em.source(f"@kernel(tile=({lanes},), shared={scratch})", (rows,))
 
 
 def norm(group: Group, name: str) -> Source:

@@ -73,13 +73,41 @@ def _copy_wait(cg, call, site):
 
 
 def _finish(cg, site, scratch: str, size: int, op: str, t) -> None:
-    """Lane 0 runs the fixed tree (the same code as every target); all lanes read."""
+    """The fixed tree over ``scratch[:size]``, run by the lanes together; all lanes read."""
     cg.emit("cuda.syncthreads()")
-    cg.emit("if _lane == 0:")
-    cg.emit(f"    {scratch}[0] = _tree_reduce({scratch}, {size}, {combine(op, t.dtype)})")
-    cg.emit("cuda.syncthreads()")
+    parallel_tree(cg, scratch, size, combine(op, t.dtype))
     cg.set_result(site, f"{scratch}[0]", t)
     cg.emit("cuda.syncthreads()  # the scratch may be reused right after")
+
+
+def tree_steps(size: int) -> list[tuple[int, int]]:
+    """The fixed tree (docs/language.md) over ``size`` values as steps ``(count, offset)``:
+    ``s[i] = s[i] ⊕ s[i + offset]`` for ``i < count``. First ``size - p`` with offset ``p``
+    (``p`` the largest power of two ≤ size), then ``h, h`` for ``h = p/2 … 1``."""
+    p = 1
+    while p * 2 <= size:
+        p *= 2
+    steps = [(size - p, p)] if size > p else []
+    h = p // 2
+    while h >= 1:
+        steps.append((h, h))
+        h //= 2
+    return steps
+
+
+def parallel_tree(cg, scratch: str, size: int, combine_fn: str) -> None:
+    """Emit the fixed tree as steps run by all lanes, a barrier after each: a step's
+    combines write ``s[:count]`` and read ``s[offset:offset + count]`` (offset ≥ count), so
+    lanes take one each. The same pairs in the same order as ``_tree_reduce`` on every
+    target, bit for bit, in log2(size) barriers instead of one lane's size - 1 steps."""
+    for count, offset in tree_steps(size):
+        i = "_lane" if count <= cg.lanes else "_i"
+        if count <= cg.lanes:
+            cg.emit(f"if _lane < {count}:")
+        else:
+            cg.emit(f"for _i in range(_lane, {count}, {cg.lanes}):")
+        cg.emit(f"    {scratch}[{i}] = {combine_fn}({scratch}[{i}], {scratch}[{i} + {offset}])")
+        cg.emit("cuda.syncthreads()")
 
 
 @lowering(P.reduce_sum, P.reduce_max, P.reduce_min)
@@ -265,9 +293,8 @@ def _tile_reduce(cg, call, site):
         cg.element_loops(
             shape, lambda: cg.emit(f"{scratch}[{lin}] = {cg.tile_read(source.name, shape)}")
         )
-        cg.emit("if _lane == 0:")
-        cg.emit(f"    {scratch}[0] = _tree_reduce({scratch}, {size}, {combine_fn})")
         cg.emit("cuda.syncthreads()")
+        parallel_tree(cg, scratch, size, combine_fn)
         cg.set_result(site, f"{scratch}[0]", call.type)
         cg.emit("cuda.syncthreads()  # the scratch may be reused right after")
         return

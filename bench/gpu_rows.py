@@ -1,0 +1,63 @@
+"""Row-wise ops on a GPU (GPU.md §3, §7): ``op.softmax`` over the last axis of f32
+matrices, one group per row, side by side with ``torch.softmax`` in the same process.
+Both read device arrays and write new ones; each timed run is ``calls`` calls followed by
+one synchronisation, reported per call, checked against float64. Without a GPU (or
+PyTorch) it records nothing and says so."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import numpy as np
+
+import tessera
+from tessera import op
+from tessera.kernel.targets.cuda.streams import gpu_usable
+
+from .common import Case, Record, measure, standalone
+
+NAME = "gpu_rows"
+SHAPES = ((1024, 1024), (4096, 4096), (16384, 1024), (4096, 8192))
+
+
+def run(quick: bool) -> list[Record]:
+    if not gpu_usable() or importlib.util.find_spec("torch") is None:
+        print("gpu_rows: no GPU (or no PyTorch) here, nothing measured", file=sys.stderr)
+        return []
+    import torch
+    from numba import cuda
+
+    calls = 5 if quick else 20
+    records = []
+    for rows, cols in SHAPES[:2] if quick else SHAPES:
+        x = np.random.default_rng(0).standard_normal((rows, cols), dtype=np.float32) * 4
+        x64 = x.astype(np.float64)
+        e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+        want = e / e.sum(axis=1, keepdims=True)
+        dx, tx = cuda.to_device(x), torch.from_numpy(x).cuda()
+
+        def ours(dx=dx):
+            out = None
+            for _ in range(calls):
+                out = op.softmax(dx)
+            tessera.synchronize()
+            return out
+
+        def theirs(tx=tx):
+            out = None
+            for _ in range(calls):
+                out = torch.softmax(tx, -1)
+            torch.cuda.synchronize()
+            return out
+
+        cases = [
+            Case("tessera", ours, lambda: ours().copy_to_host(), want, 1e-5, 1e-7, inner=calls),
+            Case("torch", theirs, lambda: theirs().cpu().numpy(), want, 1e-5, 1e-7, inner=calls),
+        ]
+        records += measure(NAME, "softmax f32", f"{rows}x{cols}", cases, quick, nbytes=8 * x.size)
+    return records
+
+
+if __name__ == "__main__":
+    standalone(NAME, run)
