@@ -14,8 +14,11 @@ import stat
 
 try:
     import tomllib
-except ModuleNotFoundError:  # Python 3.10: JSON policy files only
-    tomllib = None
+except ModuleNotFoundError:  # Python 3.10: tomli, the package tomllib came from
+    try:
+        import tomli as tomllib
+    except ModuleNotFoundError:
+        tomllib = None
 
 MAX_BYTES = 1 << 20  # a policy file is a few lines
 MAX_DEPTH = 32
@@ -30,7 +33,10 @@ def read(path: str) -> dict:
     if path.endswith(".json"):
         data = json.loads(text)
     elif tomllib is None:
-        raise ValueError("reading TOML needs Python 3.11 (tomllib); use a .json file")
+        raise ValueError(
+            "reading TOML on Python 3.10 needs the tomli package (pip install tomli); "
+            "or use a .json file"
+        )
     else:
         data = tomllib.loads(text.decode("utf-8"))
     if not isinstance(data, dict):
