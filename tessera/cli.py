@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import argparse
+import glob
 import importlib.util
+import json
 import os
 import platform
 import runpy
@@ -61,6 +63,44 @@ def info(out=print) -> None:
     width = max(len(name) for name, _, _ in rows)
     for name, value, source in rows:
         out(f"  {name:<{width}}  {value or '(empty)':<12}  {source}")
+
+
+def info_json() -> dict:
+    """What ``tessera info`` prints, as one JSON document (``tessera info --json``: paste
+    it into a bug report)."""
+    import llvmlite
+    import numba
+    import numpy
+
+    launch = launchers.detect()
+    return {
+        "tessera": __version__,
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "platform": platform.platform(),
+        "numba": numba.__version__,
+        "llvmlite": llvmlite.__version__,
+        "numpy": numpy.__version__,
+        "cpu": {
+            "machine": platform.machine(),
+            "cores": os.cpu_count(),
+            "numba_threads": numba.get_num_threads(),
+            "threading_layer": numba.config.THREADING_LAYER,
+        },
+        "threads": threads.describe(),
+        "launcher": launch.describe() if launch else None,
+        "targets": {
+            what.strip(): state
+            for target in TARGETS.values()
+            for what, state in target.availability()
+        },
+        "mpi": {
+            "mpi4py": importlib.util.find_spec("mpi4py") is not None,
+            "mpiexec": find_mpiexec(),
+        },
+        "config_file": os.environ.get(CONFIG_ENV),
+        "settings": {name: {"value": value, "from": source} for name, value, source in report()},
+    }
 
 
 def cache(action: str, out=print) -> int:
@@ -143,13 +183,50 @@ def trace_merge(paths: list[str], out: str) -> int:
     return 0
 
 
-def metrics_summary(path: str) -> int:
-    """``tessera metrics summary FILE``: p50/p95 per kernel and collective."""
-    if not Path(path).is_file():
-        print(f"tessera metrics summary: no such file: {path}", file=sys.stderr)
-        return 2
-    print(metrics_table(path))
+def metrics_summary(patterns: list[str]) -> int:
+    """``tessera metrics summary FILE|GLOB...``: p50/p95 per kernel and collective over
+    the records of every file (the ranks' files together)."""
+    paths: list[str] = []
+    for pattern in patterns:
+        found = [pattern] if Path(pattern).is_file() else sorted(glob.glob(pattern))
+        if not found:
+            print(f"tessera metrics summary: no such file: {pattern}", file=sys.stderr)
+            return 2
+        paths += [p for p in found if p not in paths]
+    print(metrics_table(paths))
     return 0
+
+
+def replay(pack: str, target: str | None, trust: bool) -> int:
+    """``tessera replay PACK``: a pack that is not there is one line, not a traceback."""
+    if not Path(pack).exists():
+        print(f"tessera replay: no such file: {pack}", file=sys.stderr)
+        return 2
+    return repro.run(Path(pack), target, trust)
+
+
+def prune(older_than: str) -> int:
+    """``tessera cache prune --older-than 30d``: delete entries not written for that long."""
+    seconds = _duration(older_than)
+    if seconds is None:
+        print(
+            f"tessera cache prune: --older-than {older_than}: give a number with a unit, "
+            "s, m, h or d (30d, 12h)",
+            file=sys.stderr,
+        )
+        return 2
+    root = disk_cache.directory()
+    files, nbytes = disk_cache.prune(seconds, root)
+    print(f"removed {_count(files, 'file')} ({_size(nbytes)}) older than {older_than} from {root}")
+    return 0
+
+
+def _duration(text: str) -> float | None:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    number, unit = text[:-1], text[-1:].lower()
+    if unit not in units or not number.replace(".", "", 1).isdigit():
+        return None
+    return float(number) * units[unit]
 
 
 def _count(n: int, noun: str) -> str:
@@ -169,11 +246,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tessera", description=__doc__)
     parser.add_argument("--version", action="version", version=f"tessera {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="versions, threads and usable targets (cpu, debug, cuda)")
+    info_parser = sub.add_parser(
+        "info", help="versions, threads and usable targets (cpu, debug, cuda)"
+    )
+    info_parser.add_argument(
+        "--json", action="store_true", help="as one JSON document (for bug reports)"
+    )
     sub.add_parser("demo", help="run the demo kernels, check them against NumPy, time them")
     cache_parser = sub.add_parser("cache", help="the disk cache of compiled kernels")
     cache_parser.add_argument(
-        "action", choices=("list", "clear"), help="list the entries, or delete them all"
+        "action",
+        choices=("list", "clear", "prune"),
+        help="list the entries, delete them all, or delete those older than --older-than",
+    )
+    cache_parser.add_argument(
+        "--older-than", metavar="AGE", help="with prune: an age such as 30d, 12h or 90m"
     )
     tune_parser = sub.add_parser(
         "tune", help="run a script, printing the table of every autotune sweep it makes"
@@ -215,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     trace_parser.add_argument("-o", "--output", required=True, help="the merged trace file")
     metrics_parser = sub.add_parser("metrics", help="metrics files (TESSERA_METRICS)")
     metrics_parser.add_argument("action", choices=("summary",), help="p50/p95 per kernel")
-    metrics_parser.add_argument("file", help="a .jsonl or .csv metrics file")
+    metrics_parser.add_argument(
+        "files", nargs="+", help="metrics files or globs (metrics.rank*.jsonl): merged"
+    )
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["run"]:
         stand_down()  # the ranks observe themselves; the launcher writes nothing
@@ -224,19 +313,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "pack-repro":
         return pack_repro(args.source, args.output, args.script_args)
     if args.command == "replay":
-        return repro.run(Path(args.pack), args.target, args.trust)
+        return replay(args.pack, args.target, args.trust)
     if args.command == "trace":
         return trace_merge(args.files, args.output)
     if args.command == "metrics":
-        return metrics_summary(args.file)
+        return metrics_summary(args.files)
     if args.command == "bench":
         return bench(args.bench_args)
     if args.command == "tune":
         return tune(args.script, args.script_args)
     if args.command == "info":
-        info()
+        if args.json:
+            print(json.dumps(info_json(), indent=2, default=str))
+        else:
+            info()
         return 0
     if args.command == "cache":
+        if args.action == "prune":
+            if args.older_than is None:
+                parser.error("cache prune needs --older-than AGE (30d, 12h)")
+            return prune(args.older_than)
         return cache(args.action)
     return 0 if demo.run() else 1
 

@@ -13,6 +13,7 @@ import contextlib
 import difflib
 import logging
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Iterator
@@ -20,7 +21,6 @@ from dataclasses import dataclass
 
 from . import policy_file
 from .errors import SettingError, SettingWarning
-
 
 BOOLEANS = {("0", "1"): ("1", "0"), ("on", "off"): ("on", "off")}  # choices: (true, false)
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -348,7 +348,18 @@ def warn_once(key: str, message: str) -> None:
             return
         _warned.add(key)
     log.warning(message, extra={"shown_as_warning": True})
-    warnings.warn(message, SettingWarning, stacklevel=4)
+    warnings.warn(message, SettingWarning, stacklevel=_callers_level())
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` (for a warning raised in the caller of this function) of the
+    first frame outside tessera and the import machinery: the user's line, whatever the
+    depth of the tessera calls in between."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(2), 2  # (1 would be warn_once itself)
+    while frame is not None and (frame.f_code.co_filename.startswith((package, "<frozen "))):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _load() -> None:

@@ -73,11 +73,13 @@ def key_changes(old: tuple, new: tuple, params: list) -> list[str]:
     return changes
 
 
-def explain_recompile(kernel: str, params: list, key: tuple, previous: list[tuple]) -> str:
-    """Log (logger "tessera", WARNING) why ``key`` needs new code: how it differs from the
-    nearest of the ``previous`` keys (fewest changes; of equals, the latest). Returns the
-    message."""
+def explain_recompile(
+    kernel: str, params: list, key: tuple, previous: list[tuple], level: int = logging.WARNING
+) -> str:
+    """Log (logger "tessera", WARNING; DEBUG for ``k.inspect``'s builds, which no launch
+    pays for) why ``key`` needs new code: how it differs from the nearest of the
+    ``previous`` keys (fewest changes; of equals, the latest). Returns the message."""
     nearest = min((key_changes(old, key, params) for old in reversed(previous)), key=len)
     message = f"kernel '{kernel}' recompiles: " + ("; ".join(nearest) or "new specialisation")
-    log.warning(message)
+    log.log(level, message)
     return message

@@ -209,11 +209,13 @@ class Kernel(Launchable):
         bound: launch.Bound,
         options: BuildOptions,
         dump: frozenset[str] = frozenset(),
+        inspecting: bool = False,
     ):
         """Specialise and build on ``target``; cache it under ``key`` (None: don't)."""
         same_target = [k[2] for k in self._programs if k[0] is target]
         if key is not None and same_target and setting("explain_recompile") == "1":
-            explain_recompile(self.name, self.params, key[2], same_target)
+            level = logging.DEBUG if inspecting else logging.WARNING
+            explain_recompile(self.name, self.params, key[2], same_target, level)
         requested = stages.requested_dumps(self.dumpable()) if key is not None else []
         start = time.perf_counter()
         with (
@@ -279,7 +281,9 @@ class Kernel(Launchable):
             spec = specialise(self.ir, bound.constexprs, target.passes, dump=frozenset([stage]))
             return spec.dumps.get(stage) or pass_text(spec, stage)
         key = (target, options, bound.key)
-        program = self._programs.get(key) or self._build(target, key, grid_t, bound, options)
+        program = self._programs.get(key) or self._build(
+            target, key, grid_t, bound, options, inspecting=True
+        )
         return target.stage(program, stage, bound.call_args, grid_t, options)
 
     @entry_point

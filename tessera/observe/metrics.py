@@ -208,12 +208,16 @@ def read(path: str | os.PathLike) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def summary(path: str | os.PathLike) -> str:
+def summary(paths: str | os.PathLike | list) -> str:
     """Per kernel and collective: calls, p50 and p95 milliseconds, median GB/s and
-    GFLOP/s (what ``tessera metrics summary FILE`` prints)."""
+    GFLOP/s (what ``tessera metrics summary FILE...`` prints). Several files (the ranks'
+    ``metrics.rank<r>.jsonl``) are merged: their records count together."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
     groups: dict[tuple[str, str], list[dict]] = {}
-    for r in read(path):
-        groups.setdefault((r["kind"], r["kernel"]), []).append(r)
+    for path in paths:
+        for r in read(path):
+            groups.setdefault((r["kind"], r["kernel"]), []).append(r)
     head = (
         f"{'kind':<10} {'kernel':<24} {'calls':>7} {'p50 ms':>10} {'p95 ms':>10} "
         f"{'GB/s':>8} {'GFLOP/s':>8}"
