@@ -100,3 +100,42 @@ def test_cuda_torch_tensors_launch_on_the_gpu_in_place_f32_and_bf16():
     twice_bf16[3](xb, yb)
     ts.synchronize()
     assert yb.tolist() == [3.0, -4.0, 6.5]
+
+
+def test_device_memory_of_a_dropped_op_result_is_reused():
+    import gc
+
+    from tessera.kernel.targets.cuda.memory import POOL
+
+    a = POOL.empty((1000,), np.float32)
+    pointer = a.device_ctypes_pointer.value
+    del a
+    gc.collect()
+    b = POOL.empty((999,), np.float32)  # the same size class
+    assert b.device_ctypes_pointer.value == pointer
+
+
+def test_a_live_view_keeps_its_memory_from_being_reused():
+    import gc
+
+    from tessera.kernel.targets.cuda.memory import POOL
+
+    a = POOL.empty((1000,), np.float32)
+    pointer = a.device_ctypes_pointer.value
+    view = a[10:]
+    del a
+    gc.collect()
+    b = POOL.empty((1000,), np.float32)
+    assert b.device_ctypes_pointer.value != pointer
+    del view
+
+
+def test_op_results_on_pooled_memory_are_right_call_after_call():
+    from numba import cuda
+
+    x = np.random.default_rng(2).standard_normal((64, 300), dtype=np.float32)
+    dx = cuda.to_device(x)
+    want = op.softmax(dx).copy_to_host()
+    for _ in range(50):
+        y = op.softmax(dx)
+    np.testing.assert_array_equal(y.copy_to_host(), want)

@@ -17,6 +17,7 @@ from ....errors import LaunchError
 from ..target import BuildOptions, Target
 from .codegen import FLAT_BLOCK
 from .lowerings import LOWERINGS
+from .memory import POOL
 from .program import CudaProgram, ampere_for, cuda_signature
 from .runtime import cuda_module, simulating
 from .streams import gpu_work_queued, stream, synchronize_device
@@ -86,7 +87,9 @@ class CudaTarget(Target):
             synchronize_device()
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype):
-        return cuda_module().device_array(shape, dtype)
+        if simulating():
+            return cuda_module().device_array(shape, dtype)
+        return POOL.empty(shape, dtype)  # recycled device memory (memory.py)
 
     def from_host(self, array: np.ndarray):
         return cuda_module().to_device(np.ascontiguousarray(array))
