@@ -33,8 +33,9 @@ from .tracebacks import entry_point as _entry_point
 
 
 def matmul(a, b, tile_shape=None):
-    """``a @ b`` (f16, bf16, f32; f32 accumulation), as ``tile.dot`` on blocks of
-    ``tile_shape = (BM, BN, BK)`` (default 128, 128, 32, less for smaller matrices). As
+    """``a @ b`` (f16, bf16, f32 with f32 accumulation; f64 with f64), as ``tile.dot`` on
+    blocks of ``tile_shape = (BM, BN, BK)`` (default 128, 128, 32, for f64 64, 64, 32;
+    less for smaller matrices). As
     NumPy's matmul, the last two dims are the matrices and the leading (batch) dims
     broadcast: one launch runs every
     product of the batch. When only ``a`` has batch dims (a linear layer) they are

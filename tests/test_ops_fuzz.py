@@ -226,15 +226,10 @@ def ref_cast(x, to: str):
 
 
 def ref_matmul(a, b):
-    if (
-        a.dtype != b.dtype
-        or a.dtype.kind != "f"
-        or a.dtype == np.float64
-        or a.ndim < 2
-        or b.ndim < 2
-    ):
-        raise TypeError("f16, bf16, f32 matrices")
-    return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+    if a.dtype != b.dtype or a.dtype.kind != "f" or a.ndim < 2 or b.ndim < 2:
+        raise TypeError("f16, bf16, f32, f64 matrices")
+    wide = np.float64 if a.dtype == np.float64 else np.float32
+    return np.matmul(a.astype(wide), b.astype(wide)).astype(a.dtype)
 
 
 def ref_norm(name, x, w, eps):

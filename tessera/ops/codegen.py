@@ -339,10 +339,12 @@ def matmul(group: Group, name: str) -> Source:
     k = a.shape[-1] if not trans_a else a.shape[-2]
     shape_attr = node.attrs.get("tile_shape")
     tuned = shape_attr == "auto" or (bool(shape_attr) and isinstance(shape_attr[0], tuple))
+    acc_t = D.f64 if node.dtype == D.f64 else D.f32  # f64 products accumulate in f64
     if tuned:  # tile_shape="auto" or a space: the sizes are the autotuner's constants
         bm, bn, bk = "BM", "BN", "BK"
-    else:
-        bm, bn, bk = shape_attr or (_block(m, 128), _block(n, 128), _block(k, 32))
+    else:  # f64 blocks of 64 x 64: their tiles' bytes fit a GPU's shared memory
+        most = 64 if acc_t == D.f64 else 128
+        bm, bn, bk = shape_attr or (_block(m, most), _block(n, most), _block(k, 32))
     ragged_m, ragged_k = tuned or m % bm, tuned or k % bk
     count = math.prod(batch)
     em.emit(f"m0 = group_id(0) * {bm}", 1)
@@ -350,7 +352,7 @@ def matmul(group: Group, name: str) -> Source:
     if count > 1:
         em.emit("z = group_id(2)", 1)
     za, zb = _batch_index(a.shape[:-2], batch), _batch_index(b.shape[:-2], batch)
-    em.emit(f"acc = tile.zeros(({bm}, {bn}), f32)", 1)
+    em.emit(f"acc = tile.zeros(({bm}, {bn}), {acc_t.name})", 1)
     em.emit(f"for k0 in tile.range(0, {k}, {bk}):", 1)
     pa, pb = em.arg(a, flat=False), em.arg(b, flat=False)
     rows_a, rows_b = a.shape[-2], b.shape[-2]
@@ -391,7 +393,7 @@ def matmul(group: Group, name: str) -> Source:
             continue
         # the one result of the epilogue replaces the accumulator (computed in place: no
         # second block-sized tile, which on a GPU halves the shared memory a block needs)
-        last = e is group.nodes[-1] and len(group.outputs) == 1 and e.dtype == D.f32
+        last = e is group.nodes[-1] and len(group.outputs) == 1 and e.dtype == acc_t
         local = "acc" if last else f"v{e.number}"
         em.emit(f"{local} = {code}", 1)
         em.names[id(e)] = local
@@ -401,16 +403,17 @@ def matmul(group: Group, name: str) -> Source:
     row = _plus(f"z * {m}", "m0") if count > 1 else "m0"
     for out in group.outputs:
         value = em.names[id(out)]
-        if out.dtype != D.f32 and out.dtype != D.bool_:
+        if out.dtype != acc_t and out.dtype != D.bool_:
             value = f"{value}.astype({out.dtype.name})"
         dst = em.arg(out, flat=False, written=True)
         em.emit(f"tile.store_block({dst}, ({row}, n0), {value}{mask})", 1)
+    size = acc_t.itemsize
     if tuned:
         space = tile_space(shape_attr, m, n, k)
-        return em.source(_tuned_decorator(space), _tuned_grid(m, n, count))
+        return em.source(_tuned_decorator(space, size), _tuned_grid(m, n, count))
     grid = (-(-m // bm), -(-n // bn)) + ((count,) if count > 1 else ())
     return em.source(
-        f"@kernel(tile=({PRODUCT_LANES},), shared={shared_kib(bm, bn, bk)} * KiB)", grid
+        f"@kernel(tile=({PRODUCT_LANES},), shared={shared_kib(bm, bn, bk, size)} * KiB)", grid
     )
 
 
@@ -420,15 +423,19 @@ def matmul(group: Group, name: str) -> Source:
 PRODUCT_LANES = 256
 
 
-def shared_kib(bm: int, bn: int, bk: int) -> int:
-    """Shared memory for a product's tiles (accumulator, epilogue, operands), in KiB."""
-    return max(48, -(-(3 * bm * bn * 4 + (bm + bn) * bk * 4) // 1024))
+def shared_kib(bm: int, bn: int, bk: int, itemsize: int = 4) -> int:
+    """Shared memory for a product's tiles (accumulator, epilogue, operands), in KiB, for
+    elements of ``itemsize`` bytes (4: f16/bf16/f32 tiles are held as f32; 8: f64)."""
+    return max(48, -(-(3 * bm * bn + (bm + bn) * bk) * itemsize // 1024))
 
 
-def _tuned_decorator(space: dict) -> str:
+def _tuned_decorator(space: dict, itemsize: int = 4) -> str:
+    """Blocks of at most 32 KiB of results (8,192 f32, 4,096 f64) are kept."""
+    size = "" if itemsize == 4 else f", {itemsize}"
     return (
-        f"@autotune(space={space!r}, tile=({PRODUCT_LANES},), prune=lambda c: c.BM * c.BN <= 8192, "
-        "shared=lambda c: shared_kib(c.BM, c.BN, c.BK) * KiB)"
+        f"@autotune(space={space!r}, tile=({PRODUCT_LANES},), "
+        f"prune=lambda c: c.BM * c.BN <= {32768 // itemsize}, "
+        f"shared=lambda c: shared_kib(c.BM, c.BN, c.BK{size}) * KiB)"
     )
 
 

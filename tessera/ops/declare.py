@@ -100,7 +100,7 @@ _declare(
         "d gelu(a) / da",
         floats_only=True,
     ),
-    OpDecl("matmul", "matmul", 2, doc="a @ b (batched over leading dims), f32 accumulation"),
+    OpDecl("matmul", "matmul", 2, doc="a @ b (batched over leading dims), f32 (f64) accumulation"),
     OpDecl("sum", "reduce", 1, doc="sum along an axis (or all)"),
     OpDecl("mean", "reduce", 1, doc="mean along an axis (or all)", floats_only=True),
     OpDecl("max", "reduce", 1, doc="max along an axis (or all)"),
@@ -253,8 +253,8 @@ def matmul_type(a, b) -> tuple[tuple[int, ...], D.DType]:
         )
     if a.dtype != b.dtype:
         raise RuleError(f"mixes dtypes {a.dtype.name} and {b.dtype.name}")
-    if a.dtype not in (D.f16, D.bf16, D.f32):
-        raise RuleError(f"takes f16, bf16 or f32 arrays, not {a.dtype.name}")
+    if a.dtype not in (D.f16, D.bf16, D.f32, D.f64):
+        raise RuleError(f"takes f16, bf16, f32 or f64 arrays, not {a.dtype.name}")
     batch = broadcast(a.shape[:-2], b.shape[:-2])
     return (*batch, a.shape[-2], b.shape[-1]), a.dtype
 

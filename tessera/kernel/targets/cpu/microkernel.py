@@ -9,13 +9,15 @@ LLVM's SLP vectoriser starts from stores, and the ``k`` loop has none, so it sta
 ``<W x float>`` vectors and ``llvm.fma``; LLVM maps them to AVX-512 (or pairs of AVX2)
 registers.
 
-Blocks: ``ROWS`` rows × ``VECTORS`` vectors of ``WIDTH`` lanes (8 × 32 f32 results: 16
+Blocks: ``ROWS`` rows × ``VECTORS`` vectors of one 64-byte register each (``WIDTH`` = 16
+lanes of f32 or i32, 8 of f64: 8 × 32 f32 or 8 × 16 f64 results), so every dtype keeps 16
 accumulators, two loads of ``b`` and one broadcast, which fits AVX-512's 32 registers;
-on AVX2 LLVM splits each vector in two and spills a little). Edges use narrower blocks:
+on AVX2 LLVM splits each vector in two and spills a little. Edges use narrower blocks:
 one vector, then single columns, then single rows. Every result element adds its
 products in ``k`` order, fused (TILES.md §3 leaves ``tile.dot``'s rounding to the
-backend; it is the same bits on every run and thread count). Integer tiles (i8 → i32)
-use the same blocks with integer multiply and add (wrapping, as the other targets).
+backend; it is the same bits on every run and thread count): f32 accumulators for
+f16/bf16/f32 tiles, f64 for f64 tiles. Integer tiles (i8 → i32) use the same blocks with
+integer multiply and add (wrapping, as the other targets).
 
 Shapes are constants of the call (Numba literals), so the loop bounds are known when the
 IR is made; the arrays are C-contiguous tiles (``cpu/codegen.py`` makes them).
@@ -25,13 +27,20 @@ from __future__ import annotations
 
 import functools
 
-ROWS, VECTORS, WIDTH = 8, 2, 16
+ROWS, VECTORS, VECTOR_BYTES = 8, 2, 64
+WIDTH = VECTOR_BYTES // 4  # lanes of an f32 (i32) accumulator vector
 
 
-def regions(m: int, n: int) -> list[tuple[int, int, int, int, int, int, int]]:
+def width_of(itemsize: int) -> int:
+    """Lanes of one accumulator vector of ``itemsize``-byte elements (16 f32, 8 f64)."""
+    return VECTOR_BYTES // itemsize
+
+
+def regions(m: int, n: int, width: int = WIDTH) -> list[tuple[int, int, int, int, int, int, int]]:
     """Loop nests covering an ``m`` × ``n`` result, each ``(row0, row_blocks, rows, col0,
     col_blocks, vectors, width)``: ``row_blocks`` blocks of ``rows`` rows from ``row0``
-    times ``col_blocks`` blocks of ``vectors`` × ``width`` columns from ``col0``."""
+    times ``col_blocks`` blocks of ``vectors`` × ``width`` columns from ``col0``
+    (``width``: the lanes of a full vector, :func:`width_of` the accumulator)."""
     row_parts = []
     full_rows = m - m % ROWS
     if full_rows:
@@ -39,13 +48,13 @@ def regions(m: int, n: int) -> list[tuple[int, int, int, int, int, int, int]]:
     if m - full_rows:
         row_parts.append((full_rows, m - full_rows, 1))
     col_parts = []
-    wide = VECTORS * WIDTH
+    wide = VECTORS * width
     full_wide = n - n % wide
     if full_wide:
-        col_parts.append((0, full_wide // wide, VECTORS, WIDTH))
-    single = n - full_wide - (n - full_wide) % WIDTH
+        col_parts.append((0, full_wide // wide, VECTORS, width))
+    single = n - full_wide - (n - full_wide) % width
     if single:
-        col_parts.append((full_wide, single // WIDTH, 1, WIDTH))
+        col_parts.append((full_wide, single // width, 1, width))
     done = full_wide + single
     if n - done:
         col_parts.append((done, n - done, 1, 1))
@@ -54,13 +63,15 @@ def regions(m: int, n: int) -> list[tuple[int, int, int, int, int, int, int]]:
 
 @functools.cache
 def fused_multiply_add(builder, x, y, c):
-    """``x * y + c`` rounded once: a call of LLVM's ``llvm.fma`` on f32 scalars or vectors
-    (one FMA instruction each; the own math functions use it too, runtime.py)."""
+    """``x * y + c`` rounded once: a call of LLVM's ``llvm.fma`` on f32 or f64 scalars or
+    vectors (one FMA instruction each; the own math functions use it too, runtime.py)."""
     from llvmlite import ir as llir
     from numba.core import cgutils
 
     t = c.type
-    name = f"llvm.fma.v{t.count}f32" if isinstance(t, llir.VectorType) else "llvm.fma.f32"
+    vector = isinstance(t, llir.VectorType)
+    kind = {"float": "f32", "double": "f64"}[str(t.element if vector else t)]
+    name = f"llvm.fma.v{t.count}{kind}" if vector else f"llvm.fma.{kind}"
     fma = cgutils.get_or_insert_function(builder.module, llir.FunctionType(t, [t, t, t]), name)
     return builder.call(fma, [x, y, c])
 
@@ -91,13 +102,13 @@ def dot_tiles():
                 context.make_array(t)(context, builder, v).data
                 for t, v in zip(signature.args[:4], args[:4])
             ]
-            acc_t = context.get_data_type(signature.args[0].dtype)
-            _emit(builder, arrays, acc_t, shape, zero)
+            acc = signature.args[0].dtype
+            _emit(builder, arrays, context.get_data_type(acc), shape, zero, acc.bitwidth // 8)
             return context.get_dummy_value()
 
         return sig, codegen
 
-    def _emit(builder, arrays, acc_t, shape, zero):
+    def _emit(builder, arrays, acc_t, shape, zero, itemsize):
         dest, init, a, b = arrays
         m, n, k = shape
         is_float = isinstance(acc_t, (llir.FloatType, llir.DoubleType))
@@ -142,7 +153,9 @@ def dot_tiles():
                 return fused_multiply_add(builder, x, y, c)
             return builder.add(c, builder.mul(x, y))
 
-        for row0, row_blocks, rows, col0, col_blocks, vectors, width in regions(m, n):
+        for row0, row_blocks, rows, col0, col_blocks, vectors, width in regions(
+            m, n, width_of(itemsize)
+        ):
             vt = llir.VectorType(acc_t, width) if width > 1 else acc_t
             accs = [[cgutils.alloca_once(builder, vt) for _ in range(vectors)] for _ in range(rows)]
             with cgutils.for_range(builder, const(row_blocks)) as rloop:
