@@ -162,9 +162,24 @@ def test_shared_memory_above_48_kib_is_dynamic():
     x = np.zeros(128, np.float32)
     source = big_tiles.inspect("cuda", x, x, grid=1)
     assert "cuda.shared.array(0, _dt_float32)[0:16384]" in source
-    assert "[16384:20480].reshape((64, 64))" in source
+    assert "_shaped(cuda.shared.array(0, _dt_float32)[16384:20480], (64, 64))" in source
     ptx = big_tiles.inspect("ptx", x, x, grid=1, arch="sm_90")
     assert ".extern .shared" in ptx
+    assert "ld.local" not in ptx and "st.local" not in ptx  # the 2-d view is built in place
+    assert big_tiles.inspect("cubin", x, x, grid=1, arch="sm_90").startswith(b"\x7fELF")
+
+
+@kernel(tile=(128,), shared=160 * KiB)
+def doubled_block(a: f32[m, n], b: mut[f32[m, n]]):
+    t = tile.load_block(a, (0, 0), (128, 128))  # 64 KiB: tiles past static shared memory
+    tile.store_block(b, (0, 0), t * 2.0)
+
+
+def test_tiles_past_48_kib_are_carved_from_dynamic_shared_memory():
+    a = np.zeros((128, 128), np.float32)
+    source = doubled_block.inspect("cuda", a, a, grid=1)
+    assert "_shaped(cuda.shared.array(0, _dt_float32)" in source
+    assert doubled_block.inspect("cubin", a, a, grid=1, arch="sm_90").startswith(b"\x7fELF")
 
 
 @kernel

@@ -80,9 +80,19 @@ def same_view(a, b) -> bool:
     )
 
 
-def _row_major(a) -> bool:
-    from .plan import c_contiguous
+def c_contiguous(a) -> bool:
+    """Whether ``a`` (a NumPy or device array) is laid out row-major without gaps."""
+    if isinstance(a, np.ndarray):
+        return bool(a.flags.c_contiguous)
+    expected = a.dtype.itemsize
+    for n, stride in zip(reversed(a.shape), reversed(a.strides)):
+        if n != 1 and stride != expected:
+            return False
+        expected *= n
+    return True
 
+
+def _row_major(a) -> bool:
     return c_contiguous(a)
 
 

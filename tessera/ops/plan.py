@@ -22,6 +22,7 @@ from ..errors import TesseraError
 from ..kernel import stream_scope as streams
 from ..kernel.targets import resolve
 from . import aliasing
+from .aliasing import c_contiguous
 from .ir import Const, Input
 from .passes import Lowered
 
@@ -105,18 +106,6 @@ class _Host:
 
 
 _HOST = _Host()
-
-
-def c_contiguous(a) -> bool:
-    """Whether ``a`` (a NumPy or device array) is laid out row-major without gaps."""
-    if isinstance(a, np.ndarray):
-        return bool(a.flags.c_contiguous)
-    expected = a.dtype.itemsize
-    for n, stride in zip(reversed(a.shape), reversed(a.strides)):
-        if n != 1 and stride != expected:
-            return False
-        expected *= n
-    return True
 
 
 def _stream_scope(arrays: list[np.ndarray]):

@@ -78,6 +78,7 @@ class CudaCodegen(SourceEmitter):
         self.scratch: dict[str, int] = {}  # compute dtype ctor → elements of shared scratch
         self.dynamic_shared_bytes = 0  # > 0: shared arrays are carved from dynamic memory
         self.alloc_bytes: list[tuple[str, int]] = []  # tshared.alloc arrays, bytes each
+        self.alloc_sizes: list = []  # (tshared.alloc statement, bytes), grouped kernels
         self.shared_arrays: list[tuple[str, int]] = []  # all of a group's, once generated
         # cp.async for copies (off under the simulator, which cannot run inline PTX)
         self.async_copies = async_copies
@@ -121,10 +122,7 @@ class CudaCodegen(SourceEmitter):
         tiles = [
             (self.name(v), t) for v, t in sorted(self.types.items()) if isinstance(t, TileType)
         ]
-        declared += [
-            f"    {name} = cuda.shared.array({padded(t)}, {ctor(t.dtype)})"
-            for name, t in tiles + self.tile_temps
-        ]
+        declared += self.shared_declarations(tiles + self.tile_temps)
         self.lines[body_start:body_start] = declared
         # what a group keeps in shared memory besides tshared.dynamic (program.py checks
         # it against the architecture's limit before ptxas would refuse the kernel)
@@ -156,41 +154,61 @@ class CudaCodegen(SourceEmitter):
         self.emit("_g = cuda.blockIdx.x")
         self.unflatten("_g", "_g", [f"_N{d}" for d in range(self.grid_ndim)])
         self.emit(f"s_grid_groups = {' * '.join(f'_N{d}' for d in range(self.grid_ndim))}")
-        sizes = [
+        self.alloc_sizes = [
             (a, math.prod(int(x) for x in a.shape) * a.dtype.itemsize)
             for a in self.kir.allocs
             if not a.dynamic
         ]
-        self.alloc_bytes = [(f"tshared array {a.target}", n) for a, n in sizes]
+        self.alloc_bytes = [(f"tshared array {a.target}", n) for a, n in self.alloc_sizes]
+
+    def shared_declarations(self, tiles: list[tuple[str, TileType]]) -> list[str]:
+        """The group's shared arrays (``tshared.alloc``, tiles) as static arrays while
+        static shared memory (48 KiB a block, with the reduction scratch) holds them;
+        what does not fit becomes slices of dynamic shared memory (sized at launch, opted
+        in above 48 KiB): the ``tshared`` arrays first (or whenever a ``tshared.dynamic``
+        array is sized at launch), the tiles too if they still do not fit. Every extern
+        shared array starts at the same address, so each is a slice of one of its dtype,
+        at a byte offset rounded up to 16; ``tshared.dynamic`` comes last."""
+        allocs = [
+            (f"_sh{a.slot}", tuple(int(x) for x in a.shape), self.storage(a.dtype), n)
+            for a, n in self.alloc_sizes
+        ]
+        tile_arrays = [
+            (name, padded(t), ctor(t.dtype), math.prod(padded(t)) * _itemsize(ctor(t.dtype)))
+            for name, t in tiles
+        ]
+        scratch = sum(size * _itemsize(dt) for dt, size in self.scratch.items())
+
+        def total(arrays):
+            return sum(n for *_, n in arrays)
+
         dynamic = self.kir.dynamic_alloc
-        if dynamic is None and sum(n for _, n in sizes) <= STATIC_SHARED_LIMIT:
-            for a, _ in sizes:
-                shape = tuple(int(x) for x in a.shape)
-                self.emit(
-                    f"_sh{a.slot} = cuda.shared.array({shape}, {self.storage(a.dtype)})", a.loc
-                )
-            return
-        # Dynamic shared memory (sized at launch, opted in above 48 KiB): every extern
-        # shared array starts at the same address, so each allocation is a slice of one
-        # of its dtype, at a byte offset rounded up to 16.
+        limit = STATIC_SHARED_LIMIT - scratch
+        if dynamic is None and total(allocs) + total(tile_arrays) <= limit:
+            static, carved = allocs + tile_arrays, []
+        elif total(tile_arrays) <= limit:
+            static, carved = tile_arrays, allocs
+        else:
+            static, carved = [], allocs + tile_arrays
+        lines = [f"    {name} = cuda.shared.array({shape}, {dt})" for name, shape, dt, _ in static]
         offset = 0
-        for a, nbytes in sizes:
-            shape = tuple(int(x) for x in a.shape)
-            start = offset // a.dtype.itemsize
-            end = start + math.prod(shape)
-            dtype = "_dt_" + self.storage(a.dtype).removeprefix("np.")  # a dtype instance
-            view = f"cuda.shared.array(0, {dtype})[{start}:{end}]"
-            if len(shape) > 1:
-                view += f".reshape({shape})"
-            self.emit(f"_sh{a.slot} = {view}", a.loc)
+        for name, shape, dt, nbytes in carved:
+            base = dt.removeprefix("np.")
+            start = offset // np.dtype(base).itemsize
+            view = f"cuda.shared.array(0, _dt_{base})[{start}:{start + math.prod(shape)}]"
+            if len(shape) > 1:  # a constant-shaped view, no run-time reshape
+                view = f"_shaped({view}, {shape})"
+            lines.append(f"    {name} = {view}")
             offset += -(-nbytes // 16) * 16
         if dynamic is not None:  # last: its size is the launch's (program.py adds it)
+            dt = self.storage(dynamic.dtype).removeprefix("np.")
             start = offset // dynamic.dtype.itemsize
-            dtype = "_dt_" + self.storage(dynamic.dtype).removeprefix("np.")
             size = self.name(dynamic.shape[0].name)
-            view = f"cuda.shared.array(0, {dtype})[{start}:{start} + {size}]"
-            self.emit(f"_sh{dynamic.slot} = {view}", dynamic.loc)
+            lines.append(
+                f"    _sh{dynamic.slot} = cuda.shared.array(0, _dt_{dt})[{start}:{start} + {size}]"
+            )
         self.dynamic_shared_bytes = offset
+        return lines
 
     # ------------------------------------------------------------------ numbering
     def lane_id(self, axis: int | None) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ....errors import TesseraError
 from .. import integers, own_math, semantics
-from . import async_copy, atomics, mma, numpy_compat, printf, rounding
+from . import async_copy, atomics, mma, numpy_compat, printf, rounding, shared_memory
 
 
 @functools.cache  # every CUDA launch asks: the import and the NumPy check run once
@@ -144,6 +144,7 @@ def namespace(async_copies: bool) -> dict:
         names.update(rounding.functions())
     names.update(atomics.namespace(cuda, simulated, names["_b2f"], names["_f2b"]))
     names.update(printf.namespace(simulated))
+    names["_shaped"] = shared_memory.shaped_view(simulated)
     # dynamic shared arrays take dtype instances (the simulator needs .itemsize)
     for t in ("float16", "float32", "float64", "int8", "int16", "int32", "int64"):
         names[f"_dt_{t}"] = np.dtype(t)

@@ -55,3 +55,49 @@ def check(kernel, arrays: list[tuple[str, int]], limit: int, where: str) -> None
 
 def _kib(n: int) -> str:
     return f"{n / KIB:.0f} KiB" if n % KIB == 0 else f"{n / KIB:.1f} KiB"
+
+
+def shaped_view(simulated: bool):
+    """``_shaped(flat, (m, n))``: a C-ordered view of shape ``(m, n)`` (constants) of the
+    1-D slice ``flat`` of dynamic shared memory, with no run-time call. numba-cuda's own
+    ``reshape`` calls a helper that must be linked and builds the shape in local memory;
+    this builds the array value directly, so its shape and strides are constants that
+    NVVM folds into the addressing. The simulator runs Python: NumPy's reshape there."""
+    if simulated:
+        return lambda flat, shape: flat.reshape(shape)
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _shaped(typingctx, flat, shape):
+        if not isinstance(flat, types.Array) or not isinstance(shape, types.BaseTuple):
+            return None
+        result = types.Array(flat.dtype, len(shape), "C")
+
+        def codegen(context, builder, sig, args):
+            source = context.make_array(sig.args[0])(context, builder, args[0])
+            view = context.make_array(result)(context, builder)
+            intp = context.get_value_type(types.intp)
+            extents = [
+                context.cast(builder, e, t, types.intp)
+                for e, t in zip(cgutils.unpack_tuple(builder, args[1]), sig.args[1])
+            ]
+            itemsize = context.get_abi_sizeof(context.get_data_type(flat.dtype))
+            strides, step = [], intp(itemsize)
+            for extent in reversed(extents):
+                strides.insert(0, step)
+                step = builder.mul(step, extent)
+            context.populate_array(
+                view,
+                data=source.data,
+                shape=cgutils.pack_array(builder, extents),
+                strides=cgutils.pack_array(builder, strides),
+                itemsize=intp(itemsize),
+                meminfo=None,
+            )
+            return view._getvalue()
+
+        return result(flat, shape), codegen
+
+    return _shaped
