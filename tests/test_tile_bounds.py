@@ -2,13 +2,14 @@
 as an array read is: on the debug target and in bounds-checked launches on the CPU
 (``boundscheck=1``), an OutOfBoundsError naming the kernel, the tile, the index and
 ``file:line`` with the line shown; the launch modifies no argument. The cuda target has
-no bounds-checked launches (for arrays neither): there the out-of-bounds tests skip."""
+no bounds-checked launches (for arrays neither): there the out-of-bounds tests skip, but
+numba-cuda's simulator checks every index, and reports it as an OutOfBoundsError too."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from error_helpers import assert_points_at
+from error_helpers import assert_points_at, where
 
 import tessera as ts
 from tessera import OutOfBoundsError, f32, i64, kernel, mut, tile
@@ -85,3 +86,15 @@ def test_tile_reads_inside_the_bounds_pass_a_checked_launch(target):
     with ts.config(boundscheck=1):
         read_shifted[1](x[0], 0, out)
     np.testing.assert_array_equal(out, x[0])
+
+
+def test_the_simulator_reports_an_out_of_bounds_read_as_an_out_of_bounds_error(target):
+    if target != "cuda":
+        pytest.skip("numba-cuda's simulator only")
+    x, out = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    with pytest.raises(OutOfBoundsError) as info:
+        read_shifted[1](x, 100, out)
+    text = str(info.value)
+    assert "'read_shifted'" in text and "out of bounds" in text
+    line, _, _ = where(THIS_FILE, "shifted", "t[lane + d]")
+    assert f"{THIS_FILE}:{line}:" in text  # the line (the simulator knows no column)

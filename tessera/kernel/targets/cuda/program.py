@@ -8,6 +8,8 @@ GPU and without the simulator, the kernels still compile to PTX (NVVM) and to a 
 
 from __future__ import annotations
 
+import dataclasses
+import linecache
 import logging
 import math
 import re
@@ -17,7 +19,7 @@ import numpy as np
 
 from .... import stats
 from ....arrays import device_info, layout_class
-from ....errors import TesseraError
+from ....errors import OutOfBoundsError, TesseraError
 from ....observers import stage
 from ...pipeline import Specialised
 from ..target import Target
@@ -341,9 +343,30 @@ class CudaProgram:
             shared += int(args[index]) * itemsize
         if fencing():
             fence(stream, [_address(a) for a in args[: self._array_count]])
-        self._kernel[blocks, threads, stream, shared](*args, *grid, *aligned)
+        try:
+            self._kernel[blocks, threads, stream, shared](*args, *grid, *aligned)
+        except IndexError as exc:  # the simulator checks every index, as NumPy does
+            raise self._out_of_bounds(exc) from None
         for original, copy in write_back:
             original[...] = copy
+
+    def _out_of_bounds(self, exc: IndexError) -> OutOfBoundsError:
+        """The simulator's IndexError as the error a bounds-checked launch raises: the
+        kernel, the thread, the index and the kernel's line (from the generated line's
+        ``# line N`` comment). On a GPU such an access is not checked (docs/targets.md)."""
+        where = ()
+        tb = exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == self.filename:
+                text = linecache.getline(self.filename, tb.tb_lineno)
+                found = re.search(r"# line (\d+)", text)
+                if found:
+                    loc = dataclasses.replace(self.kir.loc, line=int(found.group(1)), col=0)
+                    where = (("", loc),)
+            tb = tb.tb_next
+        return OutOfBoundsError(
+            self.kir.name, f"{exc} (numba-cuda's simulator checks every index)", where
+        )
 
     @staticmethod
     def device_arch() -> str:
