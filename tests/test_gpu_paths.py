@@ -139,3 +139,40 @@ def test_op_results_on_pooled_memory_are_right_call_after_call():
     for _ in range(50):
         y = op.softmax(dx)
     np.testing.assert_array_equal(y.copy_to_host(), want)
+
+
+@kernel
+def slow_fill(y: mut[f32[n]], value: f32, rounds: i64):
+    """y[i] = value, after ``rounds`` dependent steps per element (a slow producer)."""
+    i = tile.linear_id()
+    if i < n:
+        v = value
+        for _ in range(rounds):
+            v = v * 1.0000001 + 0.0
+        y[i] = value + (v - v)
+
+
+@kernel
+def copy_into(x: f32[n], y: mut[f32[n]]):
+    i = tile.linear_id()
+    if i < n:
+        y[i] = x[i]
+
+
+def test_a_consumer_stream_waits_for_a_slow_producer_stream_every_time():
+    """The seeds' compute/comm pattern: what "consume" reads, "produce" wrote just before
+    on another stream; without the fence the copy would often see the old values."""
+    from numba import cuda
+
+    n = 1 << 16
+    y = cuda.to_device(np.zeros(n, np.float32))
+    out = cuda.device_array(n, np.float32)
+    before = ts.stats()["stream_waits"]
+    for k in range(1, 21):
+        with ts.stream("produce"):
+            slow_fill[n](y, float(k), 20_000)
+        with ts.stream("consume"):
+            copy_into[n](y, out)
+        ts.synchronize()
+        assert np.all(out.copy_to_host() == k), k
+    assert ts.stats()["stream_waits"] - before >= 20
