@@ -13,7 +13,7 @@ import numpy as np
 
 from .... import dtypes as D
 from ....arrays import is_device_array
-from ....errors import LaunchError
+from ....errors import LaunchError, TesseraError
 from ..target import BuildOptions, Target
 from .codegen import FLAT_BLOCK
 from .lowerings import LOWERINGS
@@ -74,6 +74,13 @@ class CudaTarget(Target):
     def stage(self, program, name: str, call_args: tuple, grid: tuple, options: BuildOptions):
         if name == "cuda":
             return program.source
+        if program.simulated:
+            raise TesseraError(
+                f"k.inspect({name!r}) under numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1): "
+                "the simulator runs kernels as Python and compiles nothing, so there is no "
+                "ptx, cubin or meta stage; run without NUMBA_ENABLE_CUDASIM (no GPU needed) "
+                "for them, or inspect 'cuda' for the generated source"
+            )
         arch = options.arch or program.device_arch()
         signature = cuda_signature(call_args, len(grid), len(program.align_params))
         if name == "ptx":
@@ -99,7 +106,11 @@ class CudaTarget(Target):
 
     def availability(self) -> list[tuple[str, str]]:
         try:
-            gpu = cuda_module().is_available()
+            cuda = cuda_module()
+        except TesseraError as exc:  # numba-cuda is not installed: say what to install
+            return [("cuda GPU", f"no ({exc})"), ("cuda simulator", "no (needs numba-cuda)")]
+        try:
+            gpu = cuda.is_available()
         except Exception as exc:  # a broken driver install must not break `tessera info`
             return [("cuda GPU", f"no ({str(exc).splitlines()[0]})"), _SIMULATOR]
         return [("cuda GPU", "usable" if gpu else "no (no CUDA GPU or driver found)"), _SIMULATOR]

@@ -18,16 +18,23 @@ from .. import integers, own_math, semantics
 from . import async_copy, atomics, mma, numpy_compat, printf, rounding, shared_memory
 
 
+NOT_INSTALLED = (
+    "numba-cuda is not installed: pip install 'tessera-kernels[cuda]' (from a checkout: "
+    "python -m pip install -e '.[cuda]'; '[cuda12]' where the driver is CUDA 12)"
+)
+
+
 @functools.cache  # every CUDA launch asks: the import and the NumPy check run once
 def cuda_module():
-    """``numba.cuda``, imported on first use (it is an optional dependency)."""
+    """``numba.cuda``, imported on first use (it is an optional dependency). Without
+    numba-cuda, ``numba.cuda`` is Numba's own retired copy, which fails on first use
+    (``No module named 'numba.cuda.np'``): that is a TesseraError saying what to install."""
     try:
         from numba import cuda
     except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise TesseraError(
-            "the CUDA target needs numba-cuda: pip install 'tessera-kernels[cuda]' "
-            "('tessera-kernels[cuda12]' where the driver is CUDA 12)"
-        ) from exc
+        raise TesseraError(NOT_INSTALLED) from exc
+    if getattr(cuda, "implementation", None) == "Built-in":  # numba-cuda's is "NVIDIA"
+        raise TesseraError(NOT_INSTALLED)
     if not simulating():  # the simulator compiles nothing
         numpy_compat.load_registrations()
     return cuda
