@@ -242,8 +242,17 @@ def _size(nbytes: int) -> str:
     return f"{nbytes / 1024**2:.1f} MiB"
 
 
+# what ``tessera --help`` says: plain text, no markup or module names (the docstring is
+# for readers of this file)
+DESCRIPTION = (
+    "Tessera's command line: versions and usable targets (info), a demo, the disk cache, "
+    "autotune tables (tune), runs on N ranks (run), benchmarks, repro packs (pack-repro, "
+    "replay), traces and metrics. 'tessera COMMAND --help' describes each."
+)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tessera", description=__doc__)
+    parser = argparse.ArgumentParser(prog="tessera", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"tessera {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     info_parser = sub.add_parser(
@@ -287,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         "which is Python code with your permissions. A pack made on this machine by you is "
         "sealed (an HMAC under the disk cache's key) and replays at once; any other pack is "
         "refused unless you answer yes on a terminal or pass --trust. Read its kernel.py "
-        "first. (`python repro.zip` runs the pack's own __main__.py: only for packs you trust.)",
+        "first. (Running 'python repro.zip' runs the pack's own __main__.py: only for packs you "
+        "trust.)",
     )
     replay_parser.add_argument("pack", help="a repro zip (or an unpacked one)")
     replay_parser.add_argument("--target", help="the target to run it on (default: recorded)")
