@@ -94,3 +94,14 @@ def test_the_docs_show_the_examples_kernel():
     section = docs.split("### Launch shapes for the CPU", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     assert code.strip() in (ROOT / "examples" / "cpu_launch_shapes.py").read_text()
+
+
+@needs_two_threads
+def test_kernels_the_operator_layer_generated_do_not_warn(caplog, monkeypatch):
+    # op.softmax on one row is one group: its shape is tessera's, the user cannot act on it
+    monkeypatch.setattr(program, "STARVED_SECONDS", 0.0)
+    x = np.random.default_rng(0).random((1, 4096), dtype=np.float32)
+    with caplog.at_level(logging.WARNING, logger="tessera"), tessera.config(target="cpu"):
+        for _ in range(3):
+            tessera.op.softmax(x)
+    assert starved_records(caplog) == []

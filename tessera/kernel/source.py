@@ -17,6 +17,15 @@ from dataclasses import dataclass
 
 from ..errors import SourceLoc, TesseraError
 
+# the file name under which the operator layer registers the kernels it generates
+# (tessera/ops/generated.py): what such a kernel reports is for tessera, not the user
+GENERATED_PREFIX = "<tessera generated "
+
+
+def generated(filename: str) -> bool:
+    """Whether ``filename`` holds a kernel the operator layer generated."""
+    return filename.startswith(GENERATED_PREFIX)
+
 
 @dataclass
 class SourceInfo:

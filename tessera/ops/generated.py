@@ -17,6 +17,7 @@ from .. import tile as tile_module
 from ..autotune import Autotuned, autotune
 from ..kernel.kernel import Kernel, kernel
 from ..kernel.philox import philox_uniform
+from ..kernel.source import GENERATED_PREFIX
 from ..tile import group_id
 from .codegen import Source, shared_kib
 
@@ -43,7 +44,7 @@ def define(source: Source) -> Kernel | Autotuned:
         if made is not None:
             return made
         digest = hashlib.sha256(source.text.encode()).hexdigest()[:12]
-        filename = f"<tessera generated {source.name} {digest}>"
+        filename = f"{GENERATED_PREFIX}{source.name} {digest}>"
         lines = source.text.splitlines(True)
         linecache.cache[filename] = (len(source.text), None, lines, filename)
         namespace = dict(_NAMESPACE)

@@ -34,6 +34,7 @@ from ....observers import stage
 from ... import compile_feedback, disk_cache, ir
 from ...ir import TileType
 from ...pipeline import Specialised
+from ...source import generated
 from .. import printing
 from ..target import Target
 from . import native, runtime, vector_width
@@ -78,7 +79,9 @@ class CpuProgram:
         self.prints = ir.prints(spec.kir.body)
         self._entries: dict[bool, object] = {}  # variant → the compiled function
         self._dispatchers: dict[bool, tuple] = {}  # variant → (dispatcher, signature)
-        self._watch_shape = self.grouped  # until this kernel's starved launch is reported
+        # until this kernel's starved launch is reported; never for the operator layer's
+        # kernels (their shapes are tessera's to choose: the user could do nothing about it)
+        self._watch_shape = self.grouped and not generated(spec.kir.loc.file)
 
     def _build(self, parallel: bool, args: tuple) -> object:
         """The variant's function: from the disk cache if there, else compiled (and stored)."""
