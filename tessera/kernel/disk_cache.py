@@ -26,6 +26,9 @@ self-checking file whose name is the hash of everything that affects the code:
   ``os.replace``: a reader sees the whole old file, the whole new one, or none, on one machine
   or on a shared filesystem. When several processes compile one entry at once, the last
   rename wins and every copy is complete and identical.
+* **one compile per node**: under MPI the ranks of a node often reach one kernel at once.
+  The first to take the entry's lock file (``<entry>.lock``, :func:`compiling`) compiles;
+  the others wait for its entry (at most ``LOCK_WAIT_S``, then they compile too).
 * **reads** check all of the above before handing the payload over, so a torn, garbled,
   planted or misplaced file is never given to LLVM. A file that fails a check (or that the
   backend cannot use) is ignored with a :class:`~tessera.errors.CacheWarning`; the kernel is
@@ -34,6 +37,7 @@ self-checking file whose name is the hash of everything that affects the code:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -41,6 +45,7 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +60,8 @@ MAGIC = f"tessera-kernel-cache {FORMAT}\n".encode()
 SUFFIX = ".nbk"
 MAX_ENTRY_BYTES = 64 << 20  # a few hundred KiB is usual; a larger file is not read
 MAX_HEADER_BYTES = 64 << 10
+LOCK_WAIT_S = 120.0  # a compile takes seconds; past this a waiting process compiles itself
+_POLL_S = 0.05
 # the header's fields and their types: anything else is a malformed header
 HEADER_FIELDS = {
     "kernel": str,
@@ -376,3 +383,52 @@ def prune(older_than: float, root: Path | None = None) -> tuple[int, int]:
                 continue
             files, nbytes = files + 1, nbytes + st.st_size
     return files, nbytes
+
+
+@contextlib.contextmanager
+def compiling(entry: Entry | None) -> Iterator[bool]:
+    """Hold ``entry``'s lock while compiling it (for any backend). Yields whether this
+    process waited for another one that held the lock: then read the entry again before
+    compiling. No entry (the cache is off) or a refused directory: no lock."""
+    lock = None
+    if entry is not None and cache_files.cache_key(entry.root, entry.backend, create=True):
+        lock = entry.path.with_name(entry.path.name + ".lock")
+    fd, waited = _take(lock) if lock is not None else (None, False)
+    try:
+        yield waited
+    finally:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+                lock.unlink()  # type: ignore[union-attr]
+
+
+def _take(lock: Path) -> tuple[int | None, bool]:
+    """Create ``lock`` exclusively: (its descriptor, whether this process waited first).
+    While another process holds it, wait until it is gone (then ``(None, True)``: read
+    the entry it wrote) or LOCK_WAIT_S has passed (``(None, True)`` too: the caller
+    finds no entry and compiles). A lock older than LOCK_WAIT_S is left by a process that
+    died: it is taken over. Where no lock file can be made, ``(None, False)``."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    waited = False
+    while True:
+        try:
+            return os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600), waited
+        except FileExistsError:
+            pass
+        except OSError:
+            return None, waited
+        try:
+            stale = time.time() - lock.stat().st_mtime > LOCK_WAIT_S
+        except OSError:  # released between the two calls: the entry may be there now
+            if waited:
+                return None, True
+            continue
+        if stale:
+            with contextlib.suppress(OSError):
+                lock.unlink()
+            continue
+        if time.monotonic() > deadline:
+            return None, True
+        waited = True
+        time.sleep(_POLL_S)

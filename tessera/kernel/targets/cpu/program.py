@@ -84,10 +84,24 @@ class CpuProgram:
         self._watch_shape = self.grouped and not generated(spec.kir.loc.file)
 
     def _build(self, parallel: bool, args: tuple) -> object:
-        """The variant's function: from the disk cache if there, else compiled (and stored)."""
-        name = self.spec.kir.name
+        """The variant's function: from the disk cache if there, else compiled (and stored)
+        by one process of a node at a time (disk_cache.compiling: the others wait for its
+        entry, then load it)."""
         variant = "parallel" if parallel else "serial"
         entry = self._disk_entry(parallel, args)
+        function = self._load(entry, variant)
+        if function is None:
+            with disk_cache.compiling(entry) as waited:
+                function = self._load(entry, variant) if waited else None
+                if function is None:
+                    function = self._compile_and_store(entry, parallel, args, variant)
+        self._entries[parallel] = function
+        return function
+
+    def _load(self, entry: disk_cache.Entry | None, variant: str) -> object | None:
+        """The variant's function loaded from its disk-cache entry, or None (a miss)."""
+        name = self.spec.kir.name
+        function = None
         with stage("cache load", name, variant=variant) as fields:
             payload = entry.read() if entry is not None else None
             fields["found"] = payload is not None
@@ -100,12 +114,14 @@ class CpuProgram:
                 try:
                     function = native.load(native.Image.from_bytes(payload), name)
                 except (native.NativeLoadError, ValueError, KeyError, TypeError) as exc:
-                    entry.ignore(f"cannot be loaded: {exc}")
+                    entry.ignore(f"cannot be loaded: {exc}")  # type: ignore[union-attr]
                     fields["found"] = False
-        if fields["found"]:
+        if function is not None:
             stats.bump("disk_cache_hits")
-            self._entries[parallel] = function
-            return function
+        return function
+
+    def _compile_and_store(self, entry, parallel: bool, args: tuple, variant: str) -> object:
+        name = self.spec.kir.name
         log.info("compiling kernel '%s' for cpu (%s variant) with Numba", name, variant)
         with (
             compile_feedback.compiling(name, f"cpu ({variant} variant)"),
@@ -117,7 +133,6 @@ class CpuProgram:
             image = native.image_of(cres)
             if image is not None:
                 entry.write(image.to_bytes(), str(cres.signature))
-        self._entries[parallel] = function
         return function
 
     def _compile(self, parallel: bool, args: tuple) -> tuple:

@@ -10,24 +10,20 @@ without compiling anything.
 
 Under MPI several ranks of one node often reach the same kernel at once. The first to
 take the entry's lock file compiles; the others wait for its entry (at most
-``LOCK_WAIT_S``, then they compile too), so a node compiles each kernel once.
+``disk_cache.LOCK_WAIT_S``, then they compile too), so a node compiles each kernel once
+(:func:`compiling`, the disk cache's lock, shared with the CPU target).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
-import os
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from ... import disk_cache
 from . import toolchain
 
-LOCK_WAIT_S = 120.0  # a compile takes seconds; past this a waiting rank compiles itself
-_POLL_S = 0.05
+compiling = disk_cache.compiling  # one process of a node compiles an entry; the others wait
 
 # the device runtime the generated code calls (the namespace of runtime.py), as files
 RUNTIME_SOURCES = (
@@ -83,55 +79,3 @@ def unpack(payload: bytes) -> tuple[str, bytes] | None:
     if not sep or not cubin.startswith(b"\x7fELF") or not name.isascii():
         return None
     return name.decode(), cubin
-
-
-@contextlib.contextmanager
-def compiling(cache_entry) -> Iterator[bool]:
-    """Hold the entry's lock while compiling it. Yields whether this process waited for
-    another one that held the lock (then read the entry again before compiling)."""
-    lock = (
-        None if cache_entry is None else cache_entry.path.with_name(cache_entry.path.name + ".lock")
-    )
-    fd, waited = _take(lock) if lock is not None else (None, False)
-    try:
-        yield waited
-    finally:
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-                lock.unlink()
-
-
-def _take(lock: Path) -> tuple[int | None, bool]:
-    """Create ``lock`` exclusively: (its descriptor, whether this process waited first).
-    While another process holds it, wait until it is gone (then ``(None, True)``: read
-    the entry it wrote) or LOCK_WAIT_S has passed (``(None, True)`` too: the caller
-    finds no entry and compiles). A lock older than LOCK_WAIT_S is left by a process that
-    died: it is taken over. Where no lock file can be made, ``(None, False)``."""
-    try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None, False
-    deadline = time.monotonic() + LOCK_WAIT_S
-    waited = False
-    while True:
-        try:
-            return os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600), waited
-        except FileExistsError:
-            pass
-        except OSError:
-            return None, waited
-        try:
-            stale = time.time() - lock.stat().st_mtime > LOCK_WAIT_S
-        except OSError:  # released between the two calls: the entry may be there now
-            if waited:
-                return None, True
-            continue
-        if stale:
-            with contextlib.suppress(OSError):
-                lock.unlink()
-            continue
-        if time.monotonic() > deadline:
-            return None, True
-        waited = True
-        time.sleep(_POLL_S)
