@@ -10,8 +10,19 @@ import pytest
 
 from tessera.cli import main
 
-COMMANDS = ("", "info", "demo", "cache", "tune", "run", "bench", "pack-repro", "replay",
-            "trace", "metrics")
+COMMANDS = (
+    "",
+    "info",
+    "demo",
+    "cache",
+    "tune",
+    "run",
+    "bench",
+    "pack-repro",
+    "replay",
+    "trace",
+    "metrics",
+)
 MARKUP = re.compile(r"``|:[a-z]+:`|`[^`\n]+`")
 MODULE = re.compile(r"\btessera\.[a-z_]+")
 

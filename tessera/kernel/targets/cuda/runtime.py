@@ -17,7 +17,6 @@ from ....errors import TesseraError
 from .. import integers, own_math, semantics
 from . import async_copy, atomics, mma, numpy_compat, printf, rounding, shared_memory
 
-
 NOT_INSTALLED = (
     "numba-cuda is not installed: pip install 'tessera-kernels[cuda]' (from a checkout: "
     "python -m pip install -e '.[cuda]'; '[cuda12]' where the driver is CUDA 12)"
