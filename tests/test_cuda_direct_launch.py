@@ -62,6 +62,9 @@ class RecordingDriver:
         self.calls.append("device")
         return "recording stand-in", self.cc, 227 * 1024
 
+    def multiprocessors(self):
+        return 132
+
     def load(self, cubin, entry):
         self.calls.append(("load", entry))
         assert cubin.startswith(b"\x7fELF")
@@ -317,3 +320,32 @@ def test_a_tampered_cubin_entry_is_refused_with_a_warning_and_compiled_again(cac
     with pytest.warns(ts.CacheWarning, match="ignoring the entry"):
         counts = _launch_once(RecordingDriver(), cache_dir)
     assert counts == {"compiles": 1, "disk_cache_hits": 0}
+
+
+def grid_stride(x: mut[f32[n]]):
+    for i in range(tile.linear_id(), n, 256):
+        x[i] = 2.0 * x[i]
+
+
+def test_a_few_groups_over_much_memory_are_reported_once(cache_dir, caplog):
+    import logging
+
+    k = ts.kernel(tile=(256,))(grid_stride)
+    big = FakeGPUArray(0x10000, (16 << 20,), np.float32)  # 64 MiB
+    with use_driver(RecordingDriver()), caplog.at_level(logging.WARNING, logger="tessera"):
+        k[1](big)
+        k[1](big)
+    _gpu_work[0] = False
+    said = [r.getMessage() for r in caplog.records if "grid_stride" in r.getMessage()]
+    assert len(said) == 1 and "1 group(s) of 256 lanes" in said[0] and "132 SMs" in said[0]
+
+
+def test_a_few_groups_over_little_memory_are_not_reported(cache_dir, caplog):
+    import logging
+
+    k = ts.kernel(tile=(256,))(grid_stride)
+    small = FakeGPUArray(0x10000, (4096,), np.float32)
+    with use_driver(RecordingDriver()), caplog.at_level(logging.WARNING, logger="tessera"):
+        k[1](small)
+    _gpu_work[0] = False
+    assert not [r for r in caplog.records if "grid_stride" in r.getMessage()]

@@ -61,6 +61,10 @@ class Driver:
         name = device.name.decode() if isinstance(device.name, bytes) else str(device.name)
         return name, tuple(device.compute_capability), device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
 
+    def multiprocessors(self) -> int:
+        """How many SMs the current GPU has."""
+        return int(cuda_module().get_current_device().MULTIPROCESSOR_COUNT)
+
     def load(self, cubin: bytes, entry: str):
         """Load ``cubin`` into the current context; its ``entry`` as a CUfunction (the
         module stays loaded as long as the function is used: it is kept with it)."""

@@ -22,6 +22,7 @@ from ....arrays import device_info, layout_class
 from ....errors import OutOfBoundsError, TesseraError
 from ....observers import stage
 from ...pipeline import Specialised
+from ...source import generated
 from ..target import Target
 from . import abi, cubin_cache, runtime, shared_memory, toolchain
 from . import driver as driver_module
@@ -31,6 +32,8 @@ from .runtime import cuda_module, simulating
 from .streams import current_stream, fence, fencing, note_gpu_work
 
 log = logging.getLogger("tessera")
+POOR_SHAPE_BYTES = 16 << 20  # a launch over this much memory on few blocks is worth a word
+_warned_shapes: set[tuple[str, str]] = set()  # (kernel, where defined) warned about
 
 CUDA_STAGES = ("cuda", "ptx", "cubin")
 
@@ -157,6 +160,7 @@ class CudaProgram:
         self._array_count = len(self._arrays)
         self._shared_limit = 0  # the device's opt-in limit, read when loaded
         self._align_at = tuple(self._align_positions())
+        self._few_blocks = 0  # SMs of this GPU while a launch shape is to be watched
         self._group_threads = math.prod(spec.kir.tile_shape)
 
     def python_function(self):
@@ -216,6 +220,8 @@ class CudaProgram:
             threads = self._group_threads
         else:
             blocks, threads = self.launch_shape(grid)
+        if blocks < self._few_blocks:  # fewer blocks than SMs: maybe a poor launch shape
+            self._check_shape(args, blocks, threads)
         if fencing():
             fence(stream, [_address(a) for a in args[: self._array_count]])
         launcher.launch(tuple(args) + grid + aligned, blocks, threads, shared, stream)
@@ -229,6 +235,8 @@ class CudaProgram:
         name, (major, minor), limit = driver_module.DRIVER.device()
         shared_memory.check(self.kir, self.shared_arrays, limit, f"this GPU ({name})")
         self._shared_limit = limit
+        if not generated(self.kir.loc.file):  # the user can act on a launch shape
+            self._few_blocks = driver_module.DRIVER.multiprocessors()
         arch = f"sm_{major}{minor}"
         argtypes = cuda_signature(tuple(args), len(grid), len(aligned))
         entry_name, cubin = self.compiled(argtypes, arch)
@@ -304,6 +312,38 @@ class CudaProgram:
         for original, host, _ in write_back:
             if host is not original:
                 original[...] = host
+
+    def _check_shape(self, args, blocks: int, threads: int) -> None:
+        """Warn, once per kernel, about a launch of fewer blocks than the GPU has SMs over
+        much memory: a group runs on one SM, so the others sit idle (a CPU-style grid-
+        stride loop over a few groups). Small launches cost little either way: not
+        reported; neither are the operator layer's kernels (the user cannot change them)."""
+        nbytes = 0
+        for a in args[: self._array_count]:
+            info = device_info(a) if not isinstance(a, np.ndarray) else None
+            if info is not None:
+                nbytes += info[3].itemsize * math.prod(info[1])
+        if nbytes < POOR_SHAPE_BYTES:
+            return
+        sms, self._few_blocks = self._few_blocks, 0  # reported at most once
+        key = (self.kir.name, str(self.kir.loc))
+        if key in _warned_shapes:
+            return
+        _warned_shapes.add(key)
+        log.warning(
+            "kernel '%s' (%s) launched %d group(s) of %d lanes over %.1f MiB of arrays on a "
+            "GPU with %d SMs: a group runs on one SM, so %d of them sat idle. Launch at "
+            "least %d groups, e.g. one group per block of elements instead of a grid-stride "
+            "loop over a few groups; this is reported once per kernel",
+            self.kir.name,
+            self.kir.loc,
+            blocks,
+            threads,
+            nbytes / 2**20,
+            sms,
+            sms - blocks,
+            sms,
+        )
 
     def _check_shared(self, shared: int) -> None:
         """Above 48 KiB a kernel must fit the device's opt-in limit."""
