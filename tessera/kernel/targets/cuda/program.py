@@ -29,7 +29,7 @@ from . import driver as driver_module
 from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
 from .launcher import DirectLauncher, storage_dtype
 from .runtime import cuda_module, simulating
-from .streams import current_stream, fence, fencing, note_gpu_work
+from .streams import current_stream, fence, fencing_on, gpu_work, note_gpu_work
 
 log = logging.getLogger("tessera")
 POOR_SHAPE_BYTES = 16 << 20  # a launch over this much memory on few blocks is worth a word
@@ -161,7 +161,7 @@ class CudaProgram:
         self._shared_limit = 0  # the device's opt-in limit, read when loaded
         self._align_at = tuple(self._align_positions())
         self._few_blocks = 0  # SMs of this GPU while a launch shape is to be watched
-        self._group_threads = math.prod(spec.kir.tile_shape)
+        self._group_threads = math.prod(spec.kir.tile_shape) if spec.kir.grouped else 0
 
     def python_function(self):
         """The generated ``_kernel`` as a Python function (what numba-cuda compiles),
@@ -197,15 +197,16 @@ class CudaProgram:
         if self.simulated:
             return self._run_simulated(args, grid, stream)
         write_back = None
-        for a in args[: self._array_count]:
-            if type(a) is np.ndarray:  # host arrays travel to the GPU and back
-                args, write_back = self._on_device(args, stream)
-                break
+        if self._array_count:
+            for a in args[: self._array_count]:
+                if type(a) is np.ndarray:  # host arrays travel to the GPU and back
+                    args, write_back = self._on_device(args, stream)
+                    break
         aligned = tuple(_aligned4(args[k]) for k in self._align_at) if self._align_at else ()
         launcher = self._launcher
         if launcher is None:
             launcher = self._launcher = self._load(args, grid, aligned)
-        note_gpu_work()
+        gpu_work[0] = True
         shared = self.dynamic_shared_bytes
         if self.dynamic_size is not None:
             index, itemsize = self.dynamic_size
@@ -213,18 +214,19 @@ class CudaProgram:
         if shared > STATIC_SHARED_LIMIT:  # above 48 KiB a kernel must opt in
             self._check_shared(shared)
             launcher.allow_shared(shared)
-        if self.kir.grouped:
-            blocks = 1
-            for extent in grid:
-                blocks *= extent
-            threads = self._group_threads
-        else:
-            blocks, threads = self.launch_shape(grid)
+        total = 1
+        for extent in grid:
+            total *= extent
+        if self._group_threads:
+            blocks, threads = total, self._group_threads
+        else:  # a flat kernel: FLAT_BLOCK tiles a block, fewer for a small grid
+            threads = FLAT_BLOCK if total >= FLAT_BLOCK else max(total, 1)
+            blocks = -(-total // threads)
         if blocks < self._few_blocks:  # fewer blocks than SMs: maybe a poor launch shape
             self._check_shape(args, blocks, threads)
-        if fencing():
+        if fencing_on[0]:
             fence(stream, [_address(a) for a in args[: self._array_count]])
-        launcher.launch(tuple(args) + grid + aligned, blocks, threads, shared, stream)
+        launcher.launch(args + grid + aligned, blocks, threads, shared, stream)
         if write_back:
             self._write_back(write_back, stream)
 
@@ -381,7 +383,7 @@ class CudaProgram:
         if self.dynamic_size is not None:
             index, itemsize = self.dynamic_size
             shared += int(args[index]) * itemsize
-        if fencing():
+        if fencing_on[0]:
             fence(stream, [_address(a) for a in args[: self._array_count]])
         try:
             self._kernel[blocks, threads, stream, shared](*args, *grid, *aligned)

@@ -86,6 +86,7 @@ def stream(name: str | None = None) -> Iterator[object]:
 
 
 def _new_stream(name: str | None) -> object:
+    fencing_on[0] = True
     return _cuda().stream() if _streams_usable() else HostStream(name)
 
 
@@ -144,7 +145,7 @@ def event() -> Event:
     return Event()
 
 
-_gpu_work = [False]  # set by the first CUDA launch of this process
+_gpu_work = gpu_work = [False]  # set by the first CUDA launch of this process
 
 # Fencing (CAPTURE.md §4): the named stream that last used each GPU array (by its data
 # pointer). Work on another named stream that uses the array first waits, on the GPU, for
@@ -156,9 +157,12 @@ MAX_TRACKED = 1 << 16  # arrays remembered; the least recently used are forgotte
 _fence_lock = threading.Lock()
 
 
+fencing_on = [False]  # set once a named or new stream is made: launches fence from then on
+
+
 def fencing() -> bool:
-    """Whether any named or new stream has been used: until then launches skip fencing."""
-    return bool(_named) or bool(getattr(_local, "streams", None))
+    """Whether any named or new stream has been made: until then launches skip fencing."""
+    return fencing_on[0]
 
 
 def fence(on: object, pointers) -> int:
