@@ -20,7 +20,7 @@ from .. import dtypes
 from ..errors import KernelError, SourceLoc, internal_errors
 from ..tile import blocks as B
 from ..tile import primitives as P
-from . import ir
+from . import ir, suggest
 from .frontend_calls import CallLowering
 from .frontend_print import PrintLowering
 from .frontend_values import SMALL, TupleValue, ValueLowering, describe, leaves
@@ -635,7 +635,9 @@ class Frontend(CallLowering, PrintLowering, ValueLowering, ViewLowering):
                 return scope.info.globals[node.id]
             if hasattr(builtins, node.id):
                 return getattr(builtins, node.id)
-            raise self.error(scope, node, f"name '{node.id}' is not defined")
+            known = [*scope.locals, *self.params, *self.symbols, *scope.info.globals]
+            hint = suggest.name_hint(node.id, known)
+            raise self.error(scope, node, f"name '{node.id}' is not defined{hint}")
         if isinstance(node, ast.Attribute):
             base = self.resolve_global(scope, node.value)
             if base is _LOCAL:
@@ -643,7 +645,9 @@ class Frontend(CallLowering, PrintLowering, ValueLowering, ViewLowering):
             try:
                 return getattr(base, node.attr)
             except AttributeError:
-                raise self.error(scope, node, f"'{ast.unparse(node)}' is not defined") from None
+                hint = suggest.attribute_hint(base, ast.unparse(node.value), node.attr)
+                message = f"'{ast.unparse(node)}' is not defined{hint}"
+                raise self.error(scope, node, message) from None
             except Exception as exc:  # a property of the user's, run at compile time
                 raise self.error(
                     scope, node, f"reading '{ast.unparse(node)}' raised {type(exc).__name__}: {exc}"

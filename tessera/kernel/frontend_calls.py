@@ -14,7 +14,7 @@ from ..errors import SourceLoc, TesseraError
 from ..tile import blocks as B
 from ..tile import primitives as P
 from ..tile.mathfns import MATH
-from . import ir
+from . import ir, suggest
 from .frontend_values import SMALL, ComplexValue, describe
 from .func import Func
 from .passes.returns import eliminate_returns
@@ -153,7 +153,9 @@ class CallLowering:
             raise self.error(scope, node, "range() can only be the iterable of a for loop")
         if fn is builtins.print:
             raise self.error(scope, node, "print() is a statement in a kernel, not a value")
-        raise self.error(scope, node.func, f"cannot call '{ast.unparse(node.func)}' in a kernel")
+        text = ast.unparse(node.func)
+        hint = suggest.call_hint(fn, text)
+        raise self.error(scope, node.func, f"cannot call '{text}' in a kernel{hint}")
 
     def primitive_call(self, scope: Scope, fn: P.Primitive, node: ast.Call, loc: SourceLoc):
         """A declared primitive → one :class:`ir.PrimCall`, its arguments parsed by kind.

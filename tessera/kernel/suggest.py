@@ -1,0 +1,170 @@
+""" "Did you mean ...?" for names a kernel cannot use.
+
+A port from CUDA, Numba or NumPy writes the spellings it knows (``tile.shfl_down``,
+``cuda.syncthreads()``, ``np.sin``); a typo writes a near miss (``tile.linear_idd``). The
+language keeps one spelling per primitive (docs/language.md, Decisions): these are
+refused, and the error names the spelling to write instead. The frontend calls
+:func:`name_hint`, :func:`attribute_hint` and :func:`call_hint` when it raises.
+"""
+
+from __future__ import annotations
+
+import builtins
+import difflib
+import math
+import types
+
+from ..tile.mathfns import MATH
+
+# CUDA's and numba-cuda's names of what the language spells otherwise (the last part of
+# the name: ``cuda.shfl_down_sync``, ``tile.shfl_down`` and ``__shfl_down_sync`` alike)
+_SHUFFLE_NOTE = "; the shuffles take no lane mask: every lane of the sub-group takes part"
+CUDA_SPELLINGS: dict[str, tuple[str, str]] = {
+    **{
+        f"{prefix}shfl_{kind}{sync}": (f"tile.shuffle_{kind}", _SHUFFLE_NOTE)
+        for prefix in ("", "__")
+        for kind in ("down", "up", "xor")
+        for sync in ("", "_sync")
+    },
+    **{
+        f"{prefix}shfl{sync}": ("tile.shuffle", _SHUFFLE_NOTE)
+        for prefix in ("", "__")
+        for sync in ("", "_sync", "_idx")
+    },
+    "syncthreads": ("tbarrier", ""),
+    "__syncthreads": ("tbarrier", ""),
+    "atomicAdd": ("tile.atomic_add", ""),
+}
+
+# NumPy's spellings of what the ``math`` module and the builtins do in a kernel
+_NUMPY_RENAMES = {
+    "abs": "abs(x)",
+    "absolute": "abs(x)",
+    "minimum": "min(a, b)",
+    "fmin": "min(a, b)",
+    "maximum": "max(a, b)",
+    "fmax": "max(a, b)",
+    "power": "the ** operator",
+    "arcsin": "math.asin(x)",
+    "arccos": "math.acos(x)",
+    "arctan": "math.atan(x)",
+    "arctan2": "math.atan2(y, x)",
+    "arcsinh": "math.asinh(x)",
+    "arccosh": "math.acosh(x)",
+    "arctanh": "math.atanh(x)",
+    "where": "tile.where(c, a, b) on tiles, `a if c else b` on values",
+}
+_NUMPY_CASTS = {
+    "float16": "f16",
+    "float32": "f32",
+    "float64": "f64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
+    "bool_": "bool_",
+}
+_KERNEL_BUILTINS = ("range", "min", "max", "abs", "int", "float", "bool", "complex", "print")
+
+
+def _close(word: str, candidates) -> str | None:
+    found = difflib.get_close_matches(word, sorted(set(candidates)), n=1, cutoff=0.75)
+    return found[0] if found else None
+
+
+_NOT_SPELLED = {"alloc", "dynamic", "copy_async", "copy_wait", "kernel_print", "kernel_assert"}
+
+
+def _primitive_names() -> dict[str, str]:
+    """The primitives' short names → how the source spells them (``tile.shuffle_down``,
+    ``tbarrier``: the group-level ones are exported at the top of the package)."""
+    import tessera
+
+    from .. import tile
+
+    out = {}
+    for name in tile.__all__:
+        if name[0].isupper() or name in _NOT_SPELLED or name == "subgroup_width":
+            continue
+        out[name] = name if name in tessera.__all__ else f"tile.{name}"
+    return out
+
+
+def _cuda(word: str) -> str | None:
+    if word in CUDA_SPELLINGS:
+        spelling, note = CUDA_SPELLINGS[word]
+        if spelling == "tbarrier":
+            return "did you mean tbarrier()?"
+        return f"did you mean {spelling}?" + (f" ({note[2:]})" if note else "")
+    return None
+
+
+def name_hint(name: str, known) -> str:
+    """The hint after "name 'x' is not defined" (``known``: the names in scope)."""
+    hint = _cuda(name)
+    if hint is not None:
+        return "; " + hint
+    prims = _primitive_names()
+    if name in prims:
+        spelled = prims[name]
+        first = spelled.split(".")[0]
+        return f"; it is {spelled}: import it (from tessera import {first})"
+    best = _close(name, [*known, *_KERNEL_BUILTINS])
+    if best is not None:
+        return f"; did you mean {best}?"
+    best = _close(name, prims)
+    if best is not None:
+        return f"; did you mean {prims[best]}?"
+    return ""
+
+
+def attribute_hint(base: object, base_text: str, attr: str) -> str:
+    """The hint after "'base.attr' is not defined"."""
+    hint = _cuda(attr)
+    if hint is not None:
+        return "; " + hint
+    if _is_numpy(base) or getattr(base, "__name__", "") == "numpy":
+        return "; NumPy functions do not run in kernels: write the arithmetic, or math.*"
+    public = list(MATH) if base is math else [n for n in dir(base) if not n.startswith("_")]
+    best = _close(attr, public)
+    if best is not None:
+        return f"; did you mean {base_text}.{best}?"
+    return ""
+
+
+def call_hint(fn: object, text: str) -> str:
+    """The hint after "cannot call 'text' in a kernel": the language's spelling of a
+    NumPy function or a CUDA intrinsic."""
+    last = text.rsplit(".", 1)[-1]
+    hint = _cuda(last)
+    if hint is not None:
+        return "; " + hint
+    if _is_numpy(fn):
+        name = getattr(fn, "__name__", last)
+        if name in _NUMPY_CASTS:
+            return f"; write the cast {_NUMPY_CASTS[name]}(x)"
+        if name in MATH:
+            return f"; write math.{name}(x) (the math module's functions work in kernels)"
+        if name in _NUMPY_RENAMES:
+            return f"; write {_NUMPY_RENAMES[name]}"
+        return "; NumPy functions do not run in kernels: write the arithmetic, or math.*"
+    if fn is getattr(builtins, last, None) and last in ("pow", "sum", "len"):
+        return {
+            "pow": "; write the ** operator",
+            "sum": "; write a loop, reduce_sum(shared) or tile.sum(v)",
+            "len": "; write x.shape[0]",
+        }[last]
+    return ""
+
+
+def _is_numpy(fn: object) -> bool:
+    module = getattr(fn, "__module__", None) or ""
+    if isinstance(fn, types.ModuleType):
+        return False
+    if type(fn).__name__ == "ufunc":
+        return True
+    return module == "numpy" or module.startswith("numpy.")
