@@ -453,6 +453,8 @@ class Frontend(CallLowering, PrintLowering, ValueLowering, ViewLowering):
         if isinstance(node, ast.Constant):
             if isinstance(node.value, (bool, int, float, str)):  # strings: passes/fold.py
                 return [], ir.Const(loc, node.value)
+            if isinstance(node.value, complex):  # ``2j``: its parts, float literals
+                return [], self.complex_literal(node.value, loc)
             raise self.error(scope, node, f"constant {node.value!r} is not a number or bool")
         if isinstance(node, ast.Name):
             small = self.small_name(scope, node.id, loc)

@@ -193,11 +193,21 @@ class ValueLowering:
         """Whether ``node`` may be a tuple or a complex number: a variable holding one, or
         an expression whose value is only known once lowered (a call, arithmetic)."""
         if isinstance(node, ast.Name):
-            return node.id in scope.small
+            return node.id in scope.small or self.complex_global(scope, node.id) is not None
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, complex)
+        if isinstance(node, ast.BinOp):  # ``(z * w).real``
+            return self.holds_small(scope, node.left) or self.holds_small(scope, node.right)
+        if isinstance(node, ast.UnaryOp):
+            return self.holds_small(scope, node.operand)
         if isinstance(node, ast.Tuple):
             return True
-        if isinstance(node, ast.Subscript):  # ``p[0][1]`` of nested tuples
-            return self.holds_small(scope, node.value)
+        if isinstance(node, ast.Subscript):  # ``p[0][1]`` of nested tuples, ``x[i].imag``
+            base = node.value
+            if isinstance(base, ast.Name) and base.id not in scope.small:
+                name = scope.array_aliases.get(base.id) or scope.rename.get(base.id, base.id)
+                return self.is_complex_array(ir.Name(None, name))
+            return self.holds_small(scope, base)
         if isinstance(node, ast.Call):
             fn = self.resolve_global(scope, node.func)
             return fn is builtins.complex or isinstance(fn, Func)
@@ -234,11 +244,27 @@ class ValueLowering:
             )
 
     def small_name(self, scope: Scope, name: str, loc: SourceLoc) -> object | None:
-        """The value of a variable holding a tuple or a complex number, else None."""
+        """The value of a variable holding a tuple or a complex number (or of a module
+        constant that is a complex number), else None."""
         if name not in scope.small:
-            return None
+            value = self.complex_global(scope, name)
+            return None if value is None else complex_constant(value, loc)
         shape, names = scope.small[name]
         return rebuild(shape, [ir.Name(loc, n) for n in names])
+
+    def complex_literal(self, value: complex, loc: SourceLoc) -> ComplexValue:
+        return complex_constant(value, loc)
+
+    def complex_global(self, scope: Scope, name: str) -> complex | None:
+        """A module constant that is a complex number (``J = 1j``), baked in as numbers
+        are; None for anything else."""
+        if name in scope.locals or name in scope.rename or name in self.params:
+            return None
+        value = scope.info.globals.get(name)
+        if type(value) is not complex:
+            return None
+        self.global_constants[name] = value
+        return value
 
     # ------------------------------------------------------------------ expressions
     def small_subscript(self, scope: Scope, node: ast.Subscript, value: object):
@@ -403,6 +429,12 @@ class ValueLowering:
     def small_abs(self, value: ComplexValue, loc: SourceLoc):
         """``abs(z)``: the hypotenuse, as NumPy and Numba compute it (no overflow)."""
         return ir.MathCall(loc, "hypot", [value.re, value.im])
+
+
+def complex_constant(value: complex, loc: SourceLoc) -> ComplexValue:
+    """A complex literal (``2j``, ``1 + 2j`` is ``1`` plus this): two float literals,
+    weak as every float literal is (f32 parts unless an f64 value joins them)."""
+    return ComplexValue(ir.Const(loc, float(value.real)), ir.Const(loc, float(value.imag)))
 
 
 def _floating(e: ir.Expr) -> ir.Expr:
