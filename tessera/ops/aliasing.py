@@ -84,6 +84,8 @@ def c_contiguous(a) -> bool:
     """Whether ``a`` (a NumPy or device array) is laid out row-major without gaps."""
     if isinstance(a, np.ndarray):
         return bool(a.flags.c_contiguous)
+    if 0 in tuple(a.shape):  # no element: any strides will do, as NumPy's flags say
+        return True
     expected = a.dtype.itemsize
     for n, stride in zip(reversed(a.shape), reversed(a.strides)):
         if n != 1 and stride != expected:

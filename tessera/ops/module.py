@@ -22,6 +22,7 @@ from ..tracebacks import entry_point
 from . import plan
 from .adjoints import backward
 from .ir import Node
+from .kinds import give_back, give_back_all
 from .passes import Lowered, lower
 from .tensor import PUBLIC_NAMES, Tensor, Tracer, tracing
 
@@ -121,6 +122,7 @@ class Module:
             results = plan.run(lowered, arrays, fresh=True)
         if self.writes:
             return None
+        results = give_back_all(arrays.kind, results)  # as the caller's library
         written = lowered.graph.written  # values assigned into mut arguments come first
         results = [r for i, r in enumerate(results) if i not in written]
         return tuple(results) if lowered.graph.returns_tuple else results[0]
@@ -178,7 +180,7 @@ class GradModule(Module):
     def __call__(self, *args):
         with stage("graph module", self.name):
             lowered, arrays = self.lowered(args)
-            results = plan.run(lowered, arrays, fresh=True)
+            results = give_back_all(arrays.kind, plan.run(lowered, arrays, fresh=True))
         value = results.pop(0) if self.with_value else None
         grads = tuple(results) if self.many else results[0]
         return (value, grads) if self.with_value else grads
@@ -259,7 +261,7 @@ def apply(op: str, inputs: list, attrs: dict):
         lowered = _eager.get(key)
         if lowered is None:
             lowered = _eager[key] = lower(_one_op(op, inputs, attrs, arrays))
-    return plan.run(lowered, arrays)[0]
+    return give_back(arrays.kind, plan.run(lowered, arrays)[0])
 
 
 def _one_op(op: str, inputs: list, attrs: dict, arrays: list[np.ndarray]):

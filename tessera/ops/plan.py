@@ -21,7 +21,7 @@ from ..config import get as setting
 from ..errors import TesseraError
 from ..kernel import stream_scope as streams
 from ..kernel.targets import resolve
-from . import aliasing
+from . import aliasing, kinds
 from .aliasing import c_contiguous
 from .ir import Const, Input
 from .passes import Lowered
@@ -116,27 +116,13 @@ def _stream_scope(arrays: list[np.ndarray]):
     return resolve(setting("target"), tuple(arrays), "graph.stream").stream_scope(name)
 
 
-def operands(name: str, args: tuple) -> list:
-    """The arguments as arrays: NumPy arrays (lists are converted) or device arrays
-    (all of one kind; device arrays row-major without gaps)."""
-    out = []
-    for i, a in enumerate(args):
-        if isinstance(a, np.ndarray) or is_device_array(a):
-            out.append(a)
-        elif isinstance(a, (list, tuple, np.generic)):
-            try:
-                out.append(np.asarray(a))
-            except ValueError as exc:  # a ragged list
-                raise TesseraError(
-                    f"{name}: argument {i} (a {type(a).__name__}) is not an array: {exc}"
-                ) from None
-        else:
-            raise TesseraError(
-                f"{name}: argument {i} is a {type(a).__name__}; the operator layer takes "
-                "NumPy arrays or device arrays (a sharded tensor: pass its .local)"
-            )
-    kinds = {is_device_array(a) for a in out}
-    if len(kinds) > 1:
+def operands(name: str, args: tuple) -> kinds.Operands:
+    """The arguments as arrays (kinds.py: NumPy arrays, views of other libraries' host
+    tensors, device arrays), all on the host or all on a device, device arrays
+    row-major without gaps; ``.kind`` says what the results go back as."""
+    out = kinds.operands(name, args)
+    placed = {is_device_array(a) for a in out}
+    if len(placed) > 1:
         raise TesseraError(f"{name}: the arguments mix host and device arrays; copy one side")
     for i, a in enumerate(out):
         if is_device_array(a) and not c_contiguous(a):

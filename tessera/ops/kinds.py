@@ -1,0 +1,148 @@
+"""The arrays of every library in the operator layer: what an op or a graph module runs
+on for each argument, and the kind its results go back as.
+
+An op takes what a kernel takes (tessera/arrays.py): NumPy arrays (ml_dtypes' bf16
+included), PyTorch tensors, JAX arrays and DLPack objects on the host reach the graph as
+NumPy *views* of their memory (no copy: a ``@graph.kernel`` writes into the tensor);
+numba-cuda and CuPy device arrays run as they are, and other CUDA arrays (PyTorch CUDA
+tensors, any ``__cuda_array_interface__`` object) as a numba-cuda device array on the
+same memory. Results go back as the first argument's library (``ArrayKind.result``):
+a PyTorch tensor for PyTorch arguments, a JAX array for JAX ones; NumPy and device
+arrays of numba-cuda otherwise. Tensors that require grad are refused, as kernels
+refuse them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..arrays import BF16, ArrayKind, TorchKind, is_device_array, kind_of
+from ..errors import TesseraError
+
+# device arrays the graph runs on as they are (they have shape, dtype, strides, reshape)
+_NATIVE = ("DeviceNDArray", "FakeCUDAArray", "MappedNDArray", "ManagedNDArray")
+
+
+class Operands(list):
+    """The arguments as the arrays a graph runs on; ``kind``: the library the results
+    go back as (None: NumPy arrays, or device arrays of the target)."""
+
+    kind: ArrayKind | None = None
+
+
+def operands(name: str, args: tuple) -> Operands:
+    """``args`` as arrays: NumPy arrays (lists converted), NumPy views of other
+    libraries' host tensors, or device arrays; a TesseraError names an argument that
+    cannot be taken."""
+    out = Operands()
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray):
+            out.append(a)
+            continue
+        kind = kind_of(a)
+        if kind is not None:
+            out.append(_foreign(name, i, kind, a))
+            if out.kind is None:
+                out.kind = kind
+        elif is_device_array(a):
+            out.append(device_array(name, i, a))
+        elif isinstance(a, (list, tuple, np.generic)):
+            try:
+                out.append(np.asarray(a))
+            except ValueError as exc:  # a ragged list
+                raise TesseraError(
+                    f"{name}: argument {i} (a {type(a).__name__}) is not an array: {exc}"
+                ) from None
+        else:
+            raise TesseraError(
+                f"{name}: argument {i} is a {type(a).__name__}; the operator layer takes "
+                "NumPy arrays, PyTorch tensors, JAX arrays, DLPack objects and device "
+                "arrays (a sharded tensor: pass its .local)"
+            )
+    return out
+
+
+def _foreign(name: str, i: int, kind: ArrayKind, a):
+    """Argument ``i``, a tensor of another library, as a NumPy view or a device array."""
+    why = kind.refusal(a)
+    if why is not None:
+        raise TesseraError(f"{name}: argument {i} is a {kind.label} that {why}")
+    view = kind.view(a)
+    if view is not None:
+        return view
+    if not kind.on_device(a):
+        raise TesseraError(
+            f"{name}: argument {i} is a {kind.label} on a device the operator layer cannot "
+            "reach (it takes host and CUDA arrays)"
+        )
+    if not is_device_array(a):
+        a = kind.device_view(a)  # through CuPy
+    return device_array(name, i, a)
+
+
+def device_array(name: str, i: int, a):
+    """A CUDA array as one the graph runs on: numba-cuda's and CuPy's as they are, any
+    other ``__cuda_array_interface__`` object as a numba-cuda device array on its memory
+    (bf16, spelt ``<V2`` by the interface, keeps its dtype)."""
+    cls = type(a)
+    if cls.__name__ in _NATIVE or (cls.__module__ or "").startswith("cupy"):
+        return a
+    try:
+        face = dict(a.__cuda_array_interface__)
+    except Exception as exc:  # noqa: BLE001 - an interface that refuses
+        raise TesseraError(
+            f"{name}: argument {i} (a {cls.__name__}) has no readable "
+            f"__cuda_array_interface__ ({exc})"
+        ) from None
+    bf16 = face["typestr"] == BF16.str
+    if bf16:
+        face["typestr"] = "<u2"
+    from ..kernel.targets.cuda.runtime import cuda_module, simulating
+
+    if simulating():  # device memory is host memory: a NumPy view of it, wrapped
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        host = np.asarray(_Interface(face, a))
+        array = FakeCUDAArray(host.view(BF16) if bf16 else host)
+    else:
+        array = cuda_module().from_cuda_array_interface(face, owner=a, sync=False)
+        if bf16:
+            array = array.view(BF16)
+    return array
+
+
+class _Interface:
+    """A CUDA array interface read as NumPy's array interface (the simulator's memory)."""
+
+    def __init__(self, face: dict, owner):
+        self.__array_interface__ = {
+            "shape": tuple(face["shape"]),
+            "typestr": face["typestr"],
+            "data": (int(face["data"][0]), bool(face["data"][1])),
+            "strides": face.get("strides"),
+            "version": 3,
+        }
+        self.owner = owner
+
+
+def give_back(kind: ArrayKind | None, array):
+    """A graph's result as the caller's kind: ``kind.result`` for host arrays; a device
+    result as a PyTorch CUDA tensor on the same memory for PyTorch callers, as it is
+    (a numba-cuda device array) for others."""
+    if kind is None:
+        return array
+    if isinstance(array, np.ndarray):
+        return kind.result(array)
+    if isinstance(kind, TorchKind):
+        torch = kind.torch
+        bf16 = array.dtype == BF16
+        tensor = torch.as_tensor(array.view(np.uint16) if bf16 else array, device="cuda")
+        return tensor.view(torch.bfloat16) if bf16 else tensor
+    try:
+        return kind.result(array)
+    except Exception:  # noqa: BLE001 - a library that cannot take it: the device array
+        return array
+
+
+def give_back_all(kind: ArrayKind | None, results: list) -> list:
+    return results if kind is None else [give_back(kind, r) for r in results]
