@@ -24,6 +24,7 @@ from .frontend import Frontend
 from .ir_print import format_kernel, format_schedule
 from .passes import Pass, checks, uniformity
 from .passes.fold import fold_constants
+from .passes.hoist_shared import hoist_divergent_allocs
 from .passes.prefetch import mark_prefetch_waits
 from .passes.regions import Schedule, form_regions
 from .passes.returns import eliminate_returns
@@ -74,6 +75,8 @@ def front(
     )
     kir.source_hash = _source_hash(info, fe.helpers_used, fe.global_constants, options, params)
     fold_constants(kir)  # strings from module constants or a factory: one branch stays
+    if grouped:  # ``if lane < n: s = tshared.alloc[...]``: bound at the top, as in CUDA
+        hoist_divergent_allocs(kir)
     kir.allocs = [s for s in ir.walk_stmts(kir.body) if isinstance(s, ir.SharedAlloc)]
     checks.check_nesting(kir)
     checks.check_mut_writes(kir)
