@@ -3,25 +3,11 @@
 One ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`` multiplies a 16x16 block of A
 by a 16x8 block of B and adds a 16x8 block of C, all held by the 32 lanes of one warp:
 each lane holds a few elements of each matrix (its *fragment*) in registers. Which lane
-holds which element is fixed by the PTX ISA ("Matrix Fragments for mma.m16n8k16 with
-floating point type"; m16n8k8 for tf32). For lane ``l``, with ``groupID = l >> 2`` and
-``threadID_in_group = l % 4``, element ``i`` of its fragment is at
-
-* A (16x16, f16/bf16, four .b32 registers of two elements, low half first):
-  row ``groupID + 8 * ((i >> 1) & 1)``, col ``2 * threadID_in_group + (i & 1) + 8 * (i >> 2)``
-* B (16x8, two .b32 registers of two elements):
-  row ``2 * threadID_in_group + (i & 1) + 8 * (i >> 1)``, col ``groupID``
-* C and D (16x8, four f32 registers):
-  row ``groupID + 8 * (i >> 1)``, col ``2 * threadID_in_group + (i & 1)``
-
-and for ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32`` (``allow_tf32``), one
-element per register: A (16x8) row ``groupID + 8 * (i & 1)``, col ``threadID_in_group +
-4 * (i >> 1)``; B (8x8) row ``threadID_in_group + 4 * i``, col ``groupID``; C and D as above.
-
-:class:`Fragment` states these as data: :meth:`Fragment.position` answers for a lane and
-an element (what the tests check against a NumPy model of the instruction), and
-:meth:`Fragment.code` gives the same position as generated source, which is how the
-code generator loads fragments from the shared-memory tiles and stores the results.
+holds which element is fixed by the PTX ISA; the tables (:class:`Fragment`, ``A_16x16``,
+``B_16x8``, ``C_16x8`` and the tf32 ones) are stated once, in isa/mma_sync.py, and
+re-exported here. :meth:`Fragment.code` gives a position as generated source, which is
+how the code generator loads fragments from the shared-memory tiles and stores the
+results.
 
 Tile values live in shared memory in their compute representation (f32 for f16 and
 bf16), so two elements are packed into one .b32 register with ``cvt.rn.f16x2.f32``
@@ -38,52 +24,17 @@ import functools
 from dataclasses import dataclass
 
 from .... import dtypes as D
+from .isa import mma_sync
+from .isa.mma_sync import (  # noqa: F401 (the tables, stated once in isa/mma_sync.py)
+    A_16x8_TF32,
+    A_16x16,
+    B_8x8_TF32,
+    B_16x8,
+    C_16x8,
+    Fragment,
+)
 
 WARP = 32
-
-
-@dataclass(frozen=True)
-class Fragment:
-    """One operand of an ``mma.sync`` spread over a warp. Lane ``l``'s element ``i`` is at
-    (row, col) = ``base(l) + offsets[i]``, where the base is linear in ``groupID = l >> 2``
-    and ``threadID_in_group = l % 4``: ``row = row_of[0] * groupID + row_of[1] *
-    threadID_in_group`` (``col`` alike)."""
-
-    shape: tuple[int, int]
-    row_of: tuple[int, int]
-    col_of: tuple[int, int]
-    offsets: tuple[tuple[int, int], ...]  # per element of a lane's fragment
-
-    @property
-    def elements(self) -> int:
-        """Elements each lane holds."""
-        return len(self.offsets)
-
-    def position(self, lane: int, i: int) -> tuple[int, int]:
-        """(row, col) of element ``i`` of lane ``lane``'s fragment."""
-        group, thread = lane >> 2, lane % 4
-        row, col = self.offsets[i]
-        return (
-            self.row_of[0] * group + self.row_of[1] * thread + row,
-            self.col_of[0] * group + self.col_of[1] * thread + col,
-        )
-
-    def code(self, i: int, group: str, thread: str) -> tuple[str, str]:
-        """(row, col) of element ``i`` as source code over the names of the lane's
-        ``groupID`` and ``threadID_in_group``."""
-
-        def linear(coefficients: tuple[int, int], offset: int) -> str:
-            terms = [
-                name if c == 1 else f"{c} * {name}"
-                for c, name in zip(coefficients, (group, thread))
-                if c
-            ]
-            if offset or not terms:
-                terms.append(str(offset))
-            return " + ".join(terms)
-
-        row, col = self.offsets[i]
-        return linear(self.row_of, row), linear(self.col_of, col)
 
 
 @dataclass(frozen=True)
@@ -111,48 +62,13 @@ class Instruction:
         return self.a.shape[1]
 
 
-# m16n8k16 with .f16 / .bf16 A and B, f32 C and D
-A_16x16 = Fragment(
-    (16, 16),
-    (1, 0),
-    (0, 2),
-    tuple((8 * ((i >> 1) & 1), (i & 1) + 8 * (i >> 2)) for i in range(8)),
-)
-B_16x8 = Fragment((16, 8), (0, 2), (1, 0), tuple(((i & 1) + 8 * (i >> 1), 0) for i in range(4)))
-C_16x8 = Fragment((16, 8), (1, 0), (0, 2), tuple((8 * (i >> 1), i & 1) for i in range(4)))
-# m16n8k8 with .tf32 A and B (one element per register)
-A_16x8_TF32 = Fragment(
-    (16, 8), (1, 0), (0, 1), tuple((8 * (i & 1), 4 * (i >> 1)) for i in range(4))
-)
-B_8x8_TF32 = Fragment((8, 8), (0, 1), (1, 0), tuple((4 * i, 0) for i in range(2)))
+def _instruction(isa: mma_sync.Mma, pack: str, name: str) -> Instruction:
+    return Instruction(isa.ptx, isa.a, isa.b, isa.c, isa.per_register, pack, name)
 
-M16N8K16_F16 = Instruction(
-    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
-    A_16x16,
-    B_16x8,
-    C_16x8,
-    2,
-    "_mma_pack_f16",
-    "_mma_f16",
-)
-M16N8K16_BF16 = Instruction(
-    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
-    A_16x16,
-    B_16x8,
-    C_16x8,
-    2,
-    "_mma_pack_bf16",
-    "_mma_bf16",
-)
-M16N8K8_TF32 = Instruction(
-    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
-    A_16x8_TF32,
-    B_8x8_TF32,
-    C_16x8,
-    1,
-    "_mma_to_tf32",
-    "_mma_tf32",
-)
+
+M16N8K16_F16 = _instruction(mma_sync.M16N8K16_F16, "_mma_pack_f16", "_mma_f16")
+M16N8K16_BF16 = _instruction(mma_sync.M16N8K16_BF16, "_mma_pack_bf16", "_mma_bf16")
+M16N8K8_TF32 = _instruction(mma_sync.M16N8K8_TF32, "_mma_to_tf32", "_mma_tf32")
 _PACKING = {  # the PTX converting f32 values into one .b32 register of A or B
     "_mma_pack_f16": "cvt.rn.f16x2.f32",
     "_mma_pack_bf16": "cvt.rn.bf16x2.f32",
