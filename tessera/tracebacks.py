@@ -76,6 +76,12 @@ def _without_internal(tb: types.TracebackType | None) -> types.TracebackType | N
     return chain
 
 
+def internal_frame(filename: str) -> bool:
+    """Whether a frame of ``filename`` is Tessera's (or the standard library's between
+    them): the first frame outside is the user's call."""
+    return _internal(filename)
+
+
 def _internal(filename: str) -> bool:
     """Whether a frame of ``filename`` is Tessera's or the standard library's (whose
     site-packages folder holds users' code: kept)."""

@@ -12,11 +12,16 @@ node's cores among its ranks (tessera.threads).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 import threading
 
+import numpy as np
+
 from .. import threads
-from ..errors import TesseraError
+from ..errors import SourceLoc, TesseraError
+from ..tracebacks import entry_point, internal_frame
 from ..world import world
 from .channel import Channel
 from .devices import ranks_on_node, select_device
@@ -26,8 +31,10 @@ _latest: list = []
 
 
 class Mesh:
-    def __init__(self, axes, shape, devices=None):
+    @entry_point
+    def __init__(self, axes, shape=None, devices=None):
         self.axes = tuple(axes)
+        shape, devices = _shape_of(self.axes, shape, devices)
         self.shape = tuple(int(s) for s in shape)
         if len(self.axes) != len(self.shape) or len(set(self.axes)) != len(self.axes):
             raise TesseraError(
@@ -126,6 +133,56 @@ def current_mesh(mesh: Mesh | None = None) -> Mesh:
     if _latest:
         return _latest[0]
     raise TesseraError("no mesh: create one with dist.Mesh(axes=..., shape=...) first")
+
+
+def _shape_of(axes: tuple, shape, devices) -> tuple[tuple, list | None]:
+    """The mesh shape and its devices in row-major order. ``devices`` may be an N-d array
+    (NumPy's, nested lists: one dim per axis), whose shape is the mesh's when ``shape`` is
+    left out, as ``jax.sharding.Mesh`` takes it; a flat sequence gives the shape only to a
+    mesh of one axis."""
+    if devices is None:
+        if shape is None:
+            raise _located(f"Mesh(axes={list(axes)}) needs shape=: one size per axis")
+        return shape, None
+    grid = np.asarray(devices, dtype=object)  # a range, a list, nested lists, an array
+    given = None if shape is None else tuple(int(s) for s in shape)
+    if grid.ndim == 1 and given is not None:  # devices listed in row-major order
+        return given, list(grid)
+    if grid.ndim == len(axes):  # one dim per axis: the shape, as JAX's Mesh reads it
+        if given is not None and given != grid.shape:
+            raise _located(
+                f"Mesh(shape={given}) but devices is an array of shape {grid.shape}; give "
+                "one of them, or the same shape"
+            )
+        return grid.shape, list(grid.ravel())
+    if grid.ndim == 1:
+        n = grid.size
+        raise _located(
+            f"Mesh(axes={list(axes)}, devices=...) with {n} devices in a flat sequence needs "
+            f"shape=: {len(axes)} axes could split {n} devices many ways; write "
+            f"Mesh(axes={list(axes)}, shape=(...), devices=...) with sizes whose product is "
+            f"{n}, or pass devices as a {len(axes)}-d array (np.asarray(devices).reshape(...)), "
+            "as jax.sharding.Mesh takes them"
+        )
+    raise _located(
+        f"Mesh(axes={list(axes)}) has {len(axes)} axes but devices is a {grid.ndim}-d array "
+        f"of shape {grid.shape}; give one dim per axis, or a flat sequence and shape="
+    )
+
+
+def _located(message: str) -> TesseraError:
+    """An error about the user's ``Mesh(...)`` call, with its ``file:line``, the line and a
+    caret (the first frame outside Tessera)."""
+    frame = sys._getframe(1)
+    while frame is not None and internal_frame(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return TesseraError(message)
+    col = 0
+    with contextlib.suppress(Exception):  # the call's column (CPython 3.11+)
+        col = list(frame.f_code.co_positions())[frame.f_lasti // 2][2] or 0
+    loc = SourceLoc(frame.f_code.co_filename, frame.f_lineno, col)
+    return TesseraError(f"{message}\n{loc.render()}")
 
 
 def _unravel(index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
