@@ -114,11 +114,11 @@ def reshape(x, shape):
     return _apply("reshape", [x], {"shape": tuple(int(n) for n in dims)})
 
 
-def _elementwise(name: str, doc: str, arity: int):
+def _elementwise(name: str, doc: str, arity: int, node: str = ""):
     def fn(*args):
         if len(args) != arity:
             raise _error(name, f"takes {arity} argument(s), not {len(args)}", OpTypeError)
-        return _apply(name, list(args), {})
+        return _apply(node or name, list(args), {})
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {doc}, with NumPy broadcasting."
@@ -141,6 +141,26 @@ sigmoid = _elementwise("sigmoid", "1 / (1 + e ** -a)", 1)
 maximum = _elementwise("maximum", "max(a, b)", 2)
 minimum = _elementwise("minimum", "min(a, b)", 2)
 where = _elementwise("where", "c ? a : b", 3)
+pow = _elementwise("pow", "a ** b (a ** 2 is a * a, a ** 0.5 sqrt(a), as NumPy's)", 2)  # noqa: A001
+abs = _elementwise("abs", "|a|", 1)  # noqa: A001
+equal = _elementwise("equal", "a == b", 2, "eq")
+not_equal = _elementwise("not_equal", "a != b", 2, "ne")
+greater = _elementwise("greater", "a > b", 2, "gt")
+greater_equal = _elementwise("greater_equal", "a >= b", 2, "ge")
+less = _elementwise("less", "a < b", 2, "lt")
+less_equal = _elementwise("less_equal", "a <= b", 2, "le")
+
+
+def clip(x, a_min=None, a_max=None):
+    """``x`` limited to ``[a_min, a_max]`` (arrays or numbers, broadcast), as NumPy's
+    ``clip``: ``minimum(maximum(x, a_min), a_max)``, one bound may be None."""
+    if a_min is None and a_max is None:
+        raise _error("clip", "needs a_min or a_max (both are None)", OpTypeError)
+    if a_min is None:
+        return _apply("minimum", [x, a_max], {})
+    if a_max is None:
+        return _apply("maximum", [x, a_min], {})
+    return _apply("clip", [x, a_min, a_max], {})
 
 
 def cast(x, dtype):
@@ -214,6 +234,25 @@ def _number(op: str, value, name: str) -> float:
 def softmax(x, axis=-1):
     """``exp(x - max) / sum`` along the last axis."""
     return _apply("softmax", [x], {"axis": _axis("softmax", axis)})
+
+
+def _log_softmax(x, axis):
+    shifted = sub(x, max(x, axis=axis, keepdims=True))
+    return sub(shifted, log(sum(exp(shifted), axis=axis, keepdims=True)))
+
+
+@functools.cache
+def _log_softmax_module(axis) -> _Module:
+    return _Module(functools.partial(_log_softmax, axis=axis), name="op_log_softmax")
+
+
+def log_softmax(x, axis=-1):
+    """``x - max - log(sum(exp(x - max)))`` along ``axis`` (the ops that define it, fused:
+    a reduction for the max, one for the sum with its ``exp`` prologue, one elementwise)."""
+    axis = _axis("log_softmax", axis)
+    if isinstance(x, _Tensor):
+        return _log_softmax(x, axis)
+    return _log_softmax_module(axis)(x)
 
 
 def flash_attention(q, k, v, causal=False, scale=None):
@@ -297,10 +336,11 @@ def _vectors_along_last_axis(x, *params) -> bool:
 
 
 __all__ = [
-    "add", "cast", "div", "dropout", "exp", "flash_attention", "gelu", "layernorm", "log",
-    "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "neg", "relu", "reshape",
-    "rmsnorm", "sigmoid", "silu", "softmax", "sqrt", "sub", "sum", "tanh", "transpose",
-    "where",
+    "abs", "add", "cast", "clip", "div", "dropout", "equal", "exp", "flash_attention",
+    "gelu", "greater", "greater_equal", "layernorm", "less", "less_equal", "log",
+    "log_softmax", "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "neg",
+    "not_equal", "pow", "relu", "reshape", "rmsnorm", "sigmoid", "silu", "softmax", "sqrt",
+    "sub", "sum", "tanh", "transpose", "where",
 ]  # fmt: skip
 
 

@@ -53,6 +53,16 @@ CASES = {
     "rmsnorm": (lambda x, w: op.rmsnorm(x, w), [(3, 5), (5,)], False),
     "transpose": (lambda a: a.T * 3.0, [(3, 4)], False),
     "reshape": (lambda a: op.reshape(a, (2, 6)) * 3.0, [(3, 4)], False),
+    "pow_square": (lambda a: a**2, [(3, 4)], False),
+    "pow_root": (lambda a: a**0.5, [(3, 4)], True),
+    "pow_number": (lambda a: a**1.5, [(3, 4)], True),
+    "pow_tensors": (lambda a, b: a**b, [(3, 4), (4,)], True),
+    "rpow": (lambda a: 2.0**a, [(3, 4)], False),
+    "abs": (lambda a: abs(a), [(3, 4)], False),
+    "clip": (lambda a, lo, hi: op.clip(a, lo, hi - 2.0 * lo), [(3, 4), (4,), (4,)], False),
+    "clip_numbers": (lambda a: op.clip(a, -0.5, 0.5), [(3, 4)], False),
+    "log_softmax": (op.log_softmax, [(3, 5)], False),
+    "log_softmax_axis0": (lambda a: op.log_softmax(a, axis=0), [(3, 5)], False),
 }
 
 

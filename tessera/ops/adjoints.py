@@ -78,6 +78,19 @@ def _rules(node: Node, g: Tensor, x: list, out: Tensor) -> list:
     if op in ("maximum", "minimum"):
         first = _op(g, "ge" if op == "maximum" else "le", [a, b])
         return [_op(g, "where", [first, g, 0.0]), _op(g, "where", [first, 0.0, g])]
+    if op == "pow":
+        return _pow_rule(g, a, b, out)
+    if op == "abs":  # the sign of a (0 at 0, as NumPy's sign)
+        return [_op(g, "where", [a > 0.0, g, _op(g, "where", [a < 0.0, -g, 0.0])])]
+    if op == "clip":  # NumPy's clip is minimum(maximum(a, lo), hi): their tie rules
+        lo, hi = b, x[2]
+        raised = _op(g, "maximum", [a, lo])
+        inside = _op(g, "where", [raised <= hi, g, 0.0])
+        return [
+            _op(g, "where", [_op(g, "ge", [a, lo]), inside, 0.0]),
+            _op(g, "where", [_op(g, "lt", [a, lo]), inside, 0.0]),
+            _op(g, "where", [raised > hi, g, 0.0]),
+        ]
     if op == "where":
         return [None, _op(g, "where", [a, g, 0.0]), _op(g, "where", [a, 0.0, g])]
     if op == "cast":
@@ -117,6 +130,23 @@ def _rules(node: Node, g: Tensor, x: list, out: Tensor) -> list:
         inner = _op(g, "sum", [g * out], axis=len(out.shape) - 1, keepdims=True)
         return [out * (g - inner)]
     return [None] * len(x)  # comparisons and eq: no gradient
+
+
+def _pow_rule(g: Tensor, a, b, out: Tensor) -> list:
+    """d(a ** b) = b · a ** (b - 1) da + a ** b · log(a) db; a Python number's
+    gradient is not needed (None), an exponent 0 gives none."""
+    da = db = None
+    if isinstance(a, Tensor) and not (isinstance(b, (int, float)) and b == 0):
+        if isinstance(b, (int, float)) and b == 2:
+            da = g * 2.0 * a
+        else:
+            da = g * b * a ** (b - 1.0)
+    if isinstance(b, Tensor):
+        if isinstance(a, Tensor):
+            db = g * out * _op(g, "log", [a])
+        else:  # a number: its logarithm is a constant (NaN for a negative base, as NumPy)
+            db = g * out * (math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan))
+    return [da, db]
 
 
 def _norm_rule(node: Node, g: Tensor, x: list) -> list:

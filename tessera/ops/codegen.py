@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import dtypes as D
-from .declare import OPS
+from .declare import OPS, pow_code
 from .fuse import Group, epilogue_layout
 from .ir import Const, Node, Value
 
@@ -104,6 +104,8 @@ class _Emitter:
             for v in n.inputs
         ]
         template = decl.tile_code if tiles and decl.tile_code else decl.code
+        if n.op == "pow":
+            template = pow_code(n.inputs[1], n.dtype) or template
         extra = {k: v for k, v in n.attrs.items() if k not in ("dtype", "shape")}
         return template.format(*parts, dtype=n.attrs.get("dtype", n.dtype).name, **extra)
 

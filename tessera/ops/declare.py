@@ -69,6 +69,10 @@ _declare(
     _ew("minimum", 2, "min({0}, {1})", "elementwise min (NaN propagates)"),
     _ew("where", 3, "({1} if {0} else {2})", "c ? a : b", tile_code="tile.where({0}, {1}, {2})"),
     _ew("cast", 1, "{dtype}({0})", "convert", tile_code="{0}.astype({dtype})", result="attr"),
+    _ew("pow", 2, "({0} ** {1})", "a ** b (a ** 2 is a * a, a ** 0.5 math.sqrt(a))"),
+    _ew("abs", 1, "abs({0})", "|a|"),
+    _ew("clip", 3, "min(max({0}, {1}), {2})", "a clipped to [lo, hi] (NumPy's clip)"),
+    _ew("ne", 2, "({0} != {1})", "a != b", result="bool"),
     _ew("gt", 2, "({0} > {1})", "a > b", result="bool"),
     _ew("ge", 2, "({0} >= {1})", "a >= b", result="bool"),
     _ew("lt", 2, "({0} < {1})", "a < b", result="bool"),
@@ -134,6 +138,18 @@ _declare(
     OpDecl("attention_dk", "attention_grad", 6, doc="d loss / d k, query block by query block"),
     OpDecl("attention_dv", "attention_grad", 6, doc="d loss / d v, query block by query block"),
 )
+
+
+def pow_code(exponent, dtype: D.DType) -> str | None:
+    """The element code of ``a ** exponent`` for the Python numbers NumPy computes
+    otherwise than ``pow``: ``a * a`` for 2, ``math.sqrt(a)`` for 0.5 (floats)."""
+    if not isinstance(exponent, Const) or isinstance(exponent.value, bool):
+        return None
+    if exponent.value == 2:
+        return "({0} * {0})"
+    if exponent.value == 0.5 and dtype.is_float:
+        return "math.sqrt({0})"
+    return None
 
 
 # ----------------------------------------------------------------------------- rules
@@ -230,6 +246,15 @@ def elementwise_type(decl: OpDecl, inputs: list, attrs: dict) -> tuple[tuple[int
         dtype = common_dtype(decl, [v.dtype for v in inputs[1:]], promote(decl, inputs))
     else:
         dtype = common_dtype(decl, [v.dtype for v in inputs], promote(decl, inputs))
+    if decl.name == "pow" and not dtype.is_float:
+        exponent = inputs[1]
+        if isinstance(exponent, Const) and isinstance(exponent.value, int) and exponent.value < 0:
+            raise RuleError(
+                f"an integer array to the negative power {exponent.value} (NumPy refuses "
+                "it too): cast the array to a float dtype first"
+            )
+    if decl.name in ("abs", "pow") and dtype == D.bool_:
+        raise RuleError("takes numbers, not bool arrays: cast to an integer dtype first")
     if decl.name in ("neg", "sub") and dtype == D.bool_:
         raise RuleError(
             "'-' of bool arrays is refused (as NumPy refuses it): use op.where, or cast "

@@ -230,6 +230,12 @@ class Tensor:
     __ge__ = lambda self, o: self._op("ge", o)  # noqa: E731
     __lt__ = lambda self, o: self._op("lt", o)  # noqa: E731
     __le__ = lambda self, o: self._op("le", o)  # noqa: E731
+    __eq__ = lambda self, o: self._op("eq", o)  # noqa: E731
+    __ne__ = lambda self, o: self._op("ne", o)  # noqa: E731
+    __pow__ = lambda self, o: self._op("pow", o)  # noqa: E731
+    __rpow__ = lambda self, o: self._rop("pow", o)  # noqa: E731
+    __abs__ = lambda self: self._op("abs")  # noqa: E731
+    __pos__ = lambda self: self  # noqa: E731
     __matmul__ = lambda self, o: self._op("matmul", o)  # noqa: E731
     __rmatmul__ = lambda self, o: self._rop("matmul", o)  # noqa: E731
 
