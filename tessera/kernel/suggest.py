@@ -14,6 +14,7 @@ import difflib
 import math
 import types
 
+from .. import tile
 from ..tile.mathfns import MATH
 
 # CUDA's and numba-cuda's names of what the language spells otherwise (the last part of
@@ -81,16 +82,15 @@ _NOT_SPELLED = {"alloc", "dynamic", "copy_async", "copy_wait", "kernel_print", "
 
 def _primitive_names() -> dict[str, str]:
     """The primitives' short names → how the source spells them (``tile.shuffle_down``,
-    ``tbarrier``: the group-level ones are exported at the top of the package)."""
-    import tessera
-
-    from .. import tile
-
+    ``tbarrier``: each declaration's own name; ``tshared``, ``cp_async`` as they are)."""
     out = {}
     for name in tile.__all__:
         if name[0].isupper() or name in _NOT_SPELLED or name == "subgroup_width":
             continue
-        out[name] = name if name in tessera.__all__ else f"tile.{name}"
+        spelled = getattr(getattr(tile, name), "name", None)
+        if not isinstance(spelled, str):
+            spelled = name if name in ("tshared", "cp_async") else f"tile.{name}"
+        out[name] = spelled
     return out
 
 
