@@ -186,8 +186,10 @@ def _check_argument(k: int, row: object) -> None:
             raise PackError(f"{where}: a scalar's value must be a number, got {row.get('value')!r}")
         return
     shape, dtype = row.get("shape"), _dtype(row.get("dtype"), where)
-    if not isinstance(shape, list) or len(shape) > 8 or not all(
-        type(s) is int and s >= 0 for s in shape
+    if (
+        not isinstance(shape, list)
+        or len(shape) > 8
+        or not all(type(s) is int and s >= 0 for s in shape)
     ):
         raise PackError(f"{where}: shape must be at most 8 extents >= 0, got {shape!r}")
     if row.get("data") is None and math.prod(shape) * dtype.itemsize > MAX_ARRAY_BYTES:

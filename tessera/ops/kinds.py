@@ -18,6 +18,7 @@ import numpy as np
 
 from ..arrays import BF16, ArrayKind, TorchKind, is_device_array, kind_of
 from ..errors import TesseraError
+from ..kernel.targets import DEVICE_TARGET
 
 # device arrays the graph runs on as they are (they have shape, dtype, strides, reshape)
 _NATIVE = ("DeviceNDArray", "FakeCUDAArray", "MappedNDArray", "ManagedNDArray")
@@ -97,32 +98,7 @@ def device_array(name: str, i: int, a):
     bf16 = face["typestr"] == BF16.str
     if bf16:
         face["typestr"] = "<u2"
-    from ..kernel.targets.cuda.runtime import cuda_module, simulating
-
-    if simulating():  # device memory is host memory: a NumPy view of it, wrapped
-        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
-        host = np.asarray(_Interface(face, a))
-        array = FakeCUDAArray(host.view(BF16) if bf16 else host)
-    else:
-        array = cuda_module().from_cuda_array_interface(face, owner=a, sync=False)
-        if bf16:
-            array = array.view(BF16)
-    return array
-
-
-class _Interface:
-    """A CUDA array interface read as NumPy's array interface (the simulator's memory)."""
-
-    def __init__(self, face: dict, owner):
-        self.__array_interface__ = {
-            "shape": tuple(face["shape"]),
-            "typestr": face["typestr"],
-            "data": (int(face["data"][0]), bool(face["data"][1])),
-            "strides": face.get("strides"),
-            "version": 3,
-        }
-        self.owner = owner
+    return DEVICE_TARGET.wrap_interface(face, a, bf16)
 
 
 def give_back(kind: ArrayKind | None, array):
@@ -136,7 +112,7 @@ def give_back(kind: ArrayKind | None, array):
     if isinstance(kind, TorchKind):
         torch = kind.torch
         bf16 = array.dtype == BF16
-        tensor = torch.as_tensor(array.view(np.uint16) if bf16 else array, device="cuda")
+        tensor = torch.as_tensor(array.view(np.uint16) if bf16 else array)  # (on its GPU)
         return tensor.view(torch.bfloat16) if bf16 else tensor
     try:
         return kind.result(array)

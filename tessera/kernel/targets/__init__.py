@@ -34,6 +34,7 @@ AUTO = "auto"
 AUTO_ORDER = (CUDA, CPU)  # ``auto``: the first that accepts the arguments
 # the target a launch runs on when all its arrays are NumPy arrays (the launch fast path)
 HOST_CHOICE: dict[str, Target] = {AUTO: CPU, **TARGETS}
+DEVICE_TARGET: Target = CUDA  # the target that makes and wraps GPU arrays (ops/kinds.py)
 # the target of a launch whose arrays are GPU arrays, under each setting that allows them
 DEVICE_CHOICE: dict[str, Target] = {
     name: t for name, t in {AUTO: CUDA, **TARGETS}.items() if t.device_arrays

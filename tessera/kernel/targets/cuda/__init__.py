@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .... import dtypes as D
-from ....arrays import is_device_array
+from ....arrays import BF16, is_device_array
 from ....errors import LaunchError, TesseraError
 from ..target import BuildOptions, Target
 from .codegen import FLAT_BLOCK
@@ -98,6 +98,18 @@ class CudaTarget(Target):
             return cuda_module().device_array(shape, dtype)
         return POOL.empty(shape, dtype)  # recycled device memory (memory.py)
 
+    def wrap_interface(self, face: dict, owner, bf16: bool):
+        """A ``__cuda_array_interface__`` (``face``, bf16 already spelt as uint16) as a
+        numba-cuda device array on ``owner``'s memory, bf16 kept as such; under the
+        simulator (device memory is host memory) a simulator array over a NumPy view."""
+        if simulating():
+            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+            host = np.asarray(_Interface(face, owner))
+            return FakeCUDAArray(host.view(BF16) if bf16 else host)
+        array = cuda_module().from_cuda_array_interface(face, owner=owner, sync=False)
+        return array.view(BF16) if bf16 else array
+
     def from_host(self, array: np.ndarray):
         return cuda_module().to_device(np.ascontiguousarray(array))
 
@@ -129,6 +141,20 @@ class CudaTarget(Target):
 
     def dumpable(self, program, stage: str) -> bool:
         return not program.simulated  # metadata needs a cubin, which the simulator lacks
+
+
+class _Interface:
+    """A CUDA array interface read as NumPy's array interface (the simulator's memory)."""
+
+    def __init__(self, face: dict, owner):
+        self.__array_interface__ = {
+            "shape": tuple(face["shape"]),
+            "typestr": face["typestr"],
+            "data": (int(face["data"][0]), bool(face["data"][1])),
+            "strides": face.get("strides"),
+            "version": 3,
+        }
+        self.owner = owner
 
 
 _SIMULATOR = ("cuda simulator", "available with NUMBA_ENABLE_CUDASIM=1")
