@@ -98,11 +98,12 @@ def targets(records: list[dict], quick: bool) -> str:
     return "\n".join(lines)
 
 
-PLOT_NEEDS_MATPLOTLIB = "--plot needs matplotlib (python -m pip install matplotlib)"
+PLOT_NEEDS_MATPLOTLIB = "python -m bench --plot needs matplotlib: pip install matplotlib"
 
 
 def plot(records: list[dict]) -> None:
-    """Each tool's median over the baseline's, per kernel, as a PNG; needs matplotlib."""
+    """The side-by-side tables as bars: each tool's median over the baseline's (numba,
+    else numpy), per kernel and size, on a log scale; written to results/bench.png."""
     try:
         import matplotlib
 
@@ -113,10 +114,13 @@ def plot(records: list[dict]) -> None:
         return
     groups: dict[str, dict[str, float]] = {}
     for r in records:
-        groups.setdefault(f"{r['kernel']}\n{r['size']}", {})[r["tool"]] = r["median_s"]
-    tools = [t for t in ("tessera", "numba", "numpy") if any(r["tool"] == t for r in records)]
+        groups.setdefault(f"{r['bench']}: {r['kernel']}\n{r['size']}", {})[r["tool"]] = r[
+            "median_s"
+        ]
+    tools = list(dict.fromkeys(r["tool"] for r in records))  # in the tables' order
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(groups)), 4.5))
     width = 0.8 / len(tools)
+    ratios = []
     for k, tool in enumerate(tools):
         xs, ys = [], []
         for i, times in enumerate(groups.values()):
@@ -124,14 +128,20 @@ def plot(records: list[dict]) -> None:
             if tool in times and base:
                 xs.append(i + (k - (len(tools) - 1) / 2) * width)
                 ys.append(times[tool] / base)
-        ax.bar(xs, ys, width, label=tool)
+        ratios += ys
+        bars = ax.bar(xs, ys, width, label=tool)
+        ax.bar_label(bars, [f"{y:.2f}" for y in ys], fontsize=7)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
+    if ratios:  # bars start below the smallest ratio, so a ratio of 1 shows
+        ax.set_ylim(min(ratios + [1.0]) / 1.5, max(ratios + [1.0]) * 1.5)
     ax.set_ylabel("median time / baseline (numba, else numpy)")
     ax.set_xticks(range(len(groups)), list(groups), fontsize=8)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
+    RESULTS.mkdir(parents=True, exist_ok=True)
     fig.savefig(RESULTS / "bench.png", dpi=120)
+    plt.close(fig)
     print(f"plot: {RESULTS / 'bench.png'}")
 
 

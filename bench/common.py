@@ -26,7 +26,8 @@ from pathlib import Path
 import numba
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parent / "results"
+# where the JSON records and bench.png go (BENCH_RESULTS moves them, e.g. for a test)
+RESULTS = Path(os.environ.get("BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
 
 
 class BenchError(AssertionError):

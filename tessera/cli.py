@@ -17,11 +17,12 @@ from pathlib import Path
 
 from . import demo, launchers, runner, threads
 from .autotune import store
+from .autotune.tuner import collecting_sweeps
 from .config import CONFIG_ENV, refresh, report
 from .errors import TesseraError
 from .kernel import disk_cache
 from .kernel.targets import TARGETS
-from .observe import repro
+from .observe import plots, repro
 from .observe.metrics import summary as metrics_table
 from .observe.session import stand_down
 from .observe.trace import merge as merge_traces
@@ -148,15 +149,29 @@ def bench(bench_args: list[str]) -> int:
     return 2
 
 
-def tune(script: str, script_args: list[str]) -> int:
-    """``tessera tune SCRIPT [ARGS...]``: run a script, sweeping every autotuned launch again
-    (TESSERA_AUTOTUNE=retune) and printing each sweep's table; the script's launches choose
-    the sizes, and the new winners replace the cached ones."""
+def tune(script: str, script_args: list[str], plot: str | None = None) -> int:
+    """``tessera tune [--plot OUT.png] SCRIPT [ARGS...]``: run a script, sweeping every
+    autotuned launch again (TESSERA_AUTOTUNE=retune) and printing each sweep's table; the
+    script's launches choose the sizes, and the new winners replace the cached ones. With
+    ``--plot``, the sweeps are also drawn (time per config, the winner marked)."""
+    if plot is not None:
+        try:
+            plots.require("tessera tune --plot")  # before the script, not after its sweeps
+        except TesseraError as error:
+            print(error, file=sys.stderr)
+            return 2
     os.environ["TESSERA_AUTOTUNE_VERBOSE"] = "1"
     os.environ["TESSERA_AUTOTUNE"] = "retune"
     refresh()
     sys.argv = [script, *script_args]
-    runpy.run_path(script, run_name="__main__")
+    with collecting_sweeps() as sweeps:
+        runpy.run_path(script, run_name="__main__")
+    if plot is None:
+        return 0
+    if not sweeps:
+        print("tessera tune: the script made no autotune sweep; nothing to plot", file=sys.stderr)
+        return 1
+    print(f"plot: {plots.sweeps_plot(sweeps, plot)}", file=sys.stderr)
     return 0
 
 
@@ -274,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     tune_parser = sub.add_parser(
         "tune", help="run a script, printing the table of every autotune sweep it makes"
     )
+    tune_parser.add_argument(
+        "--plot", metavar="OUT.png", help="also draw every sweep: time per config, the winner"
+    )
     tune_parser.add_argument("script", help="a Python script that launches autotuned kernels")
     tune_parser.add_argument("script_args", nargs=argparse.REMAINDER)
     sub.add_parser(  # parsed by tessera.runner: the launcher's options pass through
@@ -331,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         return bench(args.bench_args)
     if args.command == "tune":
-        return tune(args.script, args.script_args)
+        return tune(args.script, args.script_args, args.plot)
     if args.command == "info":
         if args.json:
             print(json.dumps(info_json(), indent=2, default=str))

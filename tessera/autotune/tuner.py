@@ -15,10 +15,11 @@ until ``min_reps`` and a time budget are both met, or ``max_reps``; the median d
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from ..arrays import host_arrays
 from ..config import get as setting
@@ -235,12 +236,30 @@ class Autotuned:
         winner = sweep.run()
         log.info("autotune %s: %s won a sweep of %d configs", self.name, winner, len(sweep.table))
         self.last_table = sweep.table
+        for found in _collectors:
+            found.append({"kernel": self.name, "key": key["key"], "table": sweep.table})
         store.save(self.name, key, dict(winner.items()), sweep.table)
         return winner
 
     @staticmethod
     def _reasons(failures: dict) -> str:
         return "\n".join(f"  {c}: {why}" for c, why in failures.items())
+
+
+_collectors: list[list[dict]] = []
+
+
+@contextlib.contextmanager
+def collecting_sweeps() -> Iterator[list[dict]]:
+    """A list to which every sweep of this process appends ``{"kernel", "key", "table"}``
+    (its ``key`` values and its table) while the block runs; ``tessera tune --plot``
+    draws them."""
+    found: list[dict] = []
+    _collectors.append(found)
+    try:
+        yield found
+    finally:
+        _collectors.remove(found)
 
 
 def _same_config(config: Config, stored: dict) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..observers import BUILDING, LaunchRecord, Observer, Span, attach, detach
 from .measures import bytes_moved, flops
+from .plots import roofline_plot
 
 
 @dataclass
@@ -133,6 +134,13 @@ class Profile(Observer):
                 f"{_num(r.gflops):>8} {r.compile_s:>9.3f} {r.cache_hits:>10}"
             )
         return "\n".join(lines)
+
+    def plot(self, path, *, peak_gbps: float | None = None, peak_gflops: float | None = None):
+        """Draw the kernels' roofline to ``path`` (a PNG): GFLOP/s against flops per byte
+        for each kernel that declares ``flops=``, under the host's measured memory
+        bandwidth and compute roofs (or the ones given, e.g. a GPU's); kernels without
+        flops are listed beside it. Returns the path; needs matplotlib."""
+        return roofline_plot(self.rows(), path, peak_gbps, peak_gflops, "Profile.plot")
 
     def __enter__(self) -> Profile:
         attach(self)
