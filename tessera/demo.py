@@ -1,7 +1,9 @@
 """``tessera demo``: the seed kernels and a tiled matmul, checked against NumPy and timed.
 
 Each kernel runs on the default target; its result is compared with NumPy and the demo
-prints the first-call time (which includes compiling) and the median of later calls.
+prints the first-call time (which includes compiling), the median of later calls and the
+median of NumPy doing the same. Where a GPU is usable the kernels run again on device
+arrays, timed to the GPU's completion, beside PyTorch where it is installed with CUDA.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from . import (
     kernel,
     mut,
     reduce_sum,
+    synchronize,
     tbarrier,
     tile,
     tshared,
 )
+from .kernel.targets.cuda.streams import gpu_usable
 
 
 @kernel
@@ -86,62 +90,160 @@ def matmul(a: f32[M, K], b: f32[K, N], c: mut[f32[M, N]]):
         c[row, col] = acc
 
 
-def _timed(fn, reps: int = 5) -> tuple[float, float]:
+def _timed(fn, reps: int = 5, sync=None) -> tuple[float, float]:
+    """(first call, median of ``reps`` later calls) in seconds; ``sync`` waits for a
+    GPU's work after each call."""
+    sync = sync or (lambda: None)
     start = time.perf_counter()
     fn()
+    sync()
     first = time.perf_counter() - start
     times = []
     for _ in range(reps):
         start = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - start)
     return first, float(np.median(times))
 
 
-def run(out=print) -> bool:
-    """Run every demo kernel; returns True when all results match NumPy."""
-    rng = np.random.default_rng(0)
-    ok = True
-    rows = []
-
-    n = 1 << 20
+def _cases(rng: np.random.Generator) -> list[dict]:
+    """The demo's kernels: how to run each with given arrays, what NumPy computes, and
+    the check. ``arrays`` are NumPy inputs (moved to the GPU for the GPU table)."""
+    n, groups, m, size = 1 << 20, 64, 1 << 16, 256
     x = rng.random(n, dtype=np.float32)
-    y = np.empty_like(x)
-    first, med = _timed(lambda: scale[n](x, y, 2.0))
-    rows.append(("scale", f"n={n}", np.array_equal(y, np.float32(2.0) * x), first, med))
-
-    groups = 64
-    partial = np.zeros(groups, np.float32)
-    first, med = _timed(lambda: group_sum[groups](x, partial))
-    good = np.isclose(partial.sum(dtype=np.float64), x.sum(dtype=np.float64), rtol=1e-5)
-    rows.append(("group_sum", f"n={n}, {groups} groups", bool(good), first, med))
-
-    m = 1 << 16
     X = rng.random(m).astype(np.float16)
     Y0 = rng.random(m).astype(np.float16)
-    Y = Y0.copy()
-    expect = (np.float32(0.5) * X.astype(np.float32) + Y0.astype(np.float32)).astype(np.float16)
-    first = time.perf_counter()
-    axpy_tiled[m // 512](X, Y, 0.5)
-    first = time.perf_counter() - first
-    good = np.array_equal(Y, expect)
-    _, med = _timed(lambda: axpy_tiled[m // 512](X, Y.copy(), 0.5))
-    rows.append(("axpy_tiled", f"m={m} f16", bool(good), first, med))
-
-    size = 256
     A = rng.random((size, size), dtype=np.float32)
     B = rng.random((size, size), dtype=np.float32)
-    C = np.zeros((size, size), np.float32)
-    grid = (size // 16, size // 16)
-    first, med = _timed(lambda: matmul[grid](A, B, C))
-    rows.append(("matmul", f"{size}^3", bool(np.allclose(C, A @ B, rtol=1e-4)), first, med))
+    axpy_want = (np.float32(0.5) * X.astype(np.float32) + Y0.astype(np.float32)).astype(np.float16)
+    return [
+        dict(
+            name="scale",
+            desc=f"n={n}",
+            inputs=(x, np.empty_like(x)),
+            run=lambda a, out: scale[n](a, out, 2.0),
+            numpy=lambda a, out: np.multiply(a, np.float32(2.0), out=out),
+            check=lambda out: np.array_equal(out, np.float32(2.0) * x),
+        ),
+        dict(
+            name="group_sum",
+            desc=f"n={n}, {groups} groups",
+            inputs=(x, np.zeros(groups, np.float32)),
+            run=lambda a, out: group_sum[groups](a, out),
+            numpy=lambda a, out: a.sum(),
+            check=lambda out: np.isclose(
+                out.sum(dtype=np.float64), x.sum(dtype=np.float64), rtol=1e-5
+            ),
+        ),
+        dict(
+            name="axpy_tiled",
+            desc=f"m={m} f16",
+            inputs=(X, Y0.copy()),
+            run=lambda a, out: axpy_tiled[m // 512](a, out, 0.5),
+            numpy=lambda a, out: np.float16(0.5) * a + out,
+            check=lambda out: np.array_equal(out, axpy_want),
+            once=True,  # it updates its output: checked after the first call only
+        ),
+        dict(
+            name="matmul",
+            desc=f"{size}^3",
+            inputs=(A, B, np.zeros((size, size), np.float32)),
+            run=lambda a, b, out: matmul[(size // 16, size // 16)](a, b, out),
+            numpy=lambda a, b, out: np.matmul(a, b, out=out),
+            check=lambda out: np.allclose(out, A @ B, rtol=1e-4),
+        ),
+    ]
 
-    out(f"{'kernel':<12} {'size':<22} {'check':<6} {'first call':>12} {'median':>10}")
-    for name, desc, good, first, med in rows:
-        ok &= good
-        out(
-            f"{name:<12} {desc:<22} {'ok' if good else 'WRONG':<6} "
-            f"{first * 1e3:>10.1f}ms {med * 1e3:>8.2f}ms"
-        )
+
+def run(out=print) -> bool:
+    """Run every demo kernel on the host (and, where a GPU is usable, on it too, beside
+    PyTorch where that is installed); returns True when all results are right."""
+    ok = _table(out, _host_rows(_cases(np.random.default_rng(0))), "NumPy")
+    gpu = _gpu()
+    if gpu is not None:
+        out("")
+        out(f"on the GPU ({gpu.name}), device arrays:")
+        ok &= _table(out, gpu.rows(_cases(np.random.default_rng(0))), gpu.baseline)
     out("first call includes compiling; median is of 5 later calls")
     return ok
+
+
+def _host_rows(cases: list[dict]) -> list[tuple]:
+    rows = []
+    for c in cases:
+        arrays = [a.copy() for a in c["inputs"]]
+        first, med = _timed(lambda c=c, arrays=arrays: c["run"](*arrays))
+        if c.get("once"):  # check a fresh run
+            arrays = [a.copy() for a in c["inputs"]]
+            c["run"](*arrays)
+        good = bool(c["check"](arrays[-1]))
+        base = [a.copy() for a in c["inputs"]]
+        _, numpy_med = _timed(lambda c=c, base=base: c["numpy"](*base))
+        rows.append((c["name"], c["desc"], good, first, med, numpy_med))
+    return rows
+
+
+def _table(out, rows: list[tuple], baseline: str) -> bool:
+    ok = True
+    out(
+        f"{'kernel':<12} {'size':<22} {'check':<6} {'first call':>12} {'median':>10} {baseline:>10}"
+    )
+    for name, desc, good, first, med, base in rows:
+        ok &= good
+        shown = f"{base * 1e3:>8.2f}ms" if base is not None else f"{'-':>10}"
+        out(
+            f"{name:<12} {desc:<22} {'ok' if good else 'WRONG':<6} "
+            f"{first * 1e3:>10.1f}ms {med * 1e3:>8.2f}ms {shown}"
+        )
+    return ok
+
+
+def _gpu():
+    """The GPU side of the demo, when a GPU is usable (never the simulator)."""
+    return _Gpu() if gpu_usable() else None
+
+
+class _Gpu:
+    """The demo's kernels on numba-cuda device arrays, timed to the GPU's completion,
+    beside the same computations in PyTorch where it is installed with CUDA."""
+
+    def __init__(self):
+        from numba import cuda
+
+        self.cuda, self.sync = cuda, synchronize
+        self.name = str(cuda.get_current_device().name)
+        try:
+            import torch
+
+            self.torch = torch if torch.cuda.is_available() else None
+        except ImportError:
+            self.torch = None
+        self.baseline = "PyTorch" if self.torch is not None else "(no torch)"
+
+    def rows(self, cases: list[dict]) -> list[tuple]:
+        rows = []
+        for c in cases:
+            arrays = [self.cuda.to_device(a) for a in c["inputs"]]
+            first, med = _timed(lambda c=c, arrays=arrays: c["run"](*arrays), sync=self.sync)
+            if c.get("once"):
+                arrays = [self.cuda.to_device(a) for a in c["inputs"]]
+                c["run"](*arrays)
+                self.sync()
+            good = bool(c["check"](arrays[-1].copy_to_host()))
+            rows.append((c["name"], c["desc"], good, first, med, self._torch(c)))
+        return rows
+
+    def _torch(self, c: dict) -> float | None:
+        torch = self.torch
+        if torch is None:
+            return None
+        tensors = [torch.from_numpy(a.copy()).cuda() for a in c["inputs"]]
+        calls = {
+            "scale": lambda a, out: torch.mul(a, 2.0, out=out),
+            "group_sum": lambda a, out: a.sum(),
+            "axpy_tiled": lambda a, out: out.add_(a, alpha=0.5),
+            "matmul": lambda a, b, out: torch.matmul(a, b, out=out),
+        }
+        _, med = _timed(lambda: calls[c["name"]](*tensors), sync=torch.cuda.synchronize)
+        return med

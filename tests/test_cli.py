@@ -34,6 +34,17 @@ def test_demo_checks_every_kernel_against_numpy():
     assert len(rows) == 4 and all(" ok " in ln for ln in rows)
 
 
+def test_demo_prints_numpys_time_beside_each_kernel():
+    from tessera import demo
+
+    lines = []
+    assert demo.run(out=lines.append)
+    header = next(ln for ln in lines if ln.startswith("kernel"))
+    assert header.split()[-1] == "NumPy"
+    rows = [ln for ln in lines if ln.split()[:1] in (["scale"], ["matmul"])]
+    assert all(ln.rstrip().endswith("ms") and ln.count("ms") == 3 for ln in rows)
+
+
 def test_tune_prints_the_table_of_every_sweep(tmp_path):
     script = tmp_path / "tune_me.py"
     script.write_text(
