@@ -51,3 +51,15 @@ def cache_dir(tmp_path):
     """A disk cache of the test's own (``tmp_path / "cache"``), switched on."""
     with tessera.config(cache_dir=str(tmp_path / "cache"), cache="on"):
         yield tmp_path / "cache"
+
+
+def pytest_collection_finish(session):
+    """Start the simulator's run (tests/test_cuda_simulator.py) as soon as the suite is
+    collected, so that it runs beside the other tests instead of after them."""
+    if SIMULATOR or session.config.option.collectonly:
+        return
+    if any(item.path.name == "test_cuda_simulator.py" for item in session.items):
+        from test_cuda_simulator import pytestmark, start_simulator_run
+
+        if not pytestmark.args[0]:  # (skipped where numba-cuda is missing)
+            session.config._simulator_run = start_simulator_run()

@@ -2,7 +2,9 @@
 
 The simulator must be enabled before Numba is imported, so this test starts a pytest
 process of its own with ``NUMBA_ENABLE_CUDASIM=1``, where ``target`` is ``cuda`` only,
-and runs every target-parametrised test there.
+and runs every target-parametrised test there. In a whole-suite run, conftest.py starts
+that process when collection ends, so it runs beside the other tests (on a second core)
+and this test only waits for it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -22,28 +25,47 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_kernel_suite_passes_on_the_cuda_simulator():
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-x",
-            "-p",
-            "no:cacheprovider",
-            HERE,
-            "-k",
-            "cuda",
-            "--timeout=900",
-        ],
-        env=env,
-        capture_output=True,
+def simulator_command() -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-x",
+        "-p",
+        "no:cacheprovider",
+        HERE,
+        "-k",
+        "cuda",
+        "--timeout=900",
+    ]
+
+
+def start_simulator_run() -> tuple:
+    """The simulator's pytest process, started now, and the files its output goes to
+    (files, not pipes: a pipe nobody reads yet would stall it)."""
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    run = subprocess.Popen(
+        simulator_command(),
+        env=dict(os.environ, NUMBA_ENABLE_CUDASIM="1"),
+        stdout=out,
+        stderr=err,
         text=True,
-        timeout=1500,
         cwd=os.path.dirname(HERE),
     )
-    tail = "\n".join(result.stdout.splitlines()[-40:])
-    assert result.returncode == 0, f"simulator run failed:\n{tail}\n{result.stderr[-2000:]}"
+    return run, out, err
+
+
+def test_kernel_suite_passes_on_the_cuda_simulator(request):
+    run, out, err = getattr(request.config, "_simulator_run", None) or start_simulator_run()
+    try:
+        run.wait(timeout=1500)
+    except subprocess.TimeoutExpired:
+        run.kill()
+        run.wait()
+    out.seek(0)
+    err.seek(0)
+    stdout, stderr = out.read(), err.read()
+    tail = "\n".join(stdout.splitlines()[-40:])
+    assert run.returncode == 0, f"simulator run failed:\n{tail}\n{stderr[-2000:]}"
     assert " passed" in tail
