@@ -349,3 +349,49 @@ def test_a_few_groups_over_little_memory_are_not_reported(cache_dir, caplog):
         k[1](small)
     _gpu_work[0] = False
     assert not [r for r in caplog.records if "grid_stride" in r.getMessage()]
+
+
+@kernel
+def abi_arrays(
+    a: ts.bf16[n],
+    b: i16[n, m],
+    c: i32[n],
+    d: i64[p, q, s],
+    e: u8[n],
+    f: u16[n],
+    g: u32[n],
+    h: mut[u64[n]],
+    z: ts.bool_[n],
+):
+    i = tile.linear_id()
+    if i < n:
+        h[i] = u64(c[i]) + u64(e[i]) + u64(f[i]) + u64(g[i]) + u64(b[i, 0]) + u64(d[0, 0, 0])
+
+
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_array_slots_of_every_dtype_match_the_ptx_param_list(layout):
+    import ml_dtypes
+
+    def make(shape, dtype):
+        a = np.zeros(shape, dtype)
+        return np.asfortranarray(a) if layout == "F" else a
+
+    args = (
+        make(8, ml_dtypes.bfloat16),
+        make((8, 3), np.int16),
+        make(8, np.int32),
+        make((2, 3, 4), np.int64),
+        make(8, np.uint8),
+        make(8, np.uint16),
+        make(8, np.uint32),
+        make(8, np.uint64),
+        make(8, np.bool_),
+    )
+    with ts.config(target="cuda"):
+        ptx = abi_arrays.inspect("ptx", *args, grid=8)
+        bound = abi_arrays.bind(CUDA, args, (8,))
+    signature = cuda_signature(bound.call_args, 1)
+    _, slots = abi.arg_layouts(signature)
+    assert [s.size for s in slots] == [size for _, size in abi.ptx_params(ptx)]
+    dims = 1 + 2 + 1 + 3 + 1 + 1 + 1 + 1 + 1
+    assert len(slots) == 9 * 5 + 2 * dims + 5 + 1  # arrays, symbols n m p q s, grid
