@@ -395,3 +395,31 @@ def test_array_slots_of_every_dtype_match_the_ptx_param_list(layout):
     assert [s.size for s in slots] == [size for _, size in abi.ptx_params(ptx)]
     dims = 1 + 2 + 1 + 3 + 1 + 1 + 1 + 1 + 1
     assert len(slots) == 9 * 5 + 2 * dims + 5 + 1  # arrays, symbols n m p q s, grid
+
+
+class ContextRecordingDriver(RecordingDriver):
+    """Also records in which threads the context was made current."""
+
+    def __init__(self):
+        super().__init__()
+        self.threads_made_current = set()
+
+    def ensure_context(self):
+        import threading
+
+        self.threads_made_current.add(threading.get_ident())
+
+
+def test_a_launch_from_another_thread_makes_the_context_current_there(cache_dir):
+    import threading
+
+    driver = ContextRecordingDriver()
+    x = FakeGPUArray(0x10000, (64,), np.float32)
+    with use_driver(driver), ts.config(target="auto"):
+        k = kernel(scale)
+        k[64](x, x, 2.0)
+        worker = threading.Thread(target=lambda: k[64](x, x, 3.0))
+        worker.start()
+        worker.join()
+    _gpu_work[0] = False
+    assert len(driver.threads_made_current) == 2

@@ -71,6 +71,9 @@ class DirectLauncher:
         self.block = ParamBlock(self.slots)
         self.driver = driver_module.DRIVER
         self._launch, self._ok = self.driver.launcher()
+        # a thread's first launch makes the context current there (numba-cuda's dispatcher
+        # did so on every call; a launch from a worker thread needs it too)
+        self._ensure_context = getattr(self.driver, "ensure_context", None)
         self._shared_allowed = 48 * 1024
         self._writers = [self._writer(k, lay) for k, lay in enumerate(self.layouts)]
 
@@ -135,6 +138,8 @@ class DirectLauncher:
         """Pack ``args`` and launch ``blocks`` blocks of ``threads`` on ``stream`` (a
         numba-cuda stream or 0): one driver call."""
         self.pack(args)
+        if self._ensure_context is not None:
+            self._ensure_context()
         handle = 0 if stream == 0 else stream_handle(stream, self.driver)
         err = self._launch(
             self.function, blocks, 1, 1, threads, 1, 1, shared, handle, self.block.address, 0
