@@ -20,6 +20,7 @@ import numbers as _numbers
 import numpy as _np
 
 from . import dtypes as _dtypes
+from .arrays import is_device_array as _is_device_array
 from .ops.module import Module as _Module
 from .ops.module import apply as _apply
 from .ops.plan import operands as _operands
@@ -255,6 +256,55 @@ def log_softmax(x, axis=-1):
     return _log_softmax_module(axis)(x)
 
 
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _cross_entropy(logits, targets, reduction):
+    rows = _apply("cross_entropy", [logits, targets], {})
+    return rows if reduction == "none" else (mean if reduction == "mean" else sum)(rows)
+
+
+@functools.cache
+def _cross_entropy_module(reduction: str) -> _Module:
+    return _Module(functools.partial(_cross_entropy, reduction=reduction), name="op_cross_entropy")
+
+
+def cross_entropy(logits, targets, reduction="mean"):
+    """``logsumexp(logits[i]) - logits[i, targets[i]]`` for each row of logits ``(N, C)``
+    (f16, bf16, f32, f64) and integer class indices ``targets`` ``(N,)``: one kernel, one
+    group of lanes per row (as ``softmax``), writes the row losses; ``reduction`` "mean"
+    or "sum" then reduces them with ``op.mean`` / ``op.sum``, "none" returns them.
+
+    Targets on the host are checked before the launch (one outside ``0..C-1`` is an
+    error); device arrays and traced tensors are not: such a row's loss is NaN."""
+    if reduction not in _REDUCTIONS:
+        raise _error(
+            "cross_entropy", f"reduction={reduction!r} is not one of 'mean', 'sum', 'none'"
+        )
+    if isinstance(logits, _Tensor) or isinstance(targets, _Tensor):
+        return _cross_entropy(logits, targets, reduction)
+    _check_targets(logits, targets)
+    if reduction == "none":
+        return _apply("cross_entropy", [logits, targets], {})
+    return _cross_entropy_module(reduction)(logits, targets)
+
+
+def _check_targets(logits, targets) -> None:
+    """Host targets outside ``0..C-1`` refused before anything runs (their min and max)."""
+    x, t = _operands("op.cross_entropy", (logits, targets))
+    if _is_device_array(t) or len(tuple(x.shape)) != 2 or t.dtype.kind not in "iu" or not t.size:
+        return  # (device arrays are not read back; the op's rule refuses other shapes)
+    classes = int(x.shape[1])
+    low, high = int(_np.min(t)), int(_np.max(t))
+    if low < 0 or high >= classes:
+        bad = low if low < 0 else high
+        raise _error(
+            "cross_entropy",
+            f"target {bad} is not a class index of logits {tuple(x.shape)}: targets "
+            f"must lie in 0..{classes - 1}",
+        )
+
+
 def flash_attention(q, k, v, causal=False, scale=None):
     """``softmax(q @ k.T * scale) @ v`` as one flash-attention kernel (online softmax, the
     scores never stored); ``causal``: query ``i`` sees keys ``0..i``; ``scale`` defaults to
@@ -336,8 +386,8 @@ def _vectors_along_last_axis(x, *params) -> bool:
 
 
 __all__ = [
-    "abs", "add", "cast", "clip", "div", "dropout", "equal", "exp", "flash_attention",
-    "gelu", "greater", "greater_equal", "layernorm", "less", "less_equal", "log",
+    "abs", "add", "cast", "clip", "cross_entropy", "div", "dropout", "equal", "exp",
+    "flash_attention", "gelu", "greater", "greater_equal", "layernorm", "less", "less_equal", "log",
     "log_softmax", "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "neg",
     "not_equal", "pow", "relu", "reshape", "rmsnorm", "sigmoid", "silu", "softmax", "sqrt",
     "sub", "sum", "tanh", "transpose", "where",

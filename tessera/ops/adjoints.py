@@ -126,6 +126,8 @@ def _rules(node: Node, g: Tensor, x: list, out: Tensor) -> list:
         return [_op(g, f"attention_{part}", inputs, **attrs) for part in ("dq", "dk", "dv")]
     if op in ("layernorm", "rmsnorm"):
         return _norm_rule(node, g, x)
+    if op == "cross_entropy":  # (softmax(logits) - onehot(targets)) * g, per row; no d targets
+        return [_op(g, "cross_entropy_grad", [a, b, g]), None]
     if op == "softmax":
         inner = _op(g, "sum", [g * out], axis=len(out.shape) - 1, keepdims=True)
         return [out * (g - inner)]

@@ -11,7 +11,8 @@ Each group becomes one kernel whose shapes are literals (a graph is traced per s
   target; float sums accumulate in f64 and round once), the prologue computed per
   element inside the loop;
 * softmax: one group per row (lanes take strided elements; max and sum meet in the
-  language's fixed tree); transpose: one lane per element.
+  language's fixed tree); cross_entropy (row losses, and their gradient) the same way;
+  transpose: one lane per element.
 
 :class:`Source` says what the plan passes: each argument's value and whether it goes
 flat (1-d) or as the 2-d matrix.
@@ -253,6 +254,50 @@ def softmax(group: Group, name: str) -> Source:
     em.emit("total = tile.sum(s)", 1)
     em.emit(each, 1)
     em.emit(f"{y}[base + j] = math.exp({acc_t}({x}[base + j]) - row_max) / total", 2)
+    scratch = lanes * (8 if acc_t == "f64" else 4)
+    return em.source(f"@kernel(tile=({lanes},), shared={scratch})", (rows,))
+
+
+def cross_entropy(group: Group, name: str) -> Source:
+    """``cross_entropy`` (each row's loss) or ``cross_entropy_grad`` (d loss / d logits),
+    as :func:`softmax`: one group per row, each lane over every ``lanes``-th element, the
+    row's max and sum of ``exp(x - max)`` met in the fixed tree. A loss is
+    ``max + log(sum) - x[target]``, written by lane 0; a gradient element is
+    ``(exp(x - max) / sum - [j == target]) * g[row]``. A target outside ``0..C-1`` is
+    never read through: its row's loss (and gradient) is NaN."""
+    em = _Emitter(group, name)
+    node = group.head
+    logits, targets = node.inputs[:2]
+    rows, length = logits.shape
+    acc_t = "f64" if logits.dtype == D.f64 else "f32"
+    x, t = em.arg(logits, flat=True), em.arg(targets, flat=True)
+    upstream = em.arg(node.inputs[2], flat=True) if node.op == "cross_entropy_grad" else None
+    y = em.arg(node, flat=True, written=True)
+    lanes = row_lanes(length)
+    each = f"for j in range(tile.linear_id(), {length}, {lanes}):"
+    em.emit("r = group_id(0)", 1)
+    em.emit(f"base = r * {length}", 1)
+    em.emit(f"m = {acc_t}(-math.inf)", 1)
+    em.emit(each, 1)
+    em.emit(f"m = max(m, {acc_t}({x}[base + j]))", 2)
+    em.emit("row_max = tile.max(m)", 1)
+    em.emit(f"s = {acc_t}(0)", 1)
+    em.emit(each, 1)
+    em.emit(f"s = s + math.exp({acc_t}({x}[base + j]) - row_max)", 2)
+    em.emit("total = tile.sum(s)", 1)
+    em.emit(f"k = i64({t}[r])", 1)
+    em.emit(f"kk = min(max(k, 0), {length - 1})", 1)  # (a target out of range: NaN)
+    out = node.dtype.name
+    if upstream is None:
+        em.emit(f"loss = row_max + math.log(total) - {acc_t}({x}[base + kk])", 1)
+        em.emit("if tile.linear_id() == 0:", 1)
+        em.emit(f"{y}[r] = {out}(loss if kk == k else {acc_t}(math.nan))", 2)
+    else:
+        em.emit(f"g = {acc_t}({upstream}[r]) if kk == k else {acc_t}(math.nan)", 1)
+        em.emit(each, 1)
+        em.emit(f"p = math.exp({acc_t}({x}[base + j]) - row_max) / total", 2)
+        em.emit(f"hit = {acc_t}(1) if j == k else {acc_t}(0)", 2)
+        em.emit(f"{y}[base + j] = {out}((p - hit) * g)", 2)
     scratch = lanes * (8 if acc_t == "f64" else 4)
     return em.source(f"@kernel(tile=({lanes},), shared={scratch})", (rows,))
 
@@ -650,6 +695,7 @@ LOWER = {
     "elementwise": elementwise,
     "reduce": reduce,
     "softmax": softmax,
+    "cross_entropy": cross_entropy,
     "transpose": transpose,
     "norm": norm,
     "matmul": matmul,

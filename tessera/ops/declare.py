@@ -24,7 +24,7 @@ class RuleError(Exception):
 @dataclass(frozen=True)
 class OpDecl:
     name: str
-    kind: str  # elementwise | matmul | reduce | softmax | transpose | reshape
+    kind: str  # elementwise | matmul | reduce | softmax | cross_entropy | transpose | reshape
     arity: int
     code: str = ""  # elementwise: the element's code
     tile_code: str = ""  # elementwise: the tile spelling, where it differs
@@ -111,6 +111,15 @@ _declare(
     OpDecl("min", "reduce", 1, doc="min along an axis (or all)"),
     OpDecl("softmax", "softmax", 1, doc="exp(x - max) / sum along the last axis", floats_only=True),
     OpDecl("transpose", "transpose", 1, doc="the last two dims swapped"),
+    OpDecl(
+        "cross_entropy",
+        "cross_entropy",
+        2,
+        doc="each row's logsumexp(logits) - logits[target], one group per row",
+        floats_only=True,
+    ),
+    # cross_entropy's adjoint: (softmax(logits) - onehot(targets)) * each row's gradient
+    OpDecl("cross_entropy_grad", "cross_entropy", 3, doc="d loss / d logits, one group per row"),
     OpDecl(
         "layernorm",
         "norm",
@@ -290,6 +299,28 @@ def attention_grad_type(op: str, q, k, v=None, *rest) -> tuple[tuple[int, ...], 
         return (q.shape[0],), D.f32
     grad_of = {"attention_dq": q, "attention_dk": k, "attention_dv": v}[op]
     return grad_of.shape, grad_of.dtype
+
+
+def cross_entropy_type(logits, targets, *upstream) -> tuple[tuple[int, ...], D.DType]:
+    """Logits ``(N, C)`` of a float dtype, targets ``(N,)`` of an integer dtype; the row
+    losses are ``(N,)`` of the logits' dtype (the gradient, the logits' shape)."""
+    if len(logits.shape) != 2:
+        raise RuleError(f"takes logits of shape (N, C), not {logits.shape}")
+    if logits.dtype not in (D.f16, D.bf16, D.f32, D.f64):
+        raise RuleError(f"takes f16, bf16, f32 or f64 logits, not {logits.dtype.name}")
+    rows, classes = logits.shape
+    if classes == 0:
+        raise RuleError(f"logits {logits.shape} have no class: no target can be in range")
+    if targets.shape != (rows,) or targets.dtype.kind not in "iu":
+        raise RuleError(
+            f"takes targets of shape ({rows},) and an integer dtype (class indices), not "
+            f"{targets.dtype.name}{list(targets.shape)}"
+        )
+    if upstream:  # the gradient: one upstream value per row
+        if upstream[0].shape != (rows,) or upstream[0].dtype != logits.dtype:
+            raise RuleError("the gradient takes one upstream value per row")
+        return logits.shape, logits.dtype
+    return (rows,), logits.dtype
 
 
 def norm_type(x, *params) -> tuple[tuple[int, ...], D.DType]:

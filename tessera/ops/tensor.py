@@ -159,6 +159,8 @@ def _rule(decl, values, attrs) -> tuple[tuple[int, ...], DType]:
         return declare.attention_type(*values)
     if decl.kind in ("attention_lse", "attention_grad"):
         return declare.attention_grad_type(decl.name, *values)
+    if decl.kind == "cross_entropy":
+        return declare.cross_entropy_type(*values)
     if decl.floats_only and not x.dtype.is_float:
         raise RuleError(f"takes float arrays, not {x.dtype.name}")
     if decl.kind == "norm":
