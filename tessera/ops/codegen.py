@@ -230,6 +230,19 @@ def row_lanes(length: int) -> int:
     return lanes
 
 
+def _row_max_and_sum(em, x: str, acc_t: str, each: str) -> None:
+    """Emit a row kernel's ``row_max`` and ``total`` (the sum of ``exp(x - row_max)``):
+    each lane over its elements (``each``, the loop header), then the fixed tree."""
+    em.emit(f"m = {acc_t}(-math.inf)", 1)
+    em.emit(each, 1)
+    em.emit(f"m = max(m, {acc_t}({x}[base + j]))", 2)
+    em.emit("row_max = tile.max(m)", 1)
+    em.emit(f"s = {acc_t}(0)", 1)
+    em.emit(each, 1)
+    em.emit(f"s = s + math.exp({acc_t}({x}[base + j]) - row_max)", 2)
+    em.emit("total = tile.sum(s)", 1)
+
+
 def softmax(group: Group, name: str) -> Source:
     """One group per row: each lane takes every ``lanes``-th element (max, then the sum of
     ``exp(x - max)``, in its elements' order), the lanes' values meet in the language's
@@ -244,14 +257,7 @@ def softmax(group: Group, name: str) -> Source:
     lanes = row_lanes(length)
     each = f"for j in range(tile.linear_id(), {length}, {lanes}):"
     em.emit(f"base = group_id(0) * {length}", 1)
-    em.emit(f"m = {acc_t}(-math.inf)", 1)
-    em.emit(each, 1)
-    em.emit(f"m = max(m, {acc_t}({x}[base + j]))", 2)
-    em.emit("row_max = tile.max(m)", 1)
-    em.emit(f"s = {acc_t}(0)", 1)
-    em.emit(each, 1)
-    em.emit(f"s = s + math.exp({acc_t}({x}[base + j]) - row_max)", 2)
-    em.emit("total = tile.sum(s)", 1)
+    _row_max_and_sum(em, x, acc_t, each)
     em.emit(each, 1)
     em.emit(f"{y}[base + j] = math.exp({acc_t}({x}[base + j]) - row_max) / total", 2)
     scratch = lanes * (8 if acc_t == "f64" else 4)
@@ -277,14 +283,7 @@ def cross_entropy(group: Group, name: str) -> Source:
     each = f"for j in range(tile.linear_id(), {length}, {lanes}):"
     em.emit("r = group_id(0)", 1)
     em.emit(f"base = r * {length}", 1)
-    em.emit(f"m = {acc_t}(-math.inf)", 1)
-    em.emit(each, 1)
-    em.emit(f"m = max(m, {acc_t}({x}[base + j]))", 2)
-    em.emit("row_max = tile.max(m)", 1)
-    em.emit(f"s = {acc_t}(0)", 1)
-    em.emit(each, 1)
-    em.emit(f"s = s + math.exp({acc_t}({x}[base + j]) - row_max)", 2)
-    em.emit("total = tile.sum(s)", 1)
+    _row_max_and_sum(em, x, acc_t, each)
     em.emit(f"k = i64({t}[r])", 1)
     em.emit(f"kk = min(max(k, 0), {length - 1})", 1)  # (a target out of range: NaN)
     out = node.dtype.name

@@ -39,31 +39,22 @@ WARP = 32
 
 @dataclass(frozen=True)
 class Instruction:
-    """One ``mma.sync`` shape and type: ``D = A @ B + C`` of (m, k) by (k, n), f32 C/D."""
+    """One ``mma.sync`` shape and type as the ISA states it (isa/mma_sync.py: ``ptx``, the
+    ``a``/``b``/``c`` fragments, ``per_register``, ``m``/``n``/``k``), with the generated
+    code's names of its packing and mma intrinsics."""
 
-    ptx: str
-    a: Fragment
-    b: Fragment
-    c: Fragment  # C and D share one layout
-    per_register: int  # elements of A and B packed into one .b32 register
+    isa: mma_sync.Mma
     pack: str  # the generated code's name of the packing intrinsic
     name: str  # the generated code's name of the mma intrinsic
 
-    @property
-    def m(self) -> int:
-        return self.a.shape[0]
-
-    @property
-    def n(self) -> int:
-        return self.b.shape[1]
-
-    @property
-    def k(self) -> int:
-        return self.a.shape[1]
+    def __getattr__(self, attr: str):
+        if attr == "isa":  # (not set yet: no recursion)
+            raise AttributeError(attr)
+        return getattr(self.isa, attr)
 
 
 def _instruction(isa: mma_sync.Mma, pack: str, name: str) -> Instruction:
-    return Instruction(isa.ptx, isa.a, isa.b, isa.c, isa.per_register, pack, name)
+    return Instruction(isa, pack, name)
 
 
 M16N8K16_F16 = _instruction(mma_sync.M16N8K16_F16, "_mma_pack_f16", "_mma_f16")
