@@ -1,12 +1,13 @@
-"""What the collectives' fingerprint checks cost, side by side: none, the default one (the
-fingerprint exchanged together with the collective) and ``TESSERA_DIST_DEBUG=1`` (exchanged
-first).
+"""What the collectives' fingerprint checks cost, side by side: none, the default one (a
+stamp inside an all_reduce's message; for the other collectives the fingerprint
+exchanged together with the collective) and ``TESSERA_DIST_DEBUG=1`` (exchanged first).
 
     python -m bench.dist_check [--ranks 2] [--rounds 40]
 
 Starts ``mpiexec -n RANKS`` running this file as the worker. On a 1-D mesh over every
-rank the worker times ``dist.all_reduce`` of float32 messages (1 KB to 1 MB) and
-``dist.all_gather`` of a 1 KB block with no check (``none``: ``channel.ALWAYS_CHECK`` off,
+rank the worker times ``dist.all_reduce`` of float32 messages (1 KB to 1 MB),
+``dist.all_gather`` of a 1 KB block and ``broadcast``/``reduce_scatter`` of 64 KB with no
+check (``none``: ``channel.ALWAYS_CHECK`` off,
 for this measurement only), the default check (``0``) and the debug one (``1``). An
 all_gather carries its fingerprint with the block lengths it exchanges anyway, so for it
 the two should be the same. The cases are interleaved: each round runs every case once,
@@ -50,8 +51,11 @@ def worker(rounds: int) -> None:
                 x, axis="x"
             )
     block = np.ones(KB // 4, np.float32)
+    big = np.ones(64 * KB // 4, np.float32)
     for check in CHECKS:
         cases[("all_gather 1 KB", check)] = lambda: dist.all_gather(block, axis="x")
+        cases[("broadcast 64 KB", check)] = lambda: dist.broadcast(big, axis="x")
+        cases[("reduce_scatter 64 KB", check)] = lambda: dist.reduce_scatter(big, axis="x")
     times = {name: [] for name in cases}
     for r in range(rounds + 2):  # two warm-up rounds
         order = list(cases)
@@ -75,12 +79,12 @@ def worker(rounds: int) -> None:
 def report(times: dict, ranks: int, rounds: int) -> None:
     medians = {name: statistics.median(ts) for name, ts in times.items()}
     print(f"{ranks} ranks, {rounds} rounds of {BATCH} calls per case; medians (slowest rank)")
-    head = f"{'collective':<18} {'no check':>10} {'default':>10} {'debug':>10}"
+    head = f"{'collective':<21} {'no check':>10} {'default':>10} {'debug':>10}"
     print(f"{head} {'default/none':>13} {'debug/none':>11}")
     for what in dict.fromkeys(name[0] for name in medians):
         none, default, debug = (medians[(what, c)] for c in CHECKS)
         cells = " ".join(f"{t * 1e6:8.2f}us" for t in (none, default, debug))
-        print(f"{what:<18} {cells} {default / none:12.3f}x {debug / none:10.3f}x")
+        print(f"{what:<21} {cells} {default / none:12.3f}x {debug / none:10.3f}x")
 
 
 def main() -> None:

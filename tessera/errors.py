@@ -190,10 +190,12 @@ class CollectiveTimeout(DistError):
 class CollectiveMismatch(DistError):
     """The ranks called different collectives, or the same one with arguments that
     change what goes over the wire (op, dtype, shape, dim, root, ...); raised on every
-    rank, naming what each passed. Checked before every collective under
-    TESSERA_DIST_DEBUG=1, and always where the ranks exchange metadata anyway: an
-    all_gather's block lengths, all_reduce_coalesced's buckets on one node, autotune's
-    agreement on a winner."""
+    rank, naming what each passed, before any result is delivered. Every collective is
+    checked (docs/distributed.md, "Faults"): an all_reduce by a stamp inside its message,
+    the others by a fingerprint exchanged with them, an all_gather with its block
+    lengths; under TESSERA_DIST_DEBUG=1 before any data moves. Also raised by
+    all_reduce_coalesced's bucket agreement on one node and autotune's agreement on a
+    winner."""
 
 
 class TesseraWarning(UserWarning):

@@ -33,6 +33,7 @@ from .errors import TesseraError
 SPIN_S = 0.05
 POLL_SLEEP_S = 0.0005
 QUICK_POLLS = 32
+PROBE_S, PROBE_GROWTH = 1.0, 4.0  # a wait's probes: after 1 s, 4 s, 16 s, ...
 NEVER = "off"  # TESSERA_COLLECTIVE_TIMEOUT=off (or 0): wait for ever
 
 log = logging.getLogger("tessera")
@@ -51,11 +52,15 @@ def wait(
     what: Callable[[], str],
     on_timeout: Callable[[float], Exception],
     done: Callable[[], bool] | None = None,
+    probe: Callable[[], None] | None = None,
 ) -> None:
     """Poll ``requests`` (and ``done()``, for GPU work) until all are complete; at the
     deadline raise ``on_timeout(seconds)`` unless they completed meanwhile, or it returns
     None (every rank has arrived: the wait goes on for another period). ``what()`` names
-    the wait for :data:`waiting_on` (called only when the wait is not over at once)."""
+    the wait for :data:`waiting_on` (called only when the wait is not over at once).
+    ``probe()`` runs after PROBE_S seconds of waiting and then at times PROBE_GROWTH
+    times as far apart (it may raise: the mesh asks whether the others wait on the same
+    call)."""
     pending = requests
     for _ in range(QUICK_POLLS):  # most small collectives finish here, with no set-up
         pending = [r for r in pending if not r.Test()]
@@ -64,6 +69,7 @@ def wait(
         os.sched_yield()  # a rank sharing a core with its peer lets the peer run
     timeout = timeout_seconds()
     start = time.monotonic()
+    next_probe = PROBE_S if probe is not None else math.inf
     waiting_on.append(what())
     try:
         while True:
@@ -71,6 +77,9 @@ def wait(
             if not pending and (done is None or done()):
                 return
             waited = time.monotonic() - start
+            if waited > next_probe:
+                probe()
+                next_probe = waited * PROBE_GROWTH
             if waited > SPIN_S:
                 for hook in _idle_hooks:
                     hook()
@@ -92,13 +101,13 @@ def wait(
         waiting_on.pop()
 
 
-def exchange(comm, size: int, fingerprint: int, payload: int, what, on_timeout) -> list:
+def exchange(comm, size: int, fingerprint: int, payload: int, what, on_timeout, probe=None) -> list:
     """Every rank's ``[fingerprint, payload]`` (two int64s: 16 bytes a rank, in one
     all-gather), waited on as :func:`wait` does. What the ranks compare before a call that
     must be the same on all of them, and what travels with it (a gather's block lengths)."""
     mine = np.array((fingerprint, payload), np.int64)
     everyone = np.empty((size, 2), np.int64)
-    wait([comm.Iallgather(mine, everyone)], what, on_timeout)
+    wait([comm.Iallgather(mine, everyone)], what, on_timeout, probe=probe)
     return everyone.tolist()
 
 

@@ -39,6 +39,15 @@ MISMATCHES = {
     "all_reduce_vs_all_gather": lambda r: (
         dist.all_reduce(np.ones((2, 2))) if r == 0 else dist.all_gather(np.ones((2, 2)), "x")
     ),
+    "dtype": lambda r: dist.all_reduce(np.ones(3, (np.float32, np.float64)[r]), "x"),
+    "dtype_large": lambda r: dist.all_reduce(np.ones(2**15, (np.int32, np.int64)[r]), "x"),
+    "large_against_small": lambda r: dist.all_reduce(np.ones((2**16, 4**r)[r]), "x"),
+    "reduce_scatter_op": lambda r: dist.reduce_scatter(np.ones(4), "x", op=("sum", "min")[r]),
+    "reduce_scatter_dtype": lambda r: dist.reduce_scatter(np.ones(4, ("f4", "i8")[r]), "x"),
+    "deterministic": lambda r: dist.all_reduce(np.ones(3), "x", deterministic=r == 0),
+    "all_reduce_vs_barrier": lambda r: (
+        dist.all_reduce(np.ones(3), "x") if r == 0 else dist.barrier("x")
+    ),
 }
 
 

@@ -11,14 +11,18 @@ with what makes collectives on it safe for batch jobs.
   second communicator (the *control* channel, a duplicate of the axis's) what it is
   doing. Ranks answer such questions whenever they are waiting on a collective
   themselves; a rank that is computing, hung or dead does not answer and is reported so.
-* Every collective is checked: the members exchange a fingerprint of the call (kind, op,
-  dtype, shape, dim, root, ...: fingerprint.py) and a mismatch raises
-  :class:`CollectiveMismatch` on every rank, naming what each one called, before any
-  result is delivered. By default the 16-byte exchange is started together with the
-  collective (no round trip of its own: :meth:`Channel.check`); with
-  ``TESSERA_DIST_DEBUG=1`` it completes before the collective starts (:meth:`begin`), so
-  no data moves between ranks that disagree. An all_gather always exchanges first: it
-  needs the block lengths anyway, and the fingerprint rides along.
+* Every collective is checked against a fingerprint of the call (kind, op, dtype, shape,
+  dim, root, ...: fingerprint.py); a mismatch raises :class:`CollectiveMismatch` on
+  every rank, naming what each one called, before any result is delivered. A host
+  all_reduce carries a *stamp* after its data, on a communicator of its own
+  (:meth:`Channel.stamp`: no message of its own); the other collectives exchange the
+  16-byte fingerprint together with the collective (:meth:`Channel.check`); with
+  ``TESSERA_DIST_DEBUG=1`` the exchange completes before the collective starts
+  (:meth:`begin`), so no data moves between ranks that disagree. An all_gather always
+  exchanges first: it needs the block lengths anyway, and the fingerprint rides along.
+  A wait longer than a second asks the members what they wait on (:meth:`_probe`): one
+  that waits on another call with the same number is a mismatch too (an all_reduce
+  against a broadcast never completes: they travel on different communicators).
 * The timeout measures arrival: at the deadline a rank asks the members how far they
   are; when every member has arrived the wait goes on (MPI completes what every member
   has started; a member that stops answering ends it), except on the GPU path, where a
@@ -40,8 +44,11 @@ from . import fingerprint
 
 QUERY, REPLY = 7301, 7302  # tags on the control channel
 ANSWER_WINDOW_S = 1.0  # at most this long a timed-out rank waits for the members' answers
+PROBE_WINDOW_S = 0.3  # at most this long a probe of a long wait waits for the answers
 
 ALWAYS_CHECK = True  # the default check (Channel.check); bench/dist_check.py turns it off
+STAMP_FREE_BYTES = 256  # a stamp this small is carried whatever the message's size
+STAMPED = {"deterministic": False, "backend": "mpi"}  # the stamped all_reduce's settings
 ISSUE_LOCK = threading.RLock()  # one global order of collectives per process
 _channels: list[Channel] = []  # every channel of this process, to answer queries on
 
@@ -56,10 +63,16 @@ class Channel:
         self.size = comm.Get_size()
         self.index = comm.Get_rank()
         self.control = comm.Dup() if self.size > 1 else comm
+        # stamped all_reduces and reduce_scatters travel on communicators of their own:
+        # a rank that calls one while another calls a different collective never pairs
+        # the two in MPI (both wait, and the probe of a long wait names the mismatch)
+        self.reductions = comm.Dup() if self.size > 1 else comm
+        self.scatters = comm.Dup() if self.size > 1 else comm
         self.world_ranks = list(comm.allgather(world_rank))
         self.node = _one_node(comm, self.index) if self.size > 1 else None
         self.started = 0  # sequence number of the latest collective started here
         self.nccl = None  # the NCCL communicator, made on the first GPU collective
+        self._stamps: dict = {}  # (shape, dtype, op) -> an all_reduce's stamp (or False)
         self.shared_buckets = None  # shared-memory windows, made on the first coalesced bucket
         self.abandoned: list = []  # the transfers of collectives that failed (their buffers
         # must outlive them: a late peer may still complete them)
@@ -88,11 +101,44 @@ class Channel:
         request = self.comm.Iallgather(mine, everyone)
         return (request, everyone, kind, seq, x, op, extra)
 
+    def stamp(self, kind: str, x, op: str, wire_dtype, dim: int | None = None):
+        """The always-on check of a reduction (an all_reduce, or a reduce_scatter along
+        ``dim`` in even blocks: MPI, not deterministic) carried inside its message
+        (fingerprint.stamp; after each block of a reduce_scatter): ``(mine,
+        expected)``, what this member writes after the data and the bytes the reduced
+        stamp must be. None where :meth:`check` is the way: one rank,
+        TESSERA_DIST_DEBUG, a dtype without a stamp, or a stamp adding more than 1/32 to
+        the message on a large axis."""
+        if self.size == 1 or not ALWAYS_CHECK or checking():
+            return None
+        key = (kind, x.shape, x.dtype, op, dim)
+        found = self._stamps.get(key)
+        if found is None:
+            found = self._stamps[key] = self._make_stamp(kind, x, op, wire_dtype, dim)
+            if len(self._stamps) > 1024:  # many shapes: forget the oldest
+                del self._stamps[next(iter(self._stamps))]
+        return found or None
+
+    def _make_stamp(self, kind: str, x, op: str, wire_dtype, dim: int | None):
+        items = x.size if dim is None else x.size // self.size
+        length = fingerprint.stamp_length(wire_dtype, self.size, items)
+        nbytes = length * wire_dtype.itemsize
+        if not length or (nbytes > STAMP_FREE_BYTES and nbytes * 32 > items * x.itemsize):
+            return False
+        value = fingerprint.code(kind, x, op, _stamped(dim))
+        return fingerprint.stamp(value, wire_dtype, op, self.size, self.index, items)
+
+    def stamp_mismatch(self, kind: str, seq: int, x, op: str, dim: int | None = None):
+        """The error of stamped collective ``seq`` whose reduced stamp was not the
+        expected one (every member reduced the same stamp: all of them raise it)."""
+        call = fingerprint.describe(kind, x, op, **_stamped(dim))
+        return self._mismatch(kind, seq, call)
+
     def verify(self, check) -> None:
         """Wait for a :meth:`check`'s exchange; CollectiveMismatch if the fingerprints
         differ (every member sees the same ones, so every member raises)."""
         request, everyone, kind, seq, x, op, extra = check
-        self.wait([request], kind, seq)
+        self.wait([request], kind, seq, describe=lambda: fingerprint.describe(kind, x, op, **extra))
         codes = everyone[:, 0]
         if (codes != codes[0]).any():
             raise self._mismatch(kind, seq, fingerprint.describe(kind, x, op, **extra))
@@ -112,13 +158,19 @@ class Channel:
     def _agree(self, kind: str, seq: int, x, op, extra: dict, payload: int) -> list[int]:
         """Every member's ``payload``, once every member is known to call what this one
         does; else CollectiveMismatch, on every member, naming what each called."""
+
+        def describe() -> str:
+            return fingerprint.describe(kind, x, op, **extra)
+
+        what = self._what(kind, seq, describe)
         records = timed.exchange(
             self.comm,
             self.size,
             fingerprint.code(kind, x, op, extra),
             payload,
-            lambda: f"{kind} #{seq} on axis '{self.axis}'",
-            lambda timeout: self._timeout(kind, seq, timeout),
+            what,
+            lambda timeout: self._timeout(kind, seq, timeout, what=what, describe=describe),
+            lambda: self._probe(kind, seq, what, describe),
         )
         first = records[0][0]
         if any(r[0] != first for r in records):
@@ -133,6 +185,7 @@ class Channel:
             lambda: f"{kind} #{seq} on axis '{self.axis}' (naming a mismatch)",
             lambda timeout: self._timeout(kind, seq, timeout),
         )
+        self._resynchronise()
         lines = "\n".join(
             f"  rank {self.world_ranks[i]} (index {i} on axis '{self.axis}'): {call}"
             for i, call in enumerate(calls)
@@ -144,23 +197,75 @@ class Channel:
             "deterministic setting (an all_gather's blocks may differ in length)."
         )
 
-    def wait(self, requests: list, kind: str, seq: int, extra_test=None) -> None:
+    def _resynchronise(self) -> None:
+        """After a mismatch, new communicators for the collectives (made on the control
+        one, where every member just named its call): the ranks started different MPI
+        collectives on the old ones, which would pair with the next calls there."""
+        self.comm = self.control.Dup()
+        self.reductions = self.control.Dup()
+        self.scatters = self.control.Dup()
+
+    def wait(self, requests: list, kind: str, seq: int, extra_test=None, describe=None) -> None:
         """Poll ``requests`` (and ``extra_test()``, for GPU work) until all are complete,
-        answering other ranks' queries meanwhile; raise CollectiveTimeout at the deadline."""
-        timed.wait(
-            requests,
-            lambda: f"{kind} #{seq} on axis '{self.axis}'",
-            lambda timeout: self._timeout(kind, seq, timeout, extra_test is not None),
-            extra_test,
+        answering other ranks' queries meanwhile; raise CollectiveTimeout at the deadline.
+        ``describe()`` spells the call out (fingerprint.describe): with it, a long wait
+        probes whether every member waits on the same call, and a member that waits on
+        another one at this sequence number (or an MPI error from a message of another
+        size) is a CollectiveMismatch."""
+        what = self._what(kind, seq, describe)
+        probe = None if describe is None else lambda: self._probe(kind, seq, what, describe)
+        try:
+            timed.wait(
+                requests,
+                what,
+                lambda timeout: self._timeout(
+                    kind, seq, timeout, extra_test is not None, what, describe
+                ),
+                extra_test,
+                probe,
+            )
+        except CollectiveMismatch:
+            raise
+        except Exception as exc:
+            if describe is None or not _truncated(exc):
+                raise
+            raise self._mismatch(kind, seq, describe()) from None
+
+    def _what(self, kind: str, seq: int, describe=None):
+        """What a wait on collective ``seq`` says it waits on (timed.waiting_on: the
+        answer to other members' queries), with the call when ``describe`` is given."""
+        if describe is None:
+            return lambda: f"{kind} #{seq} on axis '{self.axis}'"
+        return lambda: f"{kind} #{seq} on axis '{self.axis}': {describe()}"
+
+    def _probe(self, kind: str, seq: int, what, describe) -> None:
+        """CollectiveMismatch when a member waits on another call with number ``seq``
+        on this axis (or names a mismatch of it): then the two never complete."""
+        answers = self._ask_members(seq, PROBE_WINDOW_S)
+        if self._differs(seq, answers, what()):
+            raise self._mismatch(kind, seq, describe())
+
+    def _differs(self, seq: int, answers: list, mine: str) -> bool:
+        marker = f"#{seq} on axis '{self.axis}'"
+        return any(
+            answer is not None
+            and isinstance(answer[1], str)
+            and marker in answer[1]
+            and answer[1] != mine
+            for i, answer in enumerate(answers)
+            if i != self.index
         )
 
     def _timeout(
-        self, kind: str, seq: int, timeout: float, gpu: bool = False
+        self, kind: str, seq: int, timeout: float, gpu: bool = False, what=None, describe=None
     ) -> CollectiveTimeout | None:
         """The error at the deadline of collective ``seq``, or None when every member has
         arrived (the wait goes on: the timeout is on arrival), but on the GPU path
-        (``gpu``), where that is a transport failure and the error says so."""
+        (``gpu``), where that is a transport failure and the error says so. A member
+        that waits on another call with this number is a CollectiveMismatch (raised)."""
         answers = self._ask_members(seq, min(ANSWER_WINDOW_S, max(0.2, timeout / 10)))
+        if describe is not None and self._differs(seq, answers, what()):
+            raise self._mismatch(kind, seq, describe())
         missing, notes = [], []
         for i, answer in enumerate(answers):
             if i == self.index:
@@ -247,6 +352,23 @@ def answer_queries() -> None:
             source = status.Get_source()
             channel.control.recv(source=source, tag=QUERY)
             channel.control.isend((channel.started, doing), dest=source, tag=REPLY)
+
+
+def _stamped(dim: int | None) -> dict:
+    """A stamped collective's other arguments, as fingerprint.code and describe take
+    them (the stamped ones are never deterministic and always go through MPI)."""
+    return STAMPED if dim is None else {"dim": dim, **STAMPED}
+
+
+def _truncated(exc: BaseException) -> bool:
+    """Whether ``exc`` is MPI's error for a message longer than the buffer posted for it
+    (what ranks reducing arrays of different sizes can end in)."""
+    get_class = getattr(exc, "Get_error_class", None)
+    if get_class is None:
+        return False
+    from mpi4py import MPI
+
+    return get_class() == MPI.ERR_TRUNCATE
 
 
 def checking() -> bool:

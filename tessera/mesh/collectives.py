@@ -26,7 +26,7 @@ from ..arrays import is_device_array, transportable
 from ..config import get as setting
 from ..errors import TesseraError
 from ..observers import OBSERVERS, entered, now, report
-from . import mpi_transport, nccl_transport
+from . import fingerprint, mpi_transport, nccl_transport
 from .channel import ISSUE_LOCK, Channel, Transfer, then
 from .layout import ShardSpec, block
 from .mesh import Mesh, current_mesh, world_channel
@@ -39,9 +39,17 @@ class Work:
     or until the collective timeout — and returns its result."""
 
     def __init__(
-        self, channel: Channel, kind: str, seq: int, transfer: Transfer, deliver, check=None
+        self,
+        channel: Channel,
+        kind: str,
+        seq: int,
+        transfer: Transfer,
+        deliver,
+        check=None,
+        call: tuple = (None, None, {}),
     ):
         self.channel, self.kind, self.seq = channel, kind, seq
+        self._call = call  # (x, op, extra): what fingerprint.describe names the call by
         self._transfer, self._deliver = transfer, deliver
         self._check = check  # the members' fingerprints, verified before delivering
         self._done, self._result = False, None
@@ -80,11 +88,15 @@ class Work:
         try:
             while not self._done:
                 t = self._transfer
-                self.channel.wait(t.requests, self.kind, self.seq, t.gpu_done)
+                self.channel.wait(t.requests, self.kind, self.seq, t.gpu_done, self._describe)
                 self._step(t.finish())
         except BaseException:
             self.channel.abandoned.append(self._transfer)  # a late peer may complete it
             raise
+
+    def _describe(self) -> str:
+        x, op, extra = self._call
+        return fingerprint.describe(self.kind, x, op, **extra)
 
     def _verify(self) -> None:
         """The members called the same collective, or CollectiveMismatch (the collective,
@@ -117,10 +129,12 @@ def _run(
     op: str | None = None,
     start: float = 0.0,
     check=None,
+    extra: dict | None = None,
 ):
     """The collective's :class:`Work`, or (not ``async_op``) its result. Observers
-    (profiles, traces, metrics) hear of it when it is done: op, axis, bytes, seq."""
-    work = Work(channel, kind, seq, transfer, deliver, check)
+    (profiles, traces, metrics) hear of it when it is done: op, axis, bytes, seq.
+    ``extra``: the call's other arguments, as fingerprint.describe names them."""
+    work = Work(channel, kind, seq, transfer, deliver, check, (x, op, extra or {}))
     if OBSERVERS:
         work.start = start or now()
         work.observed = {
@@ -271,13 +285,17 @@ def all_reduce(
     with ISSUE_LOCK:
         extra = dict(deterministic=deterministic, backend=transport.NAME)
         seq = channel.begin("all_reduce", x, op, **extra)
-        check = channel.check("all_reduce", seq, x, op, **extra)
+        in_place = _own and out is x
+        stamp = None
+        if transport is mpi_transport and not (deterministic or in_place) and type(x) is np.ndarray:
+            stamp = channel.stamp("all_reduce", x, op, mpi_transport.wire_dtype(x.dtype))
+        check = None if stamp else channel.check("all_reduce", seq, x, op, **extra)
         if transport is mpi_transport and not deterministic:
-            transfer = transport.all_reduce(channel, x, op, False, _own and out is x)
+            transfer = transport.all_reduce(channel, x, op, False, in_place, stamp, seq)
         else:
             transfer = transport.all_reduce(channel, x, op, deterministic)
     deliver = back(_deliver_to(out))
-    return _run(channel, "all_reduce", seq, transfer, deliver, async_op, x, op, start, check)
+    return _run(channel, "all_reduce", seq, transfer, deliver, async_op, x, op, start, check, extra)
 
 
 def all_gather(
@@ -311,10 +329,13 @@ def all_gather(
     transport = _transport(x)
     start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
-        seq, rows = channel.begin_gather(x, dim % x.ndim, backend=transport.NAME)
+        extra = dict(dim=dim % x.ndim, backend=transport.NAME)
+        seq, rows = channel.begin_gather(x, **extra)
         transfer = transport.all_gather(channel, front, rows)
     deliver = back(_deliver_to(out, dim % x.ndim))
-    return _run(channel, "all_gather", seq, transfer, deliver, async_op, x, None, start)
+    return _run(
+        channel, "all_gather", seq, transfer, deliver, async_op, x, None, start, None, extra
+    )
 
 
 def reduce_scatter(
@@ -366,15 +387,29 @@ def reduce_scatter(
     with ISSUE_LOCK:
         extra = dict(dim=dim % x.ndim, deterministic=deterministic, backend=transport.NAME)
         seq = channel.begin("reduce_scatter", x, op, **extra)
-        check = channel.check("reduce_scatter", seq, x, op, **extra)
-        if deterministic:  # the rank-order sum, then this rank's block
+        stamp = None
+        if (
+            transport is mpi_transport
+            and not deterministic
+            and type(x) is np.ndarray
+            and extent % channel.size == 0
+        ):
+            wire = mpi_transport.wire_dtype(x.dtype)
+            stamp = channel.stamp("reduce_scatter", x, op, wire, extra["dim"])
+        check = None if stamp else channel.check("reduce_scatter", seq, x, op, **extra)
+        if stamp:
+            check_of = (seq, x, extra["dim"])
+            transfer = transport.reduce_scatter(channel, front, op, rows, stamp, check_of)
+        elif deterministic:  # the rank-order sum, then this rank's block
             whole = transport.all_reduce(channel, front, op, True)
             start = sum(rows[: channel.index])
             stop = start + rows[channel.index]
             transfer = then(whole, lambda total: total[start:stop])
         else:
             transfer = transport.reduce_scatter(channel, front, op, rows)
-    return _run(channel, "reduce_scatter", seq, transfer, deliver, async_op, x, op, start, check)
+    return _run(
+        channel, "reduce_scatter", seq, transfer, deliver, async_op, x, op, start, check, extra
+    )
 
 
 def broadcast(
@@ -403,11 +438,14 @@ def broadcast(
     transport = _transport(x)
     start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
-        seq = channel.begin("broadcast", x, root=root, backend=transport.NAME)
-        check = channel.check("broadcast", seq, x, root=root, backend=transport.NAME)
+        extra = dict(root=root, backend=transport.NAME)
+        seq = channel.begin("broadcast", x, **extra)
+        check = channel.check("broadcast", seq, x, **extra)
         transfer = transport.broadcast(channel, x, root)
     deliver = back(_deliver_to(out))
-    return _run(channel, "broadcast", seq, transfer, deliver, async_op, x, None, start, check)
+    return _run(
+        channel, "broadcast", seq, transfer, deliver, async_op, x, None, start, check, extra
+    )
 
 
 def barrier(axis: str | None = None, *, mesh: Mesh | None = None) -> None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import zlib
 
+import numpy as np
+
 _codes: dict = {}  # str or dtype -> its number
 
 
@@ -57,3 +59,69 @@ def describe(kind: str, x, op: str | None = None, **extra) -> str:
     parts += [f"op={op}"] if op else []
     parts += [f"{k}={v}" for k, v in extra.items()]
     return f"{kind}({', '.join(parts)})"
+
+
+# ------------------------------------------------------------------ stamps
+# An all_reduce carries its check inside the reduced message: a *stamp* of a few
+# elements after the data, in the wire dtype. Member i writes its fingerprint into its
+# own slots and the op's identity into everyone else's, so the reduction leaves every
+# member's fingerprint in its slots, exactly (a sum with zeros, a product with ones, a
+# max with the lowest value, a min with the highest): the reduced stamp is an all-gather
+# of the fingerprints at no message of its own. Each slot holds BITS_PER_SLOT[kind]
+# bits of the fingerprint plus 2 (never an identity), an integer the dtype holds exactly.
+
+STAMP_BITS = 44  # of the 64-bit fingerprint that a stamp carries
+_SLOT_BITS = {
+    "i1": 6, "u1": 7, "i2": 14, "u2": 15, "i4": 30, "u4": 31, "i8": 44, "u8": 44,
+    "f4": 22, "c8": 22, "f8": 44, "c16": 44,
+}  # fmt: skip
+_stamps: dict = {}  # (code, dtype, op, size, index) -> (my stamp, the expected result)
+
+
+def stamp_length(dtype, size: int, items: int) -> int:
+    """The length in elements of ``dtype`` of the stamp after ``items`` elements for
+    ``size`` members, 0 for a dtype that cannot carry one (Tessera reduces 16-bit floats
+    as f32 and bools as bytes). The stamp is padded so that the whole message is a
+    multiple of 16 bytes: ranks that disagree on the dtype then still send every member
+    whole elements of its own (MPI aborts the process on a message that ends inside
+    one)."""
+    bits = _SLOT_BITS.get(f"{dtype.kind}{dtype.itemsize}")
+    if bits is None:
+        return 0
+    length = size * -(-STAMP_BITS // bits)
+    return length + (-(items + length) * dtype.itemsize) % 16 // dtype.itemsize
+
+
+def stamp(
+    value: int, dtype, op: str, size: int, index: int, items: int
+) -> tuple[np.ndarray, bytes]:
+    """Member ``index``'s stamp for fingerprint ``value`` after ``items`` elements, and
+    what the reduced stamp is when every member has that fingerprint (as bytes, to
+    compare with)."""
+    length = stamp_length(dtype, size, items)
+    key = (value, dtype, op, size, index, length)
+    found = _stamps.get(key)
+    if found is None:
+        bits = _SLOT_BITS[f"{dtype.kind}{dtype.itemsize}"]
+        per_member = -(-STAMP_BITS // bits)
+        slots = [2 + ((value >> (bits * j)) & ((1 << bits) - 1)) for j in range(per_member)]
+        mine = np.full(length, _identity(dtype, op), dtype)
+        mine[index * per_member : (index + 1) * per_member] = slots
+        expected = mine.copy()
+        expected[: size * per_member] = slots * size
+        expected = expected.tobytes()
+        found = _stamps[key] = (mine, expected)
+        if len(_stamps) > 4096:  # many shapes: forget the oldest
+            del _stamps[next(iter(_stamps))]
+    return found
+
+
+def _identity(dtype, op: str):
+    if op == "sum":
+        return 0
+    if op == "prod":
+        return 1
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return info.min if op == "max" else info.max
+    return -np.inf if op == "max" else np.inf

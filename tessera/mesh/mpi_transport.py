@@ -41,6 +41,13 @@ def _mpi_op(ch: Channel, op: str):
     return _MPI_OPS[op]
 
 
+def wire_dtype(dtype):
+    """The dtype MPI reduces an array of ``dtype`` in (to_reduction_wire)."""
+    if dtype in HALF:
+        return np.dtype(np.float32)
+    return np.dtype(np.uint8) if dtype == np.bool_ else dtype
+
+
 def to_reduction_wire(x, xp):
     """The array MPI reduces for ``x``: f32 for 16-bit floats, bytes for bools."""
     if x.dtype in HALF:
@@ -63,10 +70,22 @@ def _bytes(x):
     return x.reshape(-1).view(np.uint8)
 
 
-def all_reduce(ch: Channel, x, op: str, deterministic: bool, in_place: bool = False) -> Transfer:
+def all_reduce(
+    ch: Channel,
+    x,
+    op: str,
+    deterministic: bool,
+    in_place: bool = False,
+    stamp: tuple | None = None,
+    seq: int = 0,
+) -> Transfer:
     """Reduced into a new array, which the caller copies into ``out=`` once the collective
     has completed (a collective that fails leaves ``out=`` as it was); ``in_place``: into
-    ``x`` itself (a buffer of Tessera's own, which a failure may leave half reduced)."""
+    ``x`` itself (a buffer of Tessera's own, which a failure may leave half reduced).
+    ``stamp`` (Channel.stamp, of collective ``seq``): the check travels after the data,
+    verified before the result is delivered."""
+    if stamp is not None:
+        return _stamped_all_reduce(ch, x, op, stamp, seq)
     xp = array_module(x)
     wire = to_reduction_wire(x, xp)
     if deterministic:
@@ -81,6 +100,33 @@ def all_reduce(ch: Channel, x, op: str, deterministic: bool, in_place: bool = Fa
     received = xp.empty_like(wire)
     request = ch.comm.Iallreduce(wire, received, _mpi_op(ch, op))
     return Transfer([request], lambda: from_reduction_wire(received, x.dtype))
+
+
+def _stamped_all_reduce(ch: Channel, x, op: str, stamp, seq: int) -> Transfer:
+    """One buffer holds the data (in the wire dtype) and the stamp after it, reduced in
+    place: MPI copies a separate send buffer into the receive buffer first anyway, so the
+    copy here is the one it no longer makes. The result is delivered once the reduced
+    stamp is the expected one (Channel.stamp)."""
+    mine, expected = stamp
+    n = x.size
+    buffer = np.empty(n + mine.size, mine.dtype)
+    data = buffer[:n] if x.ndim == 1 else buffer[:n].reshape(x.shape)
+    data[...] = x
+    buffer[n:] = mine
+    request = ch.reductions.Iallreduce(_in_place(), buffer, _mpi_op(ch, op))
+
+    def finish():
+        if buffer[n:].tobytes() != expected:
+            raise ch.stamp_mismatch("all_reduce", seq, x, op)
+        return data if data.dtype == x.dtype else from_reduction_wire(data, x.dtype)
+
+    return Transfer([request], finish)
+
+
+def _in_place():
+    from mpi4py import MPI
+
+    return MPI.IN_PLACE
 
 
 def _all_reduce_in_rank_order(ch: Channel, x, wire, op: str, xp) -> Transfer:
@@ -139,8 +185,14 @@ def all_gather(ch: Channel, x, rows: list[int]) -> Transfer:
     return Transfer([request], lambda: out)
 
 
-def reduce_scatter(ch: Channel, x, op: str, rows: list[int]) -> Transfer:
-    """``op`` over the members, then member i keeps ``rows[i]`` rows of dim 0."""
+def reduce_scatter(
+    ch: Channel, x, op: str, rows: list[int], stamp: tuple | None = None, check_of=None
+) -> Transfer:
+    """``op`` over the members, then member i keeps ``rows[i]`` rows of dim 0.
+    ``stamp`` (Channel.stamp; rows all equal): the check travels after each block;
+    ``check_of`` is (seq, the caller's array, dim), what a mismatch names."""
+    if stamp is not None:
+        return _stamped_reduce_scatter(ch, x, op, rows[0], stamp, check_of)
     xp = array_module(x)
     wire = to_reduction_wire(x, xp)
     row_items = int(np.prod(wire.shape[1:], dtype=np.int64))
@@ -148,6 +200,28 @@ def reduce_scatter(ch: Channel, x, op: str, rows: list[int]) -> Transfer:
     counts = [r * row_items for r in rows]
     request = ch.comm.Ireduce_scatter(wire, received, counts, _mpi_op(ch, op))
     return Transfer([request], lambda: from_reduction_wire(received, x.dtype))
+
+
+def _stamped_reduce_scatter(ch: Channel, x, op: str, rows: int, stamp, check_of) -> Transfer:
+    """Every member's block followed by the stamp, in one buffer (one copy, which MPI's
+    reduce-scatter makes of a send buffer anyway), reduced in place block by block: each
+    member gets its block and the reduced stamp at the buffer's front."""
+    mine, expected = stamp
+    rest = tuple(x.shape[1:])
+    items = rows * int(np.prod(rest, dtype=np.int64))
+    buffer = np.empty((ch.size, items + mine.size), mine.dtype)
+    buffer[:, :items].reshape((ch.size, rows) + rest)[...] = x.reshape((ch.size, rows) + rest)
+    buffer[:, items:] = mine
+    request = ch.scatters.Ireduce_scatter_block(_in_place(), buffer, _mpi_op(ch, op))
+    received = buffer[0]  # in place: this member's block comes back at the front
+
+    def finish():
+        if received[items:].tobytes() != expected:
+            seq, given, dim = check_of
+            raise ch.stamp_mismatch("reduce_scatter", seq, given, op, dim)
+        return from_reduction_wire(received[:items].reshape((rows,) + rest), x.dtype)
+
+    return Transfer([request], finish)
 
 
 def broadcast(ch: Channel, x, root: int) -> Transfer:
