@@ -38,16 +38,30 @@ class CpuCodegen(SourceEmitter):
         self.stack_bytes = 0
 
     def generate(self) -> str:
+        """The kernel's source. A flat kernel is one function, ``_kernel``. A grouped
+        kernel is two: ``_chunk(_c, ...)`` runs chunk ``_c`` of the groups, and
+        ``_kernel`` runs every chunk, in parallel (``_prange``) or one after another,
+        calling the compiled ``_chunk`` through ``_call_chunk`` (program.py): the two
+        variants share one compile of the body, and the parallel one's (Numba's parfor
+        passes, LLVM) never sees it."""
         args = self.kernel_args()
-        if self.kir.grouped:
-            args.append("_nchunks")
+        if not self.kir.grouped:
+            self.emit(f"def _kernel({', '.join(args)}):")
+            self.indent += 1
+            self.emit(f'"""Tessera kernel {self.kir.name} ({self.kir.loc}) for the CPU."""')
+            self.flat_body()
+            return "\n".join(self.lines) + "\n"
+        args.append("_nchunks")
+        self.emit(f"def _chunk(_c, {', '.join(args)}):")
+        self.indent += 1
+        self.emit(f'"""Tessera kernel {self.kir.name} ({self.kir.loc}) for the CPU: a chunk."""')
+        self.grouped_body()
+        self.indent = 0
         self.emit(f"def _kernel({', '.join(args)}):")
         self.indent += 1
         self.emit(f'"""Tessera kernel {self.kir.name} ({self.kir.loc}) for the CPU."""')
-        if self.kir.grouped:
-            self.grouped_body()
-        else:
-            self.flat_body()
+        self.emit("for _c in _prange(_nchunks):")
+        self.emit(f"    _call_chunk((_c, {', '.join(args)}))")
         return "\n".join(self.lines) + "\n"
 
     def flat_body(self) -> None:
@@ -102,8 +116,6 @@ class CpuCodegen(SourceEmitter):
         g = " * ".join(f"_N{d}" for d in range(self.grid_ndim))
         self.emit(f"_G = {g}")
         self.emit("s_grid_groups = _G")
-        self.emit("for _c in _prange(_nchunks):")
-        self.indent += 1
         for a in self.kir.allocs:
             if a.dynamic:  # sized by a launch argument: on the heap, once per chunk
                 size = f"np.int64({self.name(a.shape[0].name)})"

@@ -114,6 +114,10 @@ class Image:
     env: str  # the global that must point at the wrapper's environment object
     externals: tuple[str, ...]  # symbols the object code needs from outside
     threading_layer: str | None  # the layer a parallel function was compiled against
+    # the object code of the functions it calls without linking them (a grouped kernel's
+    # chunk), linked beside it, and their environment globals
+    callees: tuple[bytes, ...] = ()
+    callee_envs: tuple[str, ...] = ()
 
     def to_bytes(self) -> bytes:
         header = {
@@ -121,45 +125,59 @@ class Image:
             "env": self.env,
             "externals": list(self.externals),
             "threading_layer": self.threading_layer,
+            "callees": [len(c) for c in self.callees],
+            "callee_envs": list(self.callee_envs),
         }
-        return json.dumps(header).encode() + b"\n" + self.object_code
+        body = b"".join((*self.callees, self.object_code))
+        return json.dumps(header).encode() + b"\n" + body
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Image:
         end = data.index(b"\n")
         header = json.loads(data[:end])
+        start, callees = end + 1, []
+        for size in header["callees"]:
+            callees.append(data[start : start + size])
+            start += size
         return cls(
-            object_code=data[end + 1 :],
+            object_code=data[start:],
             wrapper=header["wrapper"],
             env=header["env"],
             externals=tuple(header["externals"]),
             threading_layer=header["threading_layer"],
+            callees=tuple(callees),
+            callee_envs=tuple(header["callee_envs"]),
         )
 
 
-def image_of(cres) -> Image | None:
-    """The image of a freshly compiled Numba ``CompileResult`` (None: it refers to objects
-    of this process, so it cannot be reused elsewhere; Numba's own cache rule)."""
-    library = cres.library
-    if library.has_dynamic_globals or any(not f.can_cache for f in cres.lifted):
+def image_of(cres, callees: tuple = ()) -> Image | None:
+    """The image of a freshly compiled Numba ``CompileResult`` and of the ones it calls
+    without linking them (``callees``; None: one of them refers to objects of this
+    process, so it cannot be reused elsewhere; Numba's own cache rule)."""
+    everything = (cres, *callees)
+    if any(
+        c.library.has_dynamic_globals or any(not f.can_cache for f in c.lifted) for c in everything
+    ):
         return None
-    module = library._final_module
-    externals = sorted(
-        symbol.name
-        for symbol in (*module.functions, *module.global_variables)
-        if symbol.is_declaration and not symbol.name.startswith("llvm.")
-    )
+    declared, defined = set(), set()
+    for c in everything:
+        module = c.library._final_module
+        for symbol in (*module.functions, *module.global_variables):
+            (declared if symbol.is_declaration else defined).add(symbol.name)
+    externals = sorted(n for n in declared - defined if not n.startswith("llvm."))
     layer = None
     if "numba_parallel_for" in externals:
         import numba
 
         layer = numba.threading_layer()
     return Image(
-        object_code=bytes(library._get_compiled_object()),
+        object_code=bytes(cres.library._get_compiled_object()),
         wrapper=cres.fndesc.llvm_cpython_wrapper_name,
         env=cres.fndesc.env_name,
         externals=tuple(externals),
         threading_layer=layer,
+        callees=tuple(bytes(c.library._get_compiled_object()) for c in callees),
+        callee_envs=tuple(c.fndesc.env_name for c in callees),
     )
 
 
@@ -299,19 +317,25 @@ class _Runtime:
         with self._lock:
             if image.threading_layer is not None:
                 self._start_layer(image.threading_layer)
-            builder = self._llb.JITLibraryBuilder().add_object_img(image.object_code)
+            builder = self._llb.JITLibraryBuilder()
+            for code in (*image.callees, image.object_code):
+                builder.add_object_img(code)
             for symbol in image.externals:  # all resolved first: never link a missing one
                 builder.import_symbol(symbol, self._address(symbol))
-            builder.export_symbol(image.wrapper).export_symbol(image.env)
+            envs = (image.env, *image.callee_envs)
+            builder.export_symbol(image.wrapper)
+            for symbol in envs:
+                builder.export_symbol(symbol)
             self._count += 1
             try:
                 tracker = builder.link(self._jit, f"tessera_{self._count}")
-                wrapper, env_slot = tracker[image.wrapper], tracker[image.env]
+                wrapper, env_slots = tracker[image.wrapper], [tracker[e] for e in envs]
             except Exception as exc:  # LLVM's own complaint (duplicate or odd object)
                 raise NativeLoadError(f"cannot link: {exc}") from exc
         module = types.ModuleType(f"tessera_cpu_{name}")
         env = self._dynfunc.Environment(module.__dict__)
-        ctypes.c_void_p.from_address(env_slot).value = id(env)
+        for slot in env_slots:  # the kernel and its chunk share the generated module
+            ctypes.c_void_p.from_address(slot).value = id(env)
         return self._dynfunc.make_function(
             module, name, f"compiled Tessera kernel {name}", wrapper, env, (tracker, env)
         )

@@ -79,6 +79,7 @@ class CpuProgram:
         self.prints = ir.prints(spec.kir.body)
         self._entries: dict[bool, object] = {}  # variant → the compiled function
         self._dispatchers: dict[bool, tuple] = {}  # variant → (dispatcher, signature)
+        self._chunks: dict[tuple, tuple] = {}  # signature → (_call_chunk, the chunk's cres)
         # until this kernel's starved launch is reported; never for the operator layer's
         # kernels (their shapes are tessera's to choose: the user could do nothing about it)
         self._watch_shape = self.grouped and not generated(spec.kir.loc.file)
@@ -130,24 +131,21 @@ class CpuProgram:
             function, cres = self._compile(parallel, args)
         stats.bump("compiles")
         if entry is not None:
-            image = native.image_of(cres)
+            chunk = self._chunks.get(self._dispatchers[parallel][1])
+            image = native.image_of(cres, () if chunk is None else (chunk[1],))
             if image is not None:
                 entry.write(image.to_bytes(), str(cres.signature))
         return function
 
     def _compile(self, parallel: bool, args: tuple) -> tuple:
-        """Compile the variant with Numba: (its entry point, Numba's CompileResult)."""
+        """Compile the variant with Numba: (its entry point, Numba's CompileResult). A
+        grouped kernel's body, ``_chunk``, is compiled once for both variants (and
+        called, not linked: runtime.call_compiled)."""
         import numba
         from numba.core import config as numba_config
 
         signature = tuple(numba.typeof(a) for a in args)
-        module = types.ModuleType(f"tessera_cpu_{self.spec.kir.name}_{id(self):x}")
-        module.__dict__.update(runtime.namespace())
-        module._prange = numba.prange if parallel else range
-        for name, (shape, dtype) in self.stack_arrays.items():
-            setattr(module, name, runtime.stack_array(shape, dtype))
-        exec(compile(self.source, self.filename, "exec"), module.__dict__)  # noqa: S102 - our codegen
-        dispatcher = numba.njit(parallel=parallel, **JIT_OPTIONS)(module._kernel)
+        module = self._module(parallel)
         # Numba leaves LLVM's SLP vectoriser off by default; lane loops that LLVM fully
         # unrolls (a 16-lane row) only vectorise with it. Numba's compiler re-reads every
         # setting from the NUMBA_* environment when that has changed since it last looked
@@ -157,11 +155,43 @@ class CpuProgram:
         saved, numba_config.SLP_VECTORIZE = numba_config.SLP_VECTORIZE, 1
         try:
             with vector_width.preferring(self.vector_bits()):
+                if self.grouped:
+                    module._call_chunk = self._compiled_chunk(signature)
+                dispatcher = numba.njit(parallel=parallel, **JIT_OPTIONS)(module._kernel)
                 function = dispatcher.compile(signature)
         finally:
             numba_config.SLP_VECTORIZE = saved
         self._dispatchers[parallel] = (dispatcher, signature)
         return function, dispatcher.overloads[signature]
+
+    def _module(self, parallel: bool) -> types.ModuleType:
+        """A new module holding the generated source, for one variant."""
+        import numba
+
+        module = types.ModuleType(f"tessera_cpu_{self.spec.kir.name}_{id(self):x}")
+        module.__dict__.update(runtime.namespace())
+        module._prange = numba.prange if parallel else range
+        for name, (shape, dtype) in self.stack_arrays.items():
+            setattr(module, name, runtime.stack_array(shape, dtype))
+        exec(compile(self.source, self.filename, "exec"), module.__dict__)  # noqa: S102 - our codegen
+        return module
+
+    def _compiled_chunk(self, signature: tuple):
+        """The intrinsic that calls this kernel's ``_chunk`` compiled for the variants'
+        ``signature`` (compiled on first use; its result kept for the disk-cache image)."""
+        import llvmlite.binding as llb
+        import numba
+
+        found = self._chunks.get(signature)
+        if found is None:
+            argtypes = (numba.types.intp, *signature)
+            dispatcher = numba.njit(**JIT_OPTIONS)(self._module(False)._chunk)
+            dispatcher.compile(argtypes)
+            cres = dispatcher.overloads[argtypes]
+            symbol = cres.fndesc.llvm_func_name
+            llb.add_symbol(symbol, cres.library.get_pointer_to_function(symbol))
+            found = self._chunks[signature] = (runtime.call_compiled(symbol, argtypes), cres)
+        return found[0]
 
     def vector_bits(self) -> int | None:
         """The vector width to ask LLVM for (vector_width.py), None for its own choice."""
@@ -169,13 +199,17 @@ class CpuProgram:
 
     def inspect(self, stage: str, args: tuple, grid: tuple[int, ...]) -> str:
         """LLVM IR ("llvm") or assembly ("asm") of the parallel variant, compiled for
-        these arguments (always by Numba: the disk cache holds machine code only)."""
+        these arguments (always by Numba: the disk cache holds machine code only); for a
+        grouped kernel its chunk's first, then the parallel loop calling it."""
         if True not in self._dispatchers:
             self._compile(True, self._call_args(args, grid, True))
         dispatcher, signature = self._dispatchers[True]
+        chunk = self._chunks.get(signature)  # a grouped kernel's body, called by it
         if stage == "llvm":
-            return dispatcher.inspect_llvm(signature)
-        return dispatcher.inspect_asm(signature)
+            text = dispatcher.inspect_llvm(signature)
+            return text if chunk is None else chunk[1].library.get_llvm_str() + "\n" + text
+        text = dispatcher.inspect_asm(signature)
+        return text if chunk is None else chunk[1].library.get_asm_str() + "\n" + text
 
     def _disk_entry(self, parallel: bool, args: tuple) -> disk_cache.Entry | None:
         """The disk-cache file of one variant, keyed on all that shapes its machine code."""

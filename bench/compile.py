@@ -1,0 +1,100 @@
+"""Cold compile times of the examples' kernels (issue "cold compiles in seconds").
+
+    python -m bench.compile [--rounds 1] [EXAMPLE ...]
+
+Runs each example script (default: every one that needs neither MPI nor a GPU) in a new
+process with an empty ``TESSERA_CACHE_DIR``, and reads how long each kernel took to
+compile from Tessera's log ("compiled kernel 'k' for cpu (parallel variant) in 5.15 s":
+the Numba compile alone, not the process start or the run). Prints per example the
+wall time of the process and each kernel's compile time, then the targets: every kernel
+≤ 10 s, the median ≤ 3 s. Writes the rows to ``results/compile.json`` (one JSON record a
+line, as the other benchmarks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .common import RESULTS
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = (
+    "attention",
+    "mlp_training",
+    "flash_attention",
+    "gemm_tiles",
+    "softmax",
+    "matmul",
+    "block_sum",
+    "histogram",
+    "cpu_launch_shapes",
+    "profile_matmul",
+)
+LINE = re.compile(r"compiled kernel '([^']+)' for (.+?) in ([0-9.]+) s")
+CHILD = """
+import logging, runpy, sys
+logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+runpy.run_path(sys.argv[1], run_name="__main__")
+"""
+TARGET_EACH_S, TARGET_MEDIAN_S = 10.0, 3.0
+
+
+def run_example(name: str) -> tuple[float, list[tuple[str, str, float]]]:
+    """(wall seconds, [(kernel, where, compile seconds)]) of one cold run."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, TESSERA_CACHE_DIR=cache)
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, str(ROOT / "examples" / f"{name}.py")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            cwd=ROOT,
+        )
+        wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"examples/{name}.py failed:\n{done.stderr[-3000:]}")
+    kernels = [(k, where, float(s)) for k, where, s in LINE.findall(done.stderr)]
+    return wall, kernels
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    rounds = 1
+    if "--rounds" in args:
+        i = args.index("--rounds")
+        rounds = int(args[i + 1])
+        del args[i : i + 2]
+    names = args or list(EXAMPLES)
+    rows = []
+    for name in names:
+        for r in range(rounds):
+            wall, kernels = run_example(name)
+            rows.append({"example": name, "round": r, "wall_s": wall, "kernels": kernels})
+            compiled = ", ".join(f"{k} {s:.2f} s" for k, _, s in kernels) or "nothing compiled"
+            print(f"{name:<18} {wall:7.2f} s wall   {compiled}", flush=True)
+    times = [s for row in rows for _, _, s in row["kernels"]]
+    if times:
+        worst = max(times)
+        median = statistics.median(times)
+        print(
+            f"\n{len(times)} compiles: median {median:.2f} s (target ≤ {TARGET_MEDIAN_S:g} s), "
+            f"slowest {worst:.2f} s (target ≤ {TARGET_EACH_S:g} s each)"
+        )
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with open(RESULTS / "compile.json", "a") as f:
+        for row in rows:
+            f.write(json.dumps({"benchmark": "compile", "cpus": os.cpu_count(), **row}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
