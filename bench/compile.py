@@ -42,7 +42,8 @@ LINE = re.compile(r"compiled kernel '([^']+)' for (.+?) in ([0-9.]+) s")
 CHILD = """
 import logging, runpy, sys
 logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-runpy.run_path(sys.argv[1], run_name="__main__")
+sys.argv = sys.argv[1:]  # the example sees itself as argv[0], as when run directly
+runpy.run_path(sys.argv[0], run_name="__main__")
 """
 TARGET_EACH_S, TARGET_MEDIAN_S = 10.0, 3.0
 

@@ -202,7 +202,12 @@ def _definitions() -> dict:
         def make(typingctx):
             def codegen(context, builder, signature, args):
                 elem = context.get_data_type(dtype)
-                storage = cgutils.alloca_once(builder, llir.ArrayType(elem, count))
+                # at function entry, uninitialised: Numba's alloca_once would also store a
+                # zero aggregate there, which LLVM's InstCombine takes time linear in the
+                # array to turn into a memset (about 1 s for a 32 KB tile) and which then
+                # clears the array on every call
+                with builder.goto_entry_block():
+                    storage = builder.alloca(llir.ArrayType(elem, count))
                 # on a cache line: a tile's vector loads and stores never straddle two
                 # (left to LLVM, the same kernel measured up to 25 % slower in one build
                 # than another, its arrays 16 bytes off a line)
