@@ -461,7 +461,7 @@ class Frontend(CallLowering, PrintLowering, ValueLowering, ViewLowering):
             if small is not None:
                 return [], small
             return [], self.name_expr(scope, node, loc)
-        if isinstance(node, ast.Tuple):
+        if isinstance(node, (ast.Tuple, ast.List)):  # a list is a read-only sequence here
             pre, items = [], []
             for elt in node.elts:
                 p, e = self.value(scope, elt)
@@ -559,7 +559,8 @@ class Frontend(CallLowering, PrintLowering, ValueLowering, ViewLowering):
         base = node.value
         if self.holds_small(scope, base):
             pre, value = self.value(scope, base)
-            return pre, self.small_subscript(scope, node, value)
+            p2, item = self.small_subscript(scope, node, value, loc)
+            return pre + p2, item
         if isinstance(base, ast.Attribute) and base.attr == "shape":
             if self.view_of(scope, base.value) is not None:
                 return self.view_shape(scope, node, base.value, loc)

@@ -25,6 +25,21 @@ MATH_FUNCS = {getattr(math, name): name for name in MATH}
 BUILTIN_FUNCS = {builtins.min: "min", builtins.max: "max", builtins.abs: "abs"}
 TILE_METHODS = {p.name[2:]: p for p in P.REGISTRY.values() if p.method}
 BUILTIN_CASTS = {builtins.int: dtypes.i64, builtins.float: dtypes.f64, builtins.bool: dtypes.bool_}
+EXP2 = getattr(math, "exp2", None)  # Python 3.11+
+
+
+def _float_text(node: ast.Call) -> float | None:
+    """The number of ``float("inf")``, ``float("-inf")``, ``float("nan")`` (any text
+    ``float`` reads), or None: not a call of ``float`` on one string constant."""
+    if len(node.args) != 1 or node.keywords:
+        return None
+    arg = node.args[0]
+    if not isinstance(arg, ast.Constant) or not isinstance(arg.value, str):
+        return None
+    try:
+        return float(arg.value)
+    except ValueError:
+        return None
 
 
 class CallLowering:
@@ -123,6 +138,13 @@ class CallLowering:
             return self.inline(scope, philox_rand, call, loc)
         if isinstance(fn, P.SyntaxForm):
             raise self.syntax_form_error(scope, fn, node)
+        if fn is builtins.float and _float_text(node) is not None:  # float("-inf"), "nan"
+            return [], ir.Const(loc, _float_text(node))
+        if fn is EXP2 and fn is not None:  # math.exp2 (Python 3.11+): 2 ** x, as pow
+            if len(node.args) != 1 or node.keywords:
+                raise self.error(scope, node, "exp2() takes one value")
+            pre, x = self.expr(scope, node.args[0])
+            return pre, ir.MathCall(loc, "pow", [ir.Const(loc, 2.0), x])
         if isinstance(fn, (dtypes.DType, dtypes.DTypeVar)) or fn in BUILTIN_CASTS:
             dtype = fn if isinstance(fn, (dtypes.DType, dtypes.DTypeVar)) else BUILTIN_CASTS[fn]
             if len(node.args) != 1 or node.keywords:

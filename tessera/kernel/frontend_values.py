@@ -200,7 +200,7 @@ class ValueLowering:
             return self.holds_small(scope, node.left) or self.holds_small(scope, node.right)
         if isinstance(node, ast.UnaryOp):
             return self.holds_small(scope, node.operand)
-        if isinstance(node, ast.Tuple):
+        if isinstance(node, (ast.Tuple, ast.List)):
             return True
         if isinstance(node, ast.Subscript):  # ``p[0][1]`` of nested tuples, ``x[i].imag``
             base = node.value
@@ -267,17 +267,53 @@ class ValueLowering:
         return value
 
     # ------------------------------------------------------------------ expressions
-    def small_subscript(self, scope: Scope, node: ast.Subscript, value: object):
-        """``p[k]`` of a tuple: ``k`` is a constant, as for a CUDA float3's ``.x``."""
+    def small_subscript(self, scope: Scope, node: ast.Subscript, value: object, loc):
+        """``p[k]`` of a tuple (or of a list, read-only in a kernel): with a constant
+        ``k`` the item itself, as for a CUDA float3's ``.x``; with a value ``k`` (a
+        stencil's coefficient ``c[j]`` in a loop) a choice among the items, which must be
+        single values. An index outside ``[-n, n)`` is an error where checks are on
+        (bounds-checked launches, the debug target) and reads the last item elsewhere,
+        as an array read past its end reads whatever is there."""
         if not isinstance(value, TupleValue):
             raise self.error(scope, node, f"{describe(value)} cannot be indexed")
-        k = self.constant_value(scope, node.slice)
         n = len(value.items)
-        if type(k) is not int or not -n <= k < n:
+        k = self.constant_value(scope, node.slice)
+        if type(k) is int:
+            if not -n <= k < n:
+                raise self.error(scope, node, f"index {k} is out of range of {n} values")
+            return [], value.items[k]
+        if k is not None:
+            raise self.error(scope, node, f"a sequence of {n} values takes an integer index")
+        if any(isinstance(item, SMALL) for item in value.items):
             raise self.error(
-                scope, node, f"a tuple of {n} values is indexed with a constant in [0, {n})"
+                scope, node, "a sequence of tuples or complex numbers takes a constant index"
             )
-        return value.items[k]
+        pre, index = self.expr(scope, node.slice)
+        t = self.fresh("idx")
+        pre.append(ir.Assign(loc, t, index))
+        i = ir.Name(loc, t)
+        text = f"{ast.unparse(node)}: index out of range of {n} values"
+        inside = ir.BoolOp(
+            loc,
+            "and",
+            [
+                ir.Compare(loc, ">=", i, ir.Const(loc, -n)),
+                ir.Compare(loc, "<", i, ir.Const(loc, n)),
+            ],
+        )
+        pre.append(ir.Assert(loc, inside, text))
+        chosen = value.items[n - 1]
+        for j in range(n - 2, -1, -1):  # item j where i == j or i == j - n
+            hit = ir.BoolOp(
+                loc,
+                "or",
+                [
+                    ir.Compare(loc, "==", i, ir.Const(loc, j)),
+                    ir.Compare(loc, "==", i, ir.Const(loc, j - n)),
+                ],
+            )
+            chosen = ir.IfExp(loc, hit, value.items[j], chosen)
+        return pre, chosen
 
     def small_attribute(self, scope: Scope, node: ast.Attribute, value: object):
         if isinstance(value, ComplexValue) and node.attr in ("real", "imag"):
