@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tessera as ts
-from tessera import f32, i32, kernel, mut, tile
+from tessera import f32, i8, i32, kernel, mut, tile
 
 needs_exp2 = pytest.mark.skipif(sys.version_info < (3, 11), reason="math.exp2 is Python 3.11+")
 
@@ -123,3 +123,43 @@ def test_a_sequence_of_tuples_needs_a_constant_index():
         def nested(y: mut[f32[n]], k: i32):
             c = [(1.0, 2.0), (3.0, 4.0)]
             y[0] = c[k][0]
+
+
+@kernel(tile=(64,))
+def widen_then_scale(a: i32[n], y: mut[f32[n]]):
+    g = tile.group_id(0)
+    acc = tile.load_block(a, (g * 64,), (64,))
+    acc = acc.astype(f32) * 0.5
+    tile.store_block(y, (g * 64,), acc)
+
+
+def test_a_name_rebound_to_a_tile_of_another_dtype_is_a_new_variable(target):
+    a = np.arange(128, dtype=np.int32)
+    y = np.zeros(128, np.float32)
+    widen_then_scale[2](a, y)
+    np.testing.assert_array_equal(y, a * 0.5)
+
+
+@kernel(tile=(16,))
+def int8_dot_dequantised(a: i8[m, k], b: i8[k, n], c: mut[f32[m, n]], scale: f32):
+    acc = tile.dot(tile.load_block(a, (0, 0), (16, 16)), tile.load_block(b, (0, 0), (16, 16)))
+    acc = acc.astype(f32) * scale
+    tile.store_block(c, (0, 0), acc)
+
+
+def test_an_integer_dot_rebound_as_its_scaled_float_version(target):
+    a = np.random.default_rng(0).integers(-5, 5, (16, 16)).astype(np.int8)
+    c = np.zeros((16, 16), np.float32)
+    int8_dot_dequantised[1](a, a, c, 0.25)
+    np.testing.assert_array_equal(c, (a.astype(np.int32) @ a.astype(np.int32)) * 0.25)
+
+
+def test_a_name_holding_two_tile_types_where_paths_meet_is_still_an_error():
+    with pytest.raises(ts.KernelError, match="'acc' holds tile"):
+
+        @kernel(tile=(64,))
+        def joined(a: i32[n], y: mut[f32[n]], flag: i32):
+            acc = tile.load_block(a, (0,), (64,))
+            if flag > 0:
+                acc = acc.astype(f32)
+            tile.store_block(y, (0,), acc)

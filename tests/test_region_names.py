@@ -135,7 +135,23 @@ def reuses_a_name_for_an_array(out: mut[i64[n]], C: constexpr):
         out[v] = s[v]
 
 
+def test_a_name_rebound_from_an_array_to_a_counter_is_two_variables(target):
+    out = np.zeros(4, np.int64)
+    reuses_a_name_for_an_array[1](out, 2)
+    np.testing.assert_array_equal(out, [2, 2, 0, 0])
+
+
+@kernel(tile=(4,))
+def joins_an_array_and_a_number(out: mut[i64[n]], C: constexpr):
+    s = tshared.alloc[i64](4)
+    v = s
+    if tile.linear_id() == C:
+        v = 3
+    out[0] = v
+
+
 def test_type_error_in_a_kernel_reusing_a_name_names_the_users_variable():
     with pytest.raises(tessera.KernelError) as info:
-        reuses_a_name_for_an_array[1](np.zeros(4, np.int64), 2)
-    assert "'v' holds shared i64[:] here but i64 elsewhere" in str(info.value)
+        joins_an_array_and_a_number[1](np.zeros(4, np.int64), 2)
+    assert "'v' holds shared i64[:] here but i64" in str(info.value)
+    assert type(info.value) is tessera.KernelError

@@ -32,7 +32,7 @@ from .passes.strip_mine import strip_mine
 from .passes.webs import split_webs
 from .signature import ParamSpec, complex_storage, resolve_dtypes, symbols_of
 from .source import SourceInfo
-from .typer import Typer, fold_int
+from .typer import TypeConflict, Typer, fold_int
 
 
 @dataclasses.dataclass
@@ -82,7 +82,7 @@ def front(
     checks.check_mut_writes(kir)
     checks.check_assigned_before_use(kir)
     if not any(p.kind == "constexpr" for p in params):
-        Typer(kir).run()  # type errors surface at decoration (specialise types a copy again)
+        type_kernel(kir)  # type errors surface at decoration (specialise types a copy again)
         if grouped:
             checks.check_tile_sizes(kir)
     if grouped:
@@ -90,6 +90,22 @@ def front(
         uniformity.check_collectives(kir, uniformity.analyse(kir))
         checks.check_shared_budget(kir, require_constant=False)
     return kir
+
+
+def type_kernel(kir: ir.KernelIR) -> None:
+    """Type ``kir``. A name rebound to a tile or array of another type (``acc =
+    acc.astype(f32)``) has its independent webs split apart (passes/webs.py) and typed on
+    their own; a conflict within one web stays the error it is."""
+    split: set[str] = set()
+    while True:
+        try:
+            Typer(kir).run()
+            return
+        except TypeConflict as conflict:
+            name = conflict.name
+            if name in split or not split_webs(kir, {name}):
+                raise KernelError(conflict.kernel, conflict.message, conflict.loc) from None
+            split.add(name)
 
 
 # ----------------------------------------------------------------------------- passes
@@ -128,7 +144,7 @@ def _uniformity(spec: Specialised, constexprs: dict) -> None:
 
 
 def _types(spec: Specialised, constexprs: dict) -> None:
-    Typer(spec.kir).run()
+    type_kernel(spec.kir)
     if spec.kir.grouped:
         checks.check_tile_sizes(spec.kir)
 

@@ -70,6 +70,16 @@ def to_float(t: ScalarType) -> ScalarType:
     return WEAK_FLOAT if t.weak else ScalarType(D.f64)
 
 
+class TypeConflict(KernelError):
+    """A name given a tile or array of one type in one place and of another in another
+    (``name``: the variable): an error, unless the two are independent webs of the name
+    (passes/webs.py), which the pipeline then splits and types again."""
+
+    def __init__(self, kernel: str, message: str, loc, name: str):
+        super().__init__(kernel, message, loc)
+        self.name = name
+
+
 class Typer:
     """Fills in ``type`` on every expression of a kernel IR and ``var_types``."""
 
@@ -116,7 +126,9 @@ class Typer:
         old = self.locals.get(name)
         if isinstance(t, (ArrayType, TileType)) or isinstance(old, (ArrayType, TileType)):
             if old is not None and old != t:
-                raise self.error(stmt, f"'{name}' holds {old} here but {t} elsewhere")
+                raise TypeConflict(
+                    self.kir.name, f"'{name}' holds {old} here but {t} elsewhere", stmt.loc, name
+                )
             self.locals[name] = t
         elif not final:
             self.locals[name] = t if old is None else promote(old, t)

@@ -16,7 +16,10 @@ the definitions at its bottom (the back edge), ``continue`` goes to the loop's h
 ``break`` to its exit.
 
 The pass runs after typing: every web keeps its variable's type (the language types a
-variable, not a web) and type errors name what the user wrote. Left as they are:
+variable, not a web) and type errors name what the user wrote. The one exception is a
+name rebound to a tile or array of another type (``acc = acc.astype(f32)`` after an
+integer ``tile.dot``): the typer finds the conflict, the pass splits that name alone,
+and typing runs again, each web with a type of its own (pipeline.py). Left as they are:
 
 * a variable read where it may be unassigned: such a read's value is unspecified, but
   kernels that do it compile, and it keeps seeing the one variable it always saw;
@@ -35,19 +38,26 @@ ENTRY = -1  # the "definition" a variable has before it is assigned
 State = dict[str, frozenset[int]]  # variable → the definitions that may reach here
 
 
-def split_webs(kir: ir.KernelIR) -> None:
+def split_webs(kir: ir.KernelIR, only: set[str] | None = None) -> int:
     """Rename the independent webs of ``kir``'s scalar locals in place; each new name
-    gets its variable's type."""
+    gets its variable's type. ``only``: these variables instead, before typing (the
+    typer then types each web on its own: a name rebound to a tile of another dtype).
+    Returns how many new names there are."""
     fixed = {p.name for p in kir.params} | set(kir.symbols) | {"grid_groups"}
-    candidates = {
-        n for n, t in kir.var_types.items() if isinstance(t, ir.ScalarType) and n not in fixed
-    }
+    if only is None:
+        candidates = {
+            n for n, t in kir.var_types.items() if isinstance(t, ir.ScalarType) and n not in fixed
+        }
+    else:
+        candidates = only - fixed
     webs = _Webs(candidates)
     webs.block(kir.body, {n: frozenset({ENTRY}) for n in candidates})
     names = webs.names()
     webs.apply(names)
     for d, name in names.items():
-        kir.var_types.setdefault(name, kir.var_types[webs.defs[d].var])
+        if webs.defs[d].var in kir.var_types:
+            kir.var_types.setdefault(name, kir.var_types[webs.defs[d].var])
+    return len({name for d, name in names.items() if name != webs.defs[d].var})
 
 
 @dataclass(eq=False)
