@@ -39,11 +39,11 @@ class CpuCodegen(SourceEmitter):
 
     def generate(self) -> str:
         """The kernel's source. A flat kernel is one function, ``_kernel``. A grouped
-        kernel is two: ``_chunk(_c, ...)`` runs chunk ``_c`` of the groups, and
-        ``_kernel`` runs every chunk, in parallel (``_prange``) or one after another,
-        calling the compiled ``_chunk`` through ``_call_chunk`` (program.py): the two
-        variants share one compile of the body, and the parallel one's (Numba's parfor
-        passes, LLVM) never sees it."""
+        kernel is two: ``_chunk(_c, ...)`` runs chunk ``_c`` of the groups (the one-core
+        variant is ``_chunk`` for chunk 0 of 1), and ``_kernel`` runs every chunk in
+        parallel (``_prange``), calling the compiled ``_chunk`` through ``_call_chunk``
+        (program.py): the two variants share one compile of the body, which the parallel
+        one's compile (Numba's parfor passes, LLVM) never sees."""
         args = self.kernel_args()
         if not self.kir.grouped:
             self.emit(f"def _kernel({', '.join(args)}):")

@@ -15,6 +15,7 @@ Numba's half-second import; Numba is imported only to compile.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import linecache
@@ -24,6 +25,7 @@ import os
 import time
 import types
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -131,21 +133,40 @@ class CpuProgram:
             function, cres = self._compile(parallel, args)
         stats.bump("compiles")
         if entry is not None:
-            chunk = self._chunks.get(self._dispatchers[parallel][1])
-            image = native.image_of(cres, () if chunk is None else (chunk[1],))
+            chunk = self._chunks.get(self._dispatchers[parallel][1]) if parallel else None
+            image = native.image_of(cres, () if chunk is None else (chunk[3],))
             if image is not None:
                 entry.write(image.to_bytes(), str(cres.signature))
         return function
 
     def _compile(self, parallel: bool, args: tuple) -> tuple:
         """Compile the variant with Numba: (its entry point, Numba's CompileResult). A
-        grouped kernel's body, ``_chunk``, is compiled once for both variants (and
-        called, not linked: runtime.call_compiled)."""
+        grouped kernel's body, ``_chunk``, is compiled once for both variants: the
+        parallel one calls it (not linked: runtime.call_compiled); the one-core variant
+        *is* it, called for chunk 0 of 1 (``_call_args``)."""
         import numba
-        from numba.core import config as numba_config
 
         signature = tuple(numba.typeof(a) for a in args)
+        if self.grouped and not parallel:
+            with self._compile_settings():
+                self._compiled_chunk(signature)
+            dispatcher, argtypes, cres = self._chunks[signature][1:]
+            self._dispatchers[parallel] = (dispatcher, signature)
+            return cres.entry_point, cres
         module = self._module(parallel)
+        with self._compile_settings():
+            if self.grouped:
+                module._call_chunk = self._compiled_chunk(signature)
+            dispatcher = numba.njit(parallel=parallel, **JIT_OPTIONS)(module._kernel)
+            function = dispatcher.compile(signature)
+        self._dispatchers[parallel] = (dispatcher, signature)
+        return function, dispatcher.overloads[signature]
+
+    @contextlib.contextmanager
+    def _compile_settings(self) -> Iterator[None]:
+        """Numba's and LLVM's settings for compiling this kernel."""
+        from numba.core import config as numba_config
+
         # Numba leaves LLVM's SLP vectoriser off by default; lane loops that LLVM fully
         # unrolls (a 16-lane row) only vectorise with it. Numba's compiler re-reads every
         # setting from the NUMBA_* environment when that has changed since it last looked
@@ -155,14 +176,9 @@ class CpuProgram:
         saved, numba_config.SLP_VECTORIZE = numba_config.SLP_VECTORIZE, 1
         try:
             with vector_width.preferring(self.vector_bits()):
-                if self.grouped:
-                    module._call_chunk = self._compiled_chunk(signature)
-                dispatcher = numba.njit(parallel=parallel, **JIT_OPTIONS)(module._kernel)
-                function = dispatcher.compile(signature)
+                yield
         finally:
             numba_config.SLP_VECTORIZE = saved
-        self._dispatchers[parallel] = (dispatcher, signature)
-        return function, dispatcher.overloads[signature]
 
     def _module(self, parallel: bool) -> types.ModuleType:
         """A new module holding the generated source, for one variant."""
@@ -190,7 +206,8 @@ class CpuProgram:
             cres = dispatcher.overloads[argtypes]
             symbol = cres.fndesc.llvm_func_name
             llb.add_symbol(symbol, cres.library.get_pointer_to_function(symbol))
-            found = self._chunks[signature] = (runtime.call_compiled(symbol, argtypes), cres)
+            call = runtime.call_compiled(symbol, argtypes)
+            found = self._chunks[signature] = (call, dispatcher, argtypes, cres)
         return found[0]
 
     def vector_bits(self) -> int | None:
@@ -207,9 +224,9 @@ class CpuProgram:
         chunk = self._chunks.get(signature)  # a grouped kernel's body, called by it
         if stage == "llvm":
             text = dispatcher.inspect_llvm(signature)
-            return text if chunk is None else chunk[1].library.get_llvm_str() + "\n" + text
+            return text if chunk is None else chunk[3].library.get_llvm_str() + "\n" + text
         text = dispatcher.inspect_asm(signature)
-        return text if chunk is None else chunk[1].library.get_asm_str() + "\n" + text
+        return text if chunk is None else chunk[3].library.get_asm_str() + "\n" + text
 
     def _disk_entry(self, parallel: bool, args: tuple) -> disk_cache.Entry | None:
         """The disk-cache file of one variant, keyed on all that shapes its machine code."""
@@ -234,9 +251,10 @@ class CpuProgram:
     def _call_args(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> tuple:
         if not self.grouped:
             return args + grid
+        if not parallel:  # the one-core variant is the chunk function: chunk 0 of 1
+            return (0, *args, *grid, 1)
         groups = math.prod(grid)
-        chunks = min(groups, cpu_threads() * 4) if parallel else 1
-        return args + grid + (max(chunks, 1),)
+        return args + grid + (max(min(groups, cpu_threads() * 4), 1),)
 
     def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
         if self.prints:  # one core, groups in order: the lines come out in order
