@@ -57,6 +57,18 @@ def test_a_128x128_product_keeps_each_lanes_64_accumulators_in_registers():
     assert "ld.local" not in ptx and "st.local" not in ptx
 
 
+@pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
+    reason="a cubin needs numba-cuda without its simulator",
+)
+def test_ptxas_keeps_the_register_block_without_spills():
+    """The block is written as loops over local arrays; ptxas (through nvJitLink) must
+    still hold it in registers: no spill bytes in the cubin."""
+    a, b, c = (np.zeros((256, 256), np.float32) for _ in range(3))
+    meta = product.metadata(a, b, c, grid=(2, 2), arch="sm_90")
+    assert meta["registers_per_thread"] > 64 and meta["spill_bytes"] == 0
+
+
 @pytest.mark.parametrize(
     ("shape", "dtype", "declared"),
     [
