@@ -128,7 +128,7 @@ class Channel:
         value = fingerprint.code(kind, x, op, _stamped(dim))
         return fingerprint.stamp(value, wire_dtype, op, self.size, self.index, items)
 
-    def stamp_mismatch(self, kind: str, seq: int, x, op: str, dim: int | None = None):
+    def stamp_mismatch(self, kind: str, op: str, seq: int, x, dim: int | None):
         """The error of stamped collective ``seq`` whose reduced stamp was not the
         expected one (every member reduced the same stamp: all of them raise it)."""
         call = fingerprint.describe(kind, x, op, **_stamped(dim))

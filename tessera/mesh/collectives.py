@@ -221,6 +221,15 @@ def check_op(op: str | None, dtype) -> None:
         raise TesseraError(f"op={op!r} is not defined on complex arrays ({dtype})")
 
 
+def _stamp(channel: Channel, transport, deterministic: bool, x, op: str, dim=None):
+    """The stamp of a reduction (``dim``: a reduce_scatter's) that MPI moves for a host
+    array (Channel.stamp), or None: the check is the exchange instead."""
+    if transport is not mpi_transport or deterministic or type(x) is not np.ndarray:
+        return None
+    kind = "all_reduce" if dim is None else "reduce_scatter"
+    return channel.stamp(kind, x, op, mpi_transport.wire_dtype(x.dtype), dim)
+
+
 def _deterministic(value: bool | None) -> bool:
     return setting("deterministic") == "1" if value is None else bool(value)
 
@@ -286,12 +295,11 @@ def all_reduce(
         extra = dict(deterministic=deterministic, backend=transport.NAME)
         seq = channel.begin("all_reduce", x, op, **extra)
         in_place = _own and out is x
-        stamp = None
-        if transport is mpi_transport and not (deterministic or in_place) and type(x) is np.ndarray:
-            stamp = channel.stamp("all_reduce", x, op, mpi_transport.wire_dtype(x.dtype))
+        stamp = None if in_place else _stamp(channel, transport, deterministic, x, op)
         check = None if stamp else channel.check("all_reduce", seq, x, op, **extra)
         if transport is mpi_transport and not deterministic:
-            transfer = transport.all_reduce(channel, x, op, False, in_place, stamp, seq)
+            check_of = (seq, x, None)
+            transfer = transport.all_reduce(channel, x, op, False, in_place, stamp, check_of)
         else:
             transfer = transport.all_reduce(channel, x, op, deterministic)
     deliver = back(_deliver_to(out))
@@ -388,14 +396,8 @@ def reduce_scatter(
         extra = dict(dim=dim % x.ndim, deterministic=deterministic, backend=transport.NAME)
         seq = channel.begin("reduce_scatter", x, op, **extra)
         stamp = None
-        if (
-            transport is mpi_transport
-            and not deterministic
-            and type(x) is np.ndarray
-            and extent % channel.size == 0
-        ):
-            wire = mpi_transport.wire_dtype(x.dtype)
-            stamp = channel.stamp("reduce_scatter", x, op, wire, extra["dim"])
+        if extent % channel.size == 0:  # even blocks: a stamp after each
+            stamp = _stamp(channel, transport, deterministic, x, op, extra["dim"])
         check = None if stamp else channel.check("reduce_scatter", seq, x, op, **extra)
         if stamp:
             check_of = (seq, x, extra["dim"])

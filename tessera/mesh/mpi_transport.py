@@ -77,15 +77,16 @@ def all_reduce(
     deterministic: bool,
     in_place: bool = False,
     stamp: tuple | None = None,
-    seq: int = 0,
+    check_of: tuple = (),
 ) -> Transfer:
     """Reduced into a new array, which the caller copies into ``out=`` once the collective
     has completed (a collective that fails leaves ``out=`` as it was); ``in_place``: into
     ``x`` itself (a buffer of Tessera's own, which a failure may leave half reduced).
-    ``stamp`` (Channel.stamp, of collective ``seq``): the check travels after the data,
-    verified before the result is delivered."""
+    ``stamp`` (Channel.stamp): the check travels after the data, verified before the
+    result is delivered; ``check_of`` is (seq, the caller's array, None), what a mismatch
+    names (as reduce_scatter's)."""
     if stamp is not None:
-        return _stamped_all_reduce(ch, x, op, stamp, seq)
+        return _stamped_all_reduce(ch, x, op, stamp, check_of)
     xp = array_module(x)
     wire = to_reduction_wire(x, xp)
     if deterministic:
@@ -93,16 +94,14 @@ def all_reduce(
     if in_place and wire is x:
         if isinstance(ch.comm, LocalComm):
             return Transfer([], lambda: x)
-        from mpi4py import MPI
-
-        request = ch.comm.Iallreduce(MPI.IN_PLACE, x, _mpi_op(ch, op))
+        request = ch.comm.Iallreduce(_in_place(), x, _mpi_op(ch, op))
         return Transfer([request], lambda: x)
     received = xp.empty_like(wire)
     request = ch.comm.Iallreduce(wire, received, _mpi_op(ch, op))
     return Transfer([request], lambda: from_reduction_wire(received, x.dtype))
 
 
-def _stamped_all_reduce(ch: Channel, x, op: str, stamp, seq: int) -> Transfer:
+def _stamped_all_reduce(ch: Channel, x, op: str, stamp, check_of: tuple) -> Transfer:
     """One buffer holds the data (in the wire dtype) and the stamp after it, reduced in
     place: MPI copies a separate send buffer into the receive buffer first anyway, so the
     copy here is the one it no longer makes. The result is delivered once the reduced
@@ -117,7 +116,7 @@ def _stamped_all_reduce(ch: Channel, x, op: str, stamp, seq: int) -> Transfer:
 
     def finish():
         if buffer[n:].tobytes() != expected:
-            raise ch.stamp_mismatch("all_reduce", seq, x, op)
+            raise ch.stamp_mismatch("all_reduce", op, *check_of)
         return data if data.dtype == x.dtype else from_reduction_wire(data, x.dtype)
 
     return Transfer([request], finish)
@@ -217,8 +216,7 @@ def _stamped_reduce_scatter(ch: Channel, x, op: str, rows: int, stamp, check_of)
 
     def finish():
         if received[items:].tobytes() != expected:
-            seq, given, dim = check_of
-            raise ch.stamp_mismatch("reduce_scatter", seq, given, op, dim)
+            raise ch.stamp_mismatch("reduce_scatter", op, *check_of)
         return from_reduction_wire(received[:items].reshape((rows,) + rest), x.dtype)
 
     return Transfer([request], finish)
