@@ -23,6 +23,8 @@ from ...typer import concrete
 from .. import printing
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
+from . import mainloop
+from .passes.mainloop import plan_mainloops
 from .rounding import PRODUCTS
 
 FLAT_BLOCK = 256  # threads per block of a flat kernel
@@ -42,8 +44,11 @@ def padded(t: TileType) -> tuple[int, ...]:
     return shape
 
 
-def _tile_label(generated: str) -> str:
-    """A shared tile as an error message names it: the user's variable, or a temporary."""
+def _tile_label(generated: str, rings=()) -> str:
+    """A shared tile as an error message names it: the user's variable, a main loop's
+    staging ring, or a temporary."""
+    if generated in rings:
+        return "the staging ring of a tile.dot main loop"
     name = generated.removeprefix("v_")
     return f"tile {name}" if not name.startswith("_") else "a temporary tile"
 
@@ -74,6 +79,11 @@ class CudaCodegen(SourceEmitter):
         self.simulated = simulated  # numba-cuda's simulator: no warp shuffles
         # mma.sync for f16/bf16 tile.dot (sm_80+; the simulator cannot run inline PTX)
         self.tensor_cores = tensor_cores and not simulated
+        # tile.range GEMM loops run as register main loops (passes/mainloop.py)
+        self.mainloops = plan_mainloops(kir, self.lanes) if self.tensor_cores else {}
+        # their operand tiles go global -> shared stages -> fragments, never a tile
+        self.unstaged = {n for p in self.mainloops.values() for n in (p.a, p.b)}
+        self.rings: dict[str, int] = {}  # shared staging rings of the main loops, bytes
         self.tile_temps: list[tuple[str, TileType]] = []  # shared scratch of tile statements
         self.scratch: dict[str, int] = {}  # compute dtype ctor → elements of shared scratch
         self.dynamic_shared_bytes = 0  # > 0: shared arrays are carved from dynamic memory
@@ -120,7 +130,9 @@ class CudaCodegen(SourceEmitter):
         ]
         # tile variables and tile scratch live in shared memory: one value per group
         tiles = [
-            (self.name(v), t) for v, t in sorted(self.types.items()) if isinstance(t, TileType)
+            (self.name(v), t)
+            for v, t in sorted(self.types.items())
+            if isinstance(t, TileType) and v not in self.unstaged
         ]
         declared += self.shared_declarations(tiles + self.tile_temps)
         self.lines[body_start:body_start] = declared
@@ -133,7 +145,10 @@ class CudaCodegen(SourceEmitter):
                 for dt, size in self.scratch.items()
             ]
             + [
-                (_tile_label(name), math.prod(padded(t)) * _itemsize(ctor(t.dtype)))
+                (
+                    _tile_label(name, self.rings),
+                    math.prod(padded(t)) * _itemsize(ctor(t.dtype)),
+                )
                 for name, t in tiles + self.tile_temps
             ]
         )
@@ -230,6 +245,8 @@ class CudaCodegen(SourceEmitter):
             self.emit(f"{self.name(s.target)} = _sh{s.slot}", s.loc)
         elif isinstance(s, ir.CopyAsync):
             self.copy_async(s)
+        elif isinstance(s, ir.For) and id(s) in self.mainloops:
+            self.register_mainloop(self.mainloops[id(s)])
         elif isinstance(s, ir.For) and s.tile_range:
             self.loop_header(s)
             if self.keeps_copies_in_flight:
@@ -241,6 +258,31 @@ class CudaCodegen(SourceEmitter):
             self.tile_statement(s)
         else:
             super().collective(s)
+
+    def register_mainloop(self, plan) -> None:
+        """A planned tile.range GEMM loop (passes/mainloop.py, emitted by mainloop.py)."""
+        ring = self.tile_temp(TileType(D.u8, (plan.ring_bytes,)))
+        self.rings[ring] = plan.ring_bytes
+        i64 = ir.ScalarType(D.i64)
+
+        def code(e):
+            return self.conv(self.expr(e), e.type, i64)
+
+        loop = plan.loop
+        operands = mainloop.Operands(
+            A=self.name(plan.A),
+            B=self.name(plan.B),
+            acc=self.name(plan.acc),
+            ring=ring,
+            row0=code(plan.row0),
+            col0=code(plan.col0),
+            start=code(loop.start),
+            stop=code(loop.stop),
+            step=code(loop.step),
+            tag=str(len(self.rings)),
+        )
+        self.emit(f"# tile.range (line {loop.loc.line}) as a register main loop", loop.loc)
+        mainloop.emit(self, plan, operands)
 
     def set_result(self, site: ir.Stmt, code: str, t: ir.Type) -> None:
         """Assign a collective's result (of type ``t``) to its statement's target."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from ....errors import TesseraError
 from .. import integers, own_math, semantics
-from . import async_copy, atomics, mma, numpy_compat, printf, rounding, shared_memory
+from . import async_copy, atomics, mma, numpy_compat, printf, rounding, shared_memory, staging
 
 NOT_INSTALLED = (
     "numba-cuda is not installed: pip install 'tessera-kernels[cuda]' (from a checkout: "
@@ -160,4 +160,5 @@ def namespace(async_copies: bool) -> dict:
         names.update(async_copy.namespace())
     if not simulated:  # tensor-core tile.dot (mma.sync, inline PTX)
         names.update(mma.namespace())
+        names.update(staging.namespace())
     return names

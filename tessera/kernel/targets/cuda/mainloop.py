@@ -1,0 +1,197 @@
+"""The register GEMM main loop: generated source for one loop passes/mainloop.py planned.
+
+Per thread: the accumulator (the ``mma.sync`` C fragments of its warp's tile) in a local
+array indexed only by constants once NVVM unrolls the loops (registers, no local memory);
+per iteration of the k loop, one ring stage of A (``BM x BK``) and B (``BK x BN``) in f16
+or bf16 bits, rows XOR-swizzled in 16-byte chunks (kernel/layout.py ``swizzle_for``: no
+bank conflicts for the copies nor for ``ldmatrix``), filled ``S - 1`` iterations ahead:
+
+    for i in range(1 - S, tiles):
+        if i >= 0: wait until tile i has landed (cp.async.wait_group S-2), barrier
+        if i + S - 1 < tiles: copy tile i + S - 1 into its stage; commit a group
+        if i >= 0: for each k16 step: ldmatrix.x4 A fragments, ldmatrix.x4.trans B
+                   fragments, one mma.sync per m16n8 tile of the warp
+
+Copies are 16-byte ``cp.async`` with zero fill (``src-size`` 0 outside the array: the
+language's masked block load) where the array allows it (16-byte aligned rows of
+contiguous elements, chunks that are wholly inside or outside); otherwise the same stage
+is filled element by element with predicated loads. Every branch here is uniform over
+the block and every per-thread value is index arithmetic, so emulator.py runs this very
+source with NumPy vectors for the threads.
+
+:func:`emit` takes the generated code's names (``Operands``) and an emitter with
+``emit(line)`` and ``indent``; it knows nothing of the rest of the kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import pysource
+from . import mma
+from .passes.mainloop import MMA_K, MMA_M, MMA_N, WARP, Mainloop
+
+
+@dataclass(frozen=True)
+class Operands:
+    """The generated code's names and code of what the loop reads and writes."""
+
+    A: str  # the global arrays
+    B: str
+    acc: str  # the accumulator's shared tile (read before, written after the loop)
+    ring: str  # the shared uint8 array of the stages
+    row0: str  # i64 code: A's block row, B's block column
+    col0: str
+    start: str  # i64 code of the tile.range bounds
+    stop: str
+    step: str
+    tag: str = "0"  # tells the accumulators of a kernel's several main loops apart
+
+
+def _instruction(plan: Mainloop) -> mma.Instruction:
+    return {"f16": mma.M16N8K16_F16, "bf16": mma.M16N8K16_BF16}[plan.dtype.name]
+
+
+def emit(out, plan: Mainloop, ops: Operands) -> None:
+    """Append the loop's source to ``out`` (an emitter: ``emit(line)``, ``indent``)."""
+    inst = _instruction(plan)
+    T, S = plan.threads, plan.stages
+    bm, bn, bk, wm, wn = plan.m, plan.n, plan.k, plan.warp_m, plan.warp_n
+    mt_count, nt_count, pairs = wm // MMA_M, wn // MMA_N, wn // (2 * MMA_N)
+    sa, sb = plan.a_swizzle, plan.b_swizzle
+    row_a, row_b = plan.a_row_bytes, plan.b_row_bytes
+    a_bytes, stage = plan.a_bytes, plan.stage_bytes
+    e = out.emit
+    e(
+        f"# register GEMM main loop: {bm}x{bn} f32 accumulator in registers "
+        f"({plan.warps_m}x{plan.warps_n} warps of {wm}x{wn}), {inst.ptx}, A and B "
+        f"through {S} swizzled shared stages of {stage} bytes"
+    )
+    e(f"_mw = _lane // {WARP}")
+    e(f"_mg = (_lane % {WARP}) // 4  # groupID")
+    e("_mq = _lane % 4  # threadID_in_group")
+    e(f"_mwm = _mw // {plan.warps_n}")
+    e(f"_mwn = _mw % {plan.warps_n}")
+    e("_mlr = _lane % 16  # ldmatrix: the row (A) or k-row (B) this lane addresses")
+    e(f"_mlh = (_lane % {WARP}) // 16  # ... and which 16-byte chunk of the pair")
+    e(f"_mswa = (_mlr // {sa.per_phase}) % {sa.max_phase}")
+    e(f"_mswb = (_mlr // {sb.per_phase}) % {sb.max_phase}")
+    a, b = ops.A, ops.B
+    e(f"_mra = {ops.row0}")
+    e(f"_mra = _mra if -{bm} < _mra < {a}.shape[0] else np.int64(-{bm})")
+    e(f"_mcb = {ops.col0}")
+    e(f"_mcb = _mcb if -{bn} < _mcb < {b}.shape[1] else np.int64(-{bn})")
+    for name, arr in (("a", a), ("b", b)):
+        e(f"_mb{name} = _gaddr({arr})")
+        e(f"_ms{name}0 = np.int64({arr}.strides[0])")
+        e(f"_ms{name}1 = np.int64({arr}.strides[1])")
+    aligned = "_m{0} % 16 == 0 and _ms{1}1 == 2 and _ms{1}0 % 16 == 0 and {2}.shape[1] % 8 == 0"
+    e(f"_mfa = {aligned.format('ba', 'a', a)}  # 16-byte chunks of A possible")
+    e(f"_mfb = {aligned.format('bb', 'b', b)} and _mcb % 8 == 0")
+    e(f"_ms0 = (np.int64(_saddr({ops.ring})) + 127) // 128 * 128  # the ring, 128-byte aligned")
+    jobs = mt_count * nt_count
+    acc = f"_macc{ops.tag}"
+    e(f"{acc} = cuda.local.array({4 * jobs}, np.float32)")
+    _accumulator(out, inst, acc, ops.acc, jobs, nt_count, wm, wn, load=True)
+    e(f"_mk0, _mk1, _mk2 = {ops.start}, {ops.stop}, {ops.step}")
+    e(f"_mkt = np.int64({pysource.trip_count('_mk0', '_mk1', '_mk2')})")
+    e(f"for _mi in range({1 - S}, _mkt):")
+    out.indent += 1
+    e("if _mi >= 0:  # tile _mi has landed (its group and every older one)")
+    e(f"    {'_cp_wait_all' if S == 2 else f'_cp_wait{S - 2}'}()")
+    e("    cuda.syncthreads()")
+    e(f"_mt = _mi + {S - 1}")
+    e("if _mt < _mkt:  # copy tile _mt into its stage (read S - 1 iterations later)")
+    out.indent += 1
+    e("_mk = np.int64(np.uint64(_mk0) + np.uint64(_mt) * np.uint64(_mk2))")
+    e(f"_mka = _mk if -{bk} < _mk < {a}.shape[1] else np.int64(-{bk})")
+    e(f"_mkb = _mk if -{bk} < _mk < {b}.shape[0] else np.int64(-{bk})")
+    e(f"_mst = _ms0 + (_mt % {S}) * {stage}")
+    # A: rows of the block's m, 16-byte chunks along k; B: k-rows, chunks along n
+    fast_a = "_mfa and _mka % 8 == 0"
+    _copy(out, "a", a, "_mra + _mr", "_mka + _mc8", T, bk, row_a, sa, "0", fast_a, bm * bk)
+    _copy(out, "b", b, "_mkb + _mr", "_mcb + _mc8", T, bn, row_b, sb, str(a_bytes), "_mfb", bk * bn)
+    out.indent -= 1
+    e("_cp_commit()")
+    e("if _mi >= 0:")
+    out.indent += 1
+    e(f"_mrs = _ms0 + (_mi % {S}) * {stage}")
+    e(f"for _mkk in range({bk // MMA_K}):")
+    out.indent += 1
+    for mt in range(mt_count):
+        regs = ", ".join(f"_mfa{mt}_{r}" for r in range(4))
+        row = f"(_mwm * {wm} + {mt * MMA_M} + _mlr) * {row_a}"
+        e(f"{regs} = _ldsm4(_mrs + {row} + (((2 * _mkk + _mlh) ^ _mswa) * 16))")
+    for p in range(pairs):
+        regs = ", ".join(f"_mfb{p}_{r}" for r in range(4))
+        chunk = f"_mwn * {wn // 8} + {2 * p} + _mlh"
+        e(
+            f"{regs} = _ldsm4t(_mrs + {a_bytes} + (_mkk * {MMA_K} + _mlr) * {row_b} + "
+            f"((({chunk}) ^ _mswb) * 16))"
+        )
+    for mt in range(mt_count):
+        for nt in range(nt_count):
+            p, h = divmod(nt, 2)
+            c = ", ".join(f"{acc}[{4 * (mt * nt_count + nt) + r}]" for r in range(4))
+            fa = ", ".join(f"_mfa{mt}_{r}" for r in range(4))
+            e(f"{c} = {inst.name}({fa}, _mfb{p}_{2 * h}, _mfb{p}_{2 * h + 1}, {c})")
+    out.indent -= 3
+    e("_cp_wait_all()")
+    _accumulator(out, inst, acc, ops.acc, jobs, nt_count, wm, wn, load=False)
+    e("cuda.syncthreads()")
+
+
+def _accumulator(out, inst, acc: str, tile: str, jobs: int, nt_count: int, wm, wn, load) -> None:
+    """Read (``load``) or write the accumulator registers at their C fragment positions
+    of the shared tile: each thread touches only its own elements."""
+    out.emit(f"for _mj in range({jobs}):  # the warp's m16n8 tiles")
+    out.indent += 1
+    out.emit(f"_mr0 = _mwm * {wm} + (_mj // {nt_count}) * {MMA_M}")
+    out.emit(f"_mc0 = _mwn * {wn} + (_mj % {nt_count}) * {MMA_N}")
+    for i in range(inst.c.elements):
+        row, col = inst.c.code(i, "_mg", "_mq")
+        place = f"{tile}[_mr0 + {row}, _mc0 + {col}]"
+        reg = f"{acc}[4 * _mj + {i}]"
+        out.emit(f"{reg} = np.float32({place})" if load else f"{place} = {reg}")
+    out.indent -= 1
+
+
+def _copy(out, name, arr, grow, gcol, T, cols, row_bytes, swz, base, fast, elements) -> None:
+    """Fill this stage's block of ``arr`` (``elements`` of it, ``cols`` per row): 16-byte
+    ``cp.async`` chunks when ``fast`` holds, else element by element; a position outside
+    the array reads nothing and stores 0."""
+    e = out.emit
+    chunks = cols // 8
+    inside = f"(_mgr >= 0) & (_mgr < {arr}.shape[0]) & (_mgc >= 0) & (_mgc < {arr}.shape[1])"
+    e(f"if {fast}:")
+    out.indent += 1
+    e(f"for _mj in range({elements // 8 // T}):")
+    out.indent += 1
+    e(f"_mc = _lane + {T} * _mj")
+    e(f"_mr = _mc // {chunks}")
+    e(f"_mc8 = _mc % {chunks}")
+    e(f"_mgr = {grow}")
+    e(f"_mgc = {gcol.replace('_mc8', '8 * _mc8')}")
+    e(f"_mok = {inside}")
+    e(
+        f"_cp16(_mst + {base} + _mr * {row_bytes} + "
+        f"((_mc8 ^ ((_mr // {swz.per_phase}) % {swz.max_phase})) * 16), "
+        f"_mb{name} + _mok * (_mgr * _ms{name}0 + _mgc * 2), _mok * 16)"
+    )
+    out.indent -= 2
+    e("else:")
+    out.indent += 1
+    e(f"for _mj in range({elements // T}):")
+    out.indent += 1
+    e(f"_mc = _lane + {T} * _mj")
+    e(f"_mr = _mc // {cols}")
+    e(f"_mcc = _mc % {cols}")
+    e(f"_mgr = {grow}")
+    e(f"_mgc = {gcol.replace('_mc8', '_mcc')}")
+    e(f"_mok = {inside}")
+    e(
+        f"_st16(_mst + {base} + _mr * {row_bytes} + "
+        f"(((_mcc // 8) ^ ((_mr // {swz.per_phase}) % {swz.max_phase})) * 16) + (_mcc % 8) * 2, "
+        f"_ld16(_mb{name} + _mok * (_mgr * _ms{name}0 + _mgc * _ms{name}1), _mok))"
+    )
+    out.indent -= 2

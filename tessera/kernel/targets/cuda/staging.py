@@ -1,0 +1,196 @@
+"""Raw-address intrinsics of the register GEMM main loop (mainloop.py), sm_80+.
+
+The main loop addresses its shared staging ring and its global operands as integers, as
+CUDA C++ kernels do: ``_saddr(array)`` is a shared array's 32-bit shared-window address,
+``_gaddr(array)`` a global array's data pointer. Then:
+
+* ``_cp16(dst, src, nbytes)``: ``cp.async.cg.shared.global [dst], [src], 16, nbytes``
+  (16 bytes, zero-filled past ``nbytes``; 0 reads nothing: a block overhanging its array);
+* ``_ld16(src, ok)``: the 16 bits at ``src`` where ``ok``, else 0 (a predicated load, so
+  a masked element never touches memory); ``_st16(dst, bits)``: ``st.shared.u16``;
+* ``_ldsm4(addr)`` / ``_ldsm4t(addr)``: ``ldmatrix.sync.aligned.m8n8.x4[.trans]`` (four
+  .b32 registers; isa/ldmatrix.py states which lane gets what).
+
+Each is inline PTX with a memory clobber (CUDA's ``asm volatile``), so LLVM keeps them in
+order with each other and with barriers. emulator.py gives every name a NumPy twin written
+from the PTX ISA, which is how the loop is checked without a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+
+
+def _asm(builder, ret, arg_types, text: str, constraints: str, args):
+    from llvmlite import ir
+
+    fn = ir.FunctionType(ret, arg_types)
+    return builder.call(ir.InlineAsm(fn, text, constraints, side_effect=True), args)
+
+
+def _saddr():
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda import cgutils
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def saddr(typingctx, array):
+        def codegen(context, builder, signature, args):
+            data = cgutils.create_struct_proxy(signature.args[0])(
+                context, builder, value=args[0]
+            ).data
+            i64 = ir.IntType(64)
+            return _asm(
+                builder,
+                ir.IntType(32),
+                [i64],
+                "{ .reg .u64 %t; cvta.to.shared.u64 %t, $1; cvt.u32.u64 $0, %t; }",
+                "=r,l",
+                [builder.ptrtoint(data, i64)],
+            )
+
+        return types.uint32(array), codegen
+
+    return saddr
+
+
+def _gaddr():
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda import cgutils
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def gaddr(typingctx, array):
+        def codegen(context, builder, signature, args):
+            data = cgutils.create_struct_proxy(signature.args[0])(
+                context, builder, value=args[0]
+            ).data
+            return builder.ptrtoint(data, ir.IntType(64))
+
+        return types.int64(array), codegen
+
+    return gaddr
+
+
+def _cp16():
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def cp16(typingctx, dst, src, nbytes):
+        def codegen(context, builder, signature, args):
+            b32, i64 = ir.IntType(32), ir.IntType(64)
+            kinds = (types.uint32, types.int64, types.uint32)
+            values = [
+                context.cast(builder, v, t, k) for v, t, k in zip(args, signature.args, kinds)
+            ]
+            _asm(
+                builder,
+                ir.VoidType(),
+                [b32, i64, b32],
+                "{ .reg .u64 %g; cvta.to.global.u64 %g, $1;\n"
+                " cp.async.cg.shared.global [$0], [%g], 16, $2; }",
+                "r,l,r,~{memory}",
+                values,
+            )
+            return context.get_dummy_value()
+
+        return types.void(dst, src, nbytes), codegen
+
+    return cp16
+
+
+def _ld16():
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def ld16(typingctx, src, ok):
+        def codegen(context, builder, signature, args):
+            i64, b32 = ir.IntType(64), ir.IntType(32)
+            address = context.cast(builder, args[0], signature.args[0], types.int64)
+            flag = context.cast(builder, args[1], signature.args[1], types.uint32)
+            out = _asm(
+                builder,
+                ir.IntType(16),
+                [i64, b32],
+                "{ .reg .pred %p; setp.ne.b32 %p, $2, 0; mov.u16 $0, 0;\n @%p ld.u16 $0, [$1]; }",
+                "=h,l,r,~{memory}",
+                [address, flag],
+            )
+            return builder.zext(out, b32)
+
+        return types.uint32(src, ok), codegen
+
+    return ld16
+
+
+def _st16():
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def st16(typingctx, dst, bits):
+        def codegen(context, builder, signature, args):
+            b32 = ir.IntType(32)
+            address = context.cast(builder, args[0], signature.args[0], types.uint32)
+            value = context.cast(builder, args[1], signature.args[1], types.uint32)
+            _asm(
+                builder,
+                ir.VoidType(),
+                [b32, ir.IntType(16)],
+                "st.shared.u16 [$0], $1;",
+                "r,h,~{memory}",
+                [address, builder.trunc(value, ir.IntType(16))],
+            )
+            return context.get_dummy_value()
+
+        return types.void(dst, bits), codegen
+
+    return st16
+
+
+def _ldsm4(trans: bool):
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    text = (
+        f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 "
+        "{$0, $1, $2, $3}, [$4];"
+    )
+    result = types.UniTuple(types.uint32, 4)
+
+    @intrinsic
+    def ldsm(typingctx, address):
+        def codegen(context, builder, signature, args):
+            b32 = ir.IntType(32)
+            a = context.cast(builder, args[0], signature.args[0], types.uint32)
+            four = ir.LiteralStructType([b32] * 4)
+            out = _asm(builder, four, [b32], text, "=r,=r,=r,=r,r,~{memory}", [a])
+            return context.make_tuple(
+                builder, result, [builder.extract_value(out, i) for i in range(4)]
+            )
+
+        return result(address), codegen
+
+    return ldsm
+
+
+@functools.cache
+def namespace() -> dict:
+    """The names generated main loops use (numba-cuda intrinsics, built on first use)."""
+    return {
+        "_saddr": _saddr(),
+        "_gaddr": _gaddr(),
+        "_cp16": _cp16(),
+        "_ld16": _ld16(),
+        "_st16": _st16(),
+        "_ldsm4": _ldsm4(False),
+        "_ldsm4t": _ldsm4(True),
+    }
