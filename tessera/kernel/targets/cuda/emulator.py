@@ -325,14 +325,9 @@ def run_mainloop(plan, A, B, acc, row0, col0, start, stop, step, eager=False, so
     scope = emu.namespace()
     exec(compile(source or mainloop_source(plan), "<mainloop>", "exec"), scope)  # noqa: S102
     ring = np.zeros(plan.ring_bytes, np.uint8)
-    scope["_run"](
-        A,
-        B,
-        acc,
-        ring,
-        *(np.int64(v) for v in (row0, col0, start, stop, step)),
-        np.arange(plan.threads, dtype=np.int64),
-    )
+    bounds = (np.int64(v) for v in (row0, col0, start, stop, step))
+    with np.errstate(over="ignore"):  # the loop's trip count wraps as uint64, as on a GPU
+        scope["_run"](A, B, acc, ring, *bounds, np.arange(plan.threads, dtype=np.int64))
     if any(emu.groups) or emu.open_group:
         raise EmulatorError("the loop ends with copies never waited for")
     return emu

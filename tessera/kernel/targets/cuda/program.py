@@ -443,7 +443,12 @@ class CudaProgram:
         registers = re.search(r"Used (\d+) registers", report)
         spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", report)
         blocks, threads = self.launch_shape(grid)
-        shared = max(self.spec.shared_bytes, self.dynamic_shared_bytes) + self.scratch_bytes
+        # every shared array the generated code declares (tiles, scratch, staging rings,
+        # tshared arrays), or the declared budget where that is more
+        arrays = sum(n for _, n in self.shared_arrays)
+        shared = max(
+            max(self.spec.shared_bytes, self.dynamic_shared_bytes) + self.scratch_bytes, arrays
+        )
         return {
             "name": self.kir.name,
             "arch": arch,

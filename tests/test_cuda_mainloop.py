@@ -1,0 +1,275 @@
+"""The register GEMM main loop on CUDA (passes/mainloop.py, cuda/mainloop.py): which loops
+take it, the emitted loop run by the lockstep block emulator against NumPy (edges,
+misaligned arrays, stages, tile shapes, f16 and bf16), the emulator catching broken
+variants of the loop, and PTX/cubin checks for sm_80 and sm_90 (no GPU needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tessera as ts
+from tessera import bf16, f16, f32, group_id, kernel, mut, tile
+from tessera import dtypes as D
+from tessera.kernel.targets.cuda import emulator
+from tessera.kernel.targets.cuda.passes.mainloop import Mainloop, warp_grid
+
+NO_PTX = pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
+    reason="generated CUDA source and PTX need numba-cuda without its simulator",
+)
+ARCHS = ["sm_80", "sm_90"]
+DTYPES = {"f16": D.f16, "bf16": D.bf16}
+NP_DTYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
+
+
+# ----------------------------------------------------------------------------- kernels
+@kernel(tile=(128,))
+def gemm(A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]], BM: ts.constexpr, BN: ts.constexpr):
+    m0, n0 = group_id(0) * BM, group_id(1) * BN
+    acc = tile.zeros((BM, BN), f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (BM, 32))
+        b = tile.load_block(B, (k0, n0), (32, BN))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@kernel(tile=(64,))
+def gemm_deep(A: bf16[M, K], B: bf16[K, N], C: mut[f32[M, N]]):
+    m0, n0 = group_id(0) * 32, group_id(1) * 64
+    acc = tile.zeros((32, 64), f32)
+    for k0 in tile.range(0, K, 32, prefetch=3):
+        b = tile.load_block(B, (k0, n0), (32, 64))
+        a = tile.load_block(A, (m0, k0), (32, 32))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@kernel(tile=(128,))
+def gemm_reads_a_after(A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]]):
+    m0, n0 = group_id(0) * 64, group_id(1) * 64
+    acc = tile.zeros((64, 64), f32)
+    a = tile.zeros((64, 32), f16)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (64, 32))
+        b = tile.load_block(B, (k0, n0), (32, 64))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc + a.astype(f32).sum())
+
+
+@kernel(tile=(128,))
+def gemm_f32(A: f32[M, K], B: f32[K, N], C: mut[f32[M, N]]):
+    m0, n0 = group_id(0) * 64, group_id(1) * 64
+    acc = tile.zeros((64, 64), f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (64, 32))
+        b = tile.load_block(B, (k0, n0), (32, 64))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+def _args(dtype=np.float16, m=128, k=64, n=128):
+    return np.zeros((m, k), dtype), np.zeros((k, n), dtype), np.zeros((m, n), np.float32)
+
+
+# ----------------------------------------------------------------------------- which loops
+@NO_PTX
+def test_an_f16_gemm_loop_runs_as_the_register_main_loop():
+    source = gemm.inspect("cuda", *_args(), 64, 64, grid=(2, 2), arch="sm_90")
+    assert "# register GEMM main loop: 64x64 f32 accumulator in registers" in source
+    assert "(2x2 warps of 32x32)" in source and "3 swizzled shared stages" in source
+    # the operand blocks are never tiles: no shared arrays for a and b
+    assert "v_a = " not in source and "v_b = " not in source
+    assert "_cp_wait1()" in source  # S - 2 groups stay in flight
+
+
+@NO_PTX
+def test_prefetch_sets_the_stages_and_the_load_order_does_not_matter():
+    a, b, c = _args(ml_dtypes.bfloat16, 64, 64, 128)
+    source = gemm_deep.inspect("cuda", a, b, c, grid=(2, 2), arch="sm_80")
+    assert "(1x2 warps of 32x32), mma.sync.aligned.m16n8k16.row.col.f32.bf16" in source
+    assert "through 4 swizzled shared stages" in source and "_cp_wait2()" in source
+
+
+@NO_PTX
+@pytest.mark.parametrize(
+    "kern, args",
+    [
+        (gemm_reads_a_after, _args(np.float16, 64, 64, 64)),  # a is read after the loop
+        (gemm_f32, _args(np.float32, 64, 64, 64)),  # f32 keeps the FFMA path
+    ],
+)
+def test_other_loops_keep_the_general_path(kern, args):
+    source = kern.inspect("cuda", *args, grid=(1, 1), arch="sm_90")
+    assert "register GEMM main loop" not in source
+
+
+@NO_PTX
+def test_before_sm_80_the_gemm_loop_keeps_the_general_path():
+    source = gemm.inspect("cuda", *_args(), 64, 64, grid=(2, 2), arch="sm_75")
+    assert "register GEMM main loop" not in source and "_mma_" not in source
+
+
+def test_warp_grids_give_whole_fragment_tiles_to_every_warp():
+    assert warp_grid(64, 64, 4) == (2, 2)
+    assert warp_grid(128, 256, 8) == (2, 4)
+    assert warp_grid(32, 64, 2) == (1, 2)
+    assert warp_grid(16, 16, 2) is None  # 16 columns: one n16 pair for two warps
+
+
+# ----------------------------------------------------------------------------- emulator
+def _plan(dtype="f16", bm=64, bn=64, bk=32, threads=128, stages=3) -> Mainloop:
+    wm, wn = warp_grid(bm, bn, threads // 32)
+    return Mainloop(
+        None, "a", "b", "acc", "A", "B", None, None, bm, bn, bk, DTYPES[dtype], threads,
+        wm, wn, stages,
+    )  # fmt: skip
+
+
+def _reference(A, B, acc, row0, col0, bk, ks) -> np.ndarray:
+    """acc + the blocks' product in f64, elements outside A and B reading 0."""
+    bm, bn = acc.shape
+    out = acc.astype(np.float64)
+    for k0 in ks:
+        out += _block(A, row0, k0, bm, bk) @ _block(B, k0, col0, bk, bn)
+    return out
+
+
+def _block(X, r0, c0, rows, cols) -> np.ndarray:
+    """The block of X at (r0, c0), zeros outside X."""
+    out = np.zeros((rows, cols))
+    r_lo, r_hi = max(r0, 0), min(r0 + rows, X.shape[0])
+    c_lo, c_hi = max(c0, 0), min(c0 + cols, X.shape[1])
+    if r_lo < r_hi and c_lo < c_hi:
+        out[r_lo - r0 : r_hi - r0, c_lo - c0 : c_hi - c0] = X[r_lo:r_hi, c_lo:c_hi]
+    return out
+
+
+def _check(plan, A, B, row0, col0, start, stop, step, rng, eager=False):
+    acc = rng.standard_normal((plan.m, plan.n)).astype(np.float32)
+    want = _reference(A, B, acc, row0, col0, plan.k, range(start, stop, step))
+    emu = emulator.run_mainloop(plan, A, B, acc, row0, col0, start, stop, step, eager=eager)
+    np.testing.assert_allclose(acc, want, rtol=1e-5, atol=1e-4)
+    return emu
+
+
+def _operands(rng, dtype, m, k, n):
+    t = NP_DTYPES[dtype]
+    return rng.standard_normal((m, k)).astype(t), rng.standard_normal((k, n)).astype(t)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("eager", [False, True])
+def test_the_emitted_loop_computes_acc_plus_the_blocks_product(dtype, eager, rng):
+    plan = _plan(dtype)
+    A, B = _operands(rng, dtype, 128, 96, 128)
+    emu = _check(plan, A, B, 64, 0, 0, 96, 32, rng, eager)
+    assert emu.stats["cp16"] > 0 and emu.stats["st16"] == 0  # aligned: 16-byte copies only
+    assert emu.stats["ldmatrix_conflicts"] == 0 and emu.stats["cp16_conflicts"] == 0
+
+
+@pytest.mark.parametrize(
+    "bm, bn, bk, threads, stages",
+    [(32, 32, 32, 64, 2), (64, 128, 64, 128, 3), (128, 128, 32, 256, 4), (64, 64, 16, 128, 3)],
+)
+def test_every_tile_shape_and_depth_gives_the_product_without_bank_conflicts(
+    bm, bn, bk, threads, stages, rng
+):
+    plan = _plan("f16", bm, bn, bk, threads, stages)
+    A, B = _operands(rng, "f16", bm, 3 * bk, bn)
+    emu = _check(plan, A, B, 0, 0, 0, 3 * bk, bk, rng)
+    assert emu.stats["ldmatrix_conflicts"] == 0 and emu.stats["cp16_conflicts"] == 0
+
+
+@pytest.mark.parametrize("row0, col0", [(80, 48), (-20, -8), (2**62, 0), (0, -(2**62))])
+def test_blocks_overhanging_the_arrays_read_zeros(row0, col0, rng):
+    plan = _plan("f16")
+    A, B = _operands(rng, "f16", 100, 72, 90)  # K % 8 == 0, N % 8 != 0: B by elements
+    emu = _check(plan, A, B, row0, col0, 0, 72, 32, rng)
+    assert emu.stats["st16"] > 0
+
+
+def test_misaligned_views_are_copied_element_by_element(rng):
+    plan = _plan("bf16")
+    A0, B0 = _operands(rng, "bf16", 64, 97, 129)
+    A, B = A0[:, 1:], B0[:96, 1:]  # rows start 2 bytes past 16-byte alignment
+    emu = _check(plan, A, B, 0, 0, 0, 96, 32, rng)
+    assert emu.stats["cp16"] == 0 and emu.stats["st16"] > 0
+
+
+@pytest.mark.parametrize("start, stop, step", [(4, 70, 32), (8, 72, 32), (0, 0, 32), (64, 0, -32)])
+def test_any_range_of_k_blocks_is_summed(start, stop, step, rng):
+    plan = _plan("f16")
+    A, B = _operands(rng, "f16", 64, 96, 64)
+    _check(plan, A, B, 0, 0, start, stop, step, rng)
+
+
+# ----------------------------------------------------------------------------- mutants
+def _mutant(plan, old: str, new: str) -> str:
+    source = emulator.mainloop_source(plan)
+    assert old in source
+    return source.replace(old, new, 1)
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("    cuda.syncthreads()\n", "    pass\n"),  # no barrier before reading a stage
+        ("_cp_wait1()", "_cp_wait2()"),  # one group too many in flight
+        ("(_mt % 3)", "(_mi % 3)"),  # copies into the stage being read
+    ],
+)
+def test_the_emulator_catches_a_race_in_a_broken_loop(old, new, rng):
+    plan = _plan("f16")
+    A, B = _operands(rng, "f16", 64, 128, 64)
+    acc = np.zeros((64, 64), np.float32)
+    source = _mutant(plan, old, new)
+    with pytest.raises(emulator.EmulatorError):
+        emulator.run_mainloop(plan, A, B, acc, 0, 0, 0, 128, 32, source=source)
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("_ldsm4t(", "_ldsm4("),  # B fragments without .trans
+        ("^ _mswa)", "^ 0)"),  # the reader forgets A's swizzle
+        ("_mfb0_0, _mfb0_1, _macc0", "_mfb0_1, _mfb0_0, _macc0"),  # B registers swapped
+    ],
+)
+def test_the_emulator_catches_a_wrong_layout_in_a_broken_loop(old, new, rng):
+    plan = _plan("f16")
+    A, B = _operands(rng, "f16", 64, 64, 64)
+    acc = np.zeros((64, 64), np.float32)
+    want = A.astype(np.float64) @ B.astype(np.float64)
+    emulator.run_mainloop(plan, A, B, acc, 0, 0, 0, 64, 32, source=_mutant(plan, old, new))
+    assert np.abs(acc - want).max() > 1e-2
+
+
+# ----------------------------------------------------------------------------- PTX, cubin
+@NO_PTX
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_main_loop_is_ldmatrix_mma_and_16_byte_copies_in_ptx(arch):
+    ptx = gemm.inspect("ptx", *_args(), 64, 64, grid=(2, 2), arch=arch)
+    # per k-tile of 32 and warp tile 32x32: 2 k16 steps x (2 A + 2 B ldmatrix, 8 mma)
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 16
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 4
+    # 64x32 A and 32x64 B blocks: two 16-byte chunks of each per thread
+    assert ptx.count("cp.async.cg.shared.global [") == 4
+    assert "cp.async.wait_group 1;" in ptx
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    assert "cvt.rn.f16x2.f32" not in ptx  # f16 bits go to the stages as they are
+
+
+@NO_PTX
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_main_loop_assembles_without_spills(arch):
+    meta = gemm.metadata(*_args(), 64, 64, grid=(2, 2), arch=arch)
+    assert meta["spill_bytes"] == 0 and 0 < meta["registers_per_thread"] <= 255
+    ring = 3 * (64 * 32 + 32 * 64) * 2 + 128
+    assert meta["shared_bytes"] == ring + 64 * 65 * 4  # the ring and acc's tile
