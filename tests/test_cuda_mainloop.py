@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import tessera as ts
-from tessera import bf16, f16, f32, group_id, kernel, mut, tile
+from tessera import KiB, bf16, f16, f32, group_id, kernel, mut, tile
 from tessera import dtypes as D
-from tessera.kernel.targets.cuda import emulator
+from tessera.kernel.targets.cuda import emulator, mainloop
 from tessera.kernel.targets.cuda.passes.mainloop import Mainloop, warp_grid
 
 NO_PTX = pytest.mark.skipif(
@@ -60,6 +60,34 @@ def gemm_reads_a_after(A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]]):
         b = tile.load_block(B, (k0, n0), (32, 64))
         acc = tile.dot(a, b, acc)
     tile.store_block(C, (m0, n0), acc + a.astype(f32).sum())
+
+
+@kernel(tile=(256,), shared=64 * KiB)
+def linear_relu(
+    A: f16[M, K], B: f16[K, N], bias: f32[N], C: mut[f16[M, N]], BM: ts.constexpr, BN: ts.constexpr
+):
+    """examples/gemm_tiles.py with f16 operands and an f16 result."""
+    m0, n0 = group_id(0) * BM, group_id(1) * BN
+    acc = tile.zeros((BM, BN), f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (BM, 32))
+        b = tile.load_block(B, (k0, n0), (32, BN))
+        acc = tile.dot(a, b, acc)
+    y = acc + tile.load_block(bias, (n0,), (BN,))[None, :]
+    tile.store_block(C, (m0, n0), max(y, 0.0).astype(f16))
+
+
+@kernel(tile=(128,))
+def gemm_then_reduce(A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]], s: mut[f32[M]]):
+    m0, n0 = group_id(0) * 64, group_id(1) * 64
+    acc = tile.full((64, 64), 1.0, f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (64, 32))
+        b = tile.load_block(B, (k0, n0), (32, 64))
+        acc = tile.dot(a, b, acc)
+    acc = acc * 2.0
+    tile.store_block(C, (m0, n0), acc)
+    tile.store_block(s, (m0,), acc.sum(axis=1))
 
 
 @kernel(tile=(128,))
@@ -113,6 +141,32 @@ def test_other_loops_keep_the_general_path(kern, args):
 def test_before_sm_80_the_gemm_loop_keeps_the_general_path():
     source = gemm.inspect("cuda", *_args(), 64, 64, grid=(2, 2), arch="sm_75")
     assert "register GEMM main loop" not in source and "_mma_" not in source
+
+
+@NO_PTX
+def test_the_epilogue_runs_on_the_accumulators_registers():
+    a, b, c = _args(np.float16, 256, 64, 256)
+    args = (a, b, np.zeros(256, np.float32), c.astype(np.float16), 128, 128)
+    source = linear_relu.inspect("cuda", *args, grid=(2, 2), arch="sm_90")
+    assert "v_acc =" not in source and "v_y =" not in source  # no shared tiles for them
+    assert "v_acc[" not in source and "v_y[" not in source
+    assert "cuda.syncthreads()" not in source.split("# tile.store_block(C")[1]  # no barrier
+    ptx = linear_relu.inspect("ptx", *args, grid=(2, 2), arch="sm_90")
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    meta = linear_relu.metadata(*args, grid=(2, 2), arch="sm_90")
+    assert meta["spill_bytes"] == 0
+    assert meta["shared_bytes"] == 3 * (128 * 32 + 32 * 128) * 2 + 128 + 128 * 4  # ring, bias
+
+
+@NO_PTX
+def test_a_statement_that_needs_the_tile_in_shared_memory_gets_it_there_once():
+    a, b, c = _args(np.float16, 64, 64, 64)
+    source = gemm_then_reduce.inspect("cuda", a, b, c, np.zeros(64, np.float32), grid=(1, 1))
+    assert "np.float32(1.0)" in source.split("register GEMM main loop")[1]  # tile.full
+    epilogue = source.split("_cp_wait_all()")[1]
+    # acc * 2 and its store in registers, then acc written once (4 elements a job) to its
+    # shared tile for the row sums
+    assert epilogue.count("v_acc[_mr0 + _mg") == 4 and "cuda.syncthreads()" in epilogue
 
 
 def test_warp_grids_give_whole_fragment_tiles_to_every_warp():
@@ -209,6 +263,50 @@ def test_any_range_of_k_blocks_is_summed(start, stop, step, rng):
     _check(plan, A, B, 0, 0, start, stop, step, rng)
 
 
+def test_registers_can_start_from_a_constant_instead_of_the_tile(rng):
+    plan = _plan("f16")
+    A, B = _operands(rng, "f16", 64, 64, 64)
+    acc = np.full((64, 64), np.nan, np.float32)  # never read
+    emulator.run_mainloop(plan, A, B, acc, 0, 0, 0, 64, 32, init="np.float32(1.5)")
+    want = A.astype(np.float64) @ B.astype(np.float64) + 1.5
+    np.testing.assert_allclose(acc, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("bm, bn, threads", [(64, 64, 128), (128, 128, 256), (32, 64, 64)])
+def test_the_epilogue_visits_each_element_once_at_its_accumulator_register(bm, bn, threads):
+    """register_loops (the epilogue's element loops) against the loop's own write-back."""
+    plan = _plan("f16", bm, bn, 32, threads)
+    hits = np.zeros((bm, bn), np.int64)
+    where = np.full((bm, bn), -1, np.int64)
+    out = emulator._Lines()
+    for line in emulator.mainloop_source(plan).splitlines()[1:]:
+        if line.strip().startswith("_mra"):
+            break
+        out.lines.append(line)  # the thread's coordinates (_mg, _mq, _mwm, _mwn)
+    mainloop.register_loops(out, plan, lambda r, c, reg: out.emit(f"_hit({r}, {c}, {reg})"))
+
+    def hit(row, col, reg):
+        np.add.at(hits, (row, col), 1)
+        where[row, col] = np.arange(threads) * plan.accumulators + reg
+
+    scope = {"_hit": hit, "np": np}
+    exec("def _run(_lane):\n" + "\n".join(out.lines), scope)  # noqa: S102
+    scope["_run"](np.arange(threads))
+    assert (hits == 1).all()
+    # the same (thread, register) the loop writes back at each element
+    acc = np.zeros((bm, bn), np.float32)
+    regs = np.arange(threads * plan.accumulators, dtype=np.float32)
+    source = emulator.mainloop_source(plan, init=f"_seq[_lane * {plan.accumulators} + _mj]")
+    emu = emulator.BlockEmulator(threads, plan.ring_bytes)
+    names = emu.namespace() | {"_seq": regs}
+    exec(compile(source, "<loop>", "exec"), names)  # noqa: S102
+    names["_run"](
+        np.zeros((bm, 32), np.float16), np.zeros((32, bn), np.float16), acc,
+        np.zeros(plan.ring_bytes, np.uint8), 0, 0, 0, 0, 32, np.arange(threads),
+    )  # fmt: skip
+    np.testing.assert_array_equal(acc, where.astype(np.float32))
+
+
 # ----------------------------------------------------------------------------- mutants
 def _mutant(plan, old: str, new: str) -> str:
     source = emulator.mainloop_source(plan)
@@ -272,4 +370,4 @@ def test_the_main_loop_assembles_without_spills(arch):
     meta = gemm.metadata(*_args(), 64, 64, grid=(2, 2), arch=arch)
     assert meta["spill_bytes"] == 0 and 0 < meta["registers_per_thread"] <= 255
     ring = 3 * (64 * 32 + 32 * 64) * 2 + 128
-    assert meta["shared_bytes"] == ring + 64 * 65 * 4  # the ring and acc's tile
+    assert meta["shared_bytes"] == ring  # acc never leaves the registers

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from .... import dtypes as D
+from ....tile import blocks as B
 from ... import ir
 from ...ir import TileType
 from ...passes.prefetch import keep_in_flight
@@ -84,6 +85,14 @@ class CudaCodegen(SourceEmitter):
         # their operand tiles go global -> shared stages -> fragments, never a tile
         self.unstaged = {n for p in self.mainloops.values() for n in (p.a, p.b)}
         self.rings: dict[str, int] = {}  # shared staging rings of the main loops, bytes
+        epilogues = [p.epilogue for p in self.mainloops.values() if p.epilogue is not None]
+        for ep in epilogues:  # tiles that only ever live in registers
+            self.unstaged |= ep.register_only
+        self.fused_inits = {id(ep.init): ep for ep in epilogues if ep.init is not None}
+        self.reg_tiles: dict[str, str] = {}  # tile name -> its registers (a local array)
+        self.reg_plan = None  # the main loop whose layout they have
+        self.reg_index: str | None = None  # the register of the element being computed
+        self.reg_elements = False  # element loops run over the registers
         self.tile_temps: list[tuple[str, TileType]] = []  # shared scratch of tile statements
         self.scratch: dict[str, int] = {}  # compute dtype ctor → elements of shared scratch
         self.dynamic_shared_bytes = 0  # > 0: shared arrays are carved from dynamic memory
@@ -259,6 +268,64 @@ class CudaCodegen(SourceEmitter):
         else:
             super().collective(s)
 
+    # ------------------------------------------------------------------ registers
+    def lane_stmt(self, s: ir.Stmt) -> None:
+        if id(s) in self.fused_inits:
+            self.emit(f"# {self.name(s.target)}: its registers start the main loop", s.loc)
+            return
+        if self.reg_tiles:
+            ep = self.reg_plan.epilogue
+            if id(s) in ep.statements:
+                self.register_statement(s)
+                return
+            if id(s) == ep.materialise:
+                self.materialise_registers()
+            elif getattr(s, "target", None) in self.reg_tiles:  # the general path's now
+                del self.reg_tiles[s.target]
+        super().lane_stmt(s)
+
+    def register_statement(self, s: ir.Stmt) -> None:
+        """A statement of the main loop's epilogue, each thread at its own elements."""
+        call = ir.prim_call(s)
+        self.reg_elements = True
+        try:
+            if call is not None and call.prim.collective:  # tile.store_block
+                self.lower(call, s)
+                return
+            t = self.types[s.target]
+            dest = self.reg_tiles.get(s.target)
+            if dest is None:
+                dest = f"_mr{len(self.lines)}"
+                count = self.reg_plan.accumulators
+                self.emit(f"{dest} = cuda.local.array({count}, {ctor(t.dtype)})", s.loc)
+
+            def body() -> None:
+                value = self.conv(self.expr(s.value), s.value.type, t)
+                self.emit(f"{dest}[{self.reg_index}] = {value}", s.loc)
+
+            self.element_loops(t.shape, body)
+            self.reg_tiles[s.target] = dest
+        finally:
+            self.reg_elements = False
+
+    def materialise_registers(self) -> None:
+        """Write every register tile into its shared tile (the rest of the kernel reads
+        them there)."""
+        tiles = dict(self.reg_tiles)
+        self.reg_tiles = {}
+
+        def body(row: str, col: str, reg: str) -> None:
+            for name, regs in tiles.items():
+                self.emit(f"{self.name(name)}[{row}, {col}] = {regs}[{reg}]")
+
+        mainloop.register_loops(self, self.reg_plan, body)
+        self.emit("cuda.syncthreads()")
+
+    def tile_read(self, name: str, shape: tuple[int, ...]) -> str:
+        if self.reg_index is not None and name in self.reg_tiles:
+            return f"{self.reg_tiles[name]}[{self.reg_index}]"
+        return super().tile_read(name, shape)
+
     def register_mainloop(self, plan) -> None:
         """A planned tile.range GEMM loop (passes/mainloop.py, emitted by mainloop.py)."""
         ring = self.tile_temp(TileType(D.u8, (plan.ring_bytes,)))
@@ -280,9 +347,25 @@ class CudaCodegen(SourceEmitter):
             stop=code(loop.stop),
             step=code(loop.step),
             tag=str(len(self.rings)),
+            init=self.fused_init(plan),
+            keep=plan.epilogue is not None,
         )
         self.emit(f"# tile.range (line {loop.loc.line}) as a register main loop", loop.loc)
         mainloop.emit(self, plan, operands)
+        if operands.keep:
+            self.reg_tiles = {plan.acc: mainloop.accumulator(operands)}
+            self.reg_plan = plan
+
+    def fused_init(self, plan) -> str | None:
+        """The f32 code of acc's fill value where its definition was fused (else None)."""
+        init = plan.epilogue.init if plan.epilogue is not None else None
+        if init is None:
+            return None
+        call = ir.prim_call(init)
+        if call.prim is B.zeros:
+            return "np.float32(0)"
+        value = call.args[1]
+        return self.conv(self.expr(value), value.type, ir.ScalarType(D.f32))
 
     def set_result(self, site: ir.Stmt, code: str, t: ir.Type) -> None:
         """Assign a collective's result (of type ``t``) to its statement's target."""
@@ -300,7 +383,22 @@ class CudaCodegen(SourceEmitter):
     # ------------------------------------------------------------------ tiles
     def element_loops(self, shape: tuple[int, ...], body) -> None:
         """Every lane computes its share of a tile's elements; then the group waits, so
-        the whole tile is visible to every lane."""
+        the whole tile is visible to every lane. In a main loop's epilogue: each thread
+        its accumulator elements, no barrier."""
+        if self.reg_elements:
+            saved = self.element
+
+            def at(row: str, col: str, reg: str) -> None:
+                self.emit(f"_e0 = {row}")
+                self.emit(f"_e1 = {col}")
+                self.element, self.reg_index = ["_e0", "_e1"], reg
+                body()
+
+            try:
+                mainloop.register_loops(self, self.reg_plan, at)
+            finally:
+                self.element, self.reg_index = saved, None
+            return
         size = 1
         for n in shape:
             size *= n

@@ -46,6 +46,13 @@ class Operands:
     stop: str
     step: str
     tag: str = "0"  # tells the accumulators of a kernel's several main loops apart
+    init: str | None = None  # f32 code the registers start from (None: acc's shared tile)
+    keep: bool = False  # leave the result in the registers (None: into acc's shared tile)
+
+
+def accumulator(ops: Operands) -> str:
+    """The name of the loop's accumulator registers (a local array)."""
+    return f"_macc{ops.tag}"
 
 
 def _instruction(plan: Mainloop) -> mma.Instruction:
@@ -90,9 +97,13 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     e(f"_mfb = {aligned.format('bb', 'b', b)} and _mcb % 8 == 0")
     e(f"_ms0 = (np.int64(_saddr({ops.ring})) + 127) // 128 * 128  # the ring, 128-byte aligned")
     jobs = mt_count * nt_count
-    acc = f"_macc{ops.tag}"
+    acc = accumulator(ops)
     e(f"{acc} = cuda.local.array({4 * jobs}, np.float32)")
-    _accumulator(out, inst, acc, ops.acc, jobs, nt_count, wm, wn, load=True)
+    if ops.init is not None:
+        e(f"for _mj in range({4 * jobs}):")
+        e(f"    {acc}[_mj] = {ops.init}")
+    else:
+        _accumulator(out, inst, acc, ops.acc, jobs, nt_count, wm, wn, load=True)
     e(f"_mk0, _mk1, _mk2 = {ops.start}, {ops.stop}, {ops.step}")
     e(f"_mkt = np.int64({pysource.trip_count('_mk0', '_mk1', '_mk2')})")
     e(f"for _mi in range({1 - S}, _mkt):")
@@ -137,8 +148,26 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
             e(f"{c} = {inst.name}({fa}, _mfb{p}_{2 * h}, _mfb{p}_{2 * h + 1}, {c})")
     out.indent -= 3
     e("_cp_wait_all()")
-    _accumulator(out, inst, acc, ops.acc, jobs, nt_count, wm, wn, load=False)
-    e("cuda.syncthreads()")
+    if not ops.keep:
+        _accumulator(out, inst, acc, ops.acc, jobs, nt_count, wm, wn, load=False)
+        e("cuda.syncthreads()")
+
+
+def register_loops(out, plan: Mainloop, body) -> None:
+    """Run ``body(row, col, register)`` (code of the element's tile coordinates and of
+    its register's index) for each accumulator element this thread holds, after the
+    loop: the epilogue's element loops (no barrier: each thread keeps to its own)."""
+    inst = _instruction(plan)
+    wm, wn = plan.warp_m, plan.warp_n
+    nt_count = wn // MMA_N
+    out.emit(f"for _mj in range({(wm // MMA_M) * nt_count}):  # the warp's m16n8 tiles")
+    out.indent += 1
+    out.emit(f"_mr0 = _mwm * {wm} + (_mj // {nt_count}) * {MMA_M}")
+    out.emit(f"_mc0 = _mwn * {wn} + (_mj % {nt_count}) * {MMA_N}")
+    for i in range(inst.c.elements):
+        row, col = inst.c.code(i, "_mg", "_mq")
+        body(f"_mr0 + {row}", f"_mc0 + {col}", f"4 * _mj + {i}")
+    out.indent -= 1
 
 
 def _accumulator(out, inst, acc: str, tile: str, jobs: int, nt_count: int, wm, wn, load) -> None:

@@ -23,8 +23,9 @@ computes the same values (docs/targets.md, "Register GEMM main loop").
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..... import dtypes as D
 from .....tile import blocks as B
@@ -37,6 +38,32 @@ MMA_M, MMA_N, MMA_K = 16, 8, 16  # m16n8k16; B fragments come in pairs of n8 til
 DEFAULT_STAGES = 3  # sm_80's default depth (GPU.md §2); `prefetch=` sets S = prefetch + 1
 MAX_ACC_REGISTERS = 128  # accumulator registers a thread may hold (the rest: fragments)
 DTYPES = (D.f16, D.bf16)
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What of a top-level main loop's surroundings runs on the accumulator's registers.
+
+    ``init``: acc's ``tile.zeros``/``tile.full`` statement before the loop, whose value
+    the registers start from (the statement itself then emits nothing). ``statements``:
+    the ids of the statements after the loop computed register by register, each thread
+    at its own accumulator elements: element-wise tile statements of the accumulator's
+    shape that read register tiles only at the element they compute, and
+    ``tile.store_block`` of a register tile. ``materialise``: the id of the first
+    statement after the loop that needs a register tile as a shared tile (they are
+    written there first), None if none does. ``registers``: the tile names held in
+    registers; ``shared``: those of them that also need their shared tile."""
+
+    init: ir.Assign | None
+    statements: frozenset[int]
+    materialise: int | None
+    registers: frozenset[str]
+    shared: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def register_only(self) -> frozenset[str]:
+        """Tiles that never exist in shared memory."""
+        return self.registers - self.shared
 
 
 @dataclass(frozen=True)
@@ -60,6 +87,7 @@ class Mainloop:
     warps_m: int
     warps_n: int
     stages: int
+    epilogue: Epilogue | None = None  # what runs on the registers around the loop
 
     @property
     def warp_m(self) -> int:
@@ -222,4 +250,130 @@ def plan_mainloops(kir: ir.KernelIR, threads: int) -> dict[int, Mainloop]:
             plan = match(s, kir, threads)
             if plan is not None:
                 plans[id(s)] = plan
+    if len(plans) == 1:  # one loop's registers: the surroundings of several would meet
+        (key, plan), top = next(iter(plans.items())), kir.body
+        if any(s is plan.loop for s in top):
+            plans[key] = dataclasses.replace(plan, epilogue=plan_epilogue(kir, plan))
     return plans
+
+
+# ----------------------------------------------------------------------------- epilogue
+_MOVES = (B.transpose, B.expand_dims)
+
+
+def _reads_in_place(value: ir.Expr, names: set[str], moved: bool = False) -> bool:
+    """Whether ``value`` reads every tile of ``names`` only at the element it computes
+    (not through ``.T`` or an added axis)."""
+    if isinstance(value, ir.Name):
+        return not (moved and value.name in names)
+    if isinstance(value, ir.PrimCall):
+        if value.prim.collective:
+            return False
+        moved = moved or value.prim in _MOVES
+    return all(_reads_in_place(c, names, moved) for c in value.children())
+
+
+def _compound(s: ir.Stmt) -> bool:
+    return any(True for _ in s.bodies())
+
+
+def _tile_names_read(s: ir.Stmt) -> set[str]:
+    names = set()
+    for e in s.exprs():
+        names |= _names(e)
+    for body in s.bodies():
+        for inner in ir.walk_stmts(body):
+            for e in inner.exprs():
+                names |= _names(e)
+    return names
+
+
+def _init(kir: ir.KernelIR, plan: Mainloop) -> ir.Assign | None:
+    """acc's constant-filled definition before the loop, if nothing else there uses acc."""
+    top = kir.body
+    at = next(i for i, s in enumerate(top) if s is plan.loop)
+    found = None
+    for s in top[:at]:
+        call = ir.prim_call(s)
+        if isinstance(s, ir.Assign) and s.target == plan.acc:
+            filled = call is not None and (
+                call.prim is B.zeros or (call.prim is B.full and isinstance(call.args[1], ir.Const))
+            )
+            if found is not None or not filled:
+                return None
+            found = s
+        elif plan.acc in _tile_names_read(s) or any(
+            getattr(inner, "target", None) == plan.acc
+            for body in s.bodies()
+            for inner in ir.walk_stmts(body)
+        ):
+            return None
+    return found
+
+
+def plan_epilogue(kir: ir.KernelIR, plan: Mainloop) -> Epilogue:
+    """Which statements around a top-level main loop run on its registers."""
+    top = kir.body
+    at = next(i for i, s in enumerate(top) if s is plan.loop)
+    shape = (plan.m, plan.n)
+    live = {plan.acc}  # tiles in registers now
+    ever = {plan.acc}
+    shared: set[str] = set()
+    handled: set[int] = set()
+    materialise = None
+    for s in top[at + 1 :]:
+        reads = _tile_names_read(s) & live
+        target = getattr(s, "target", None)
+        call = ir.prim_call(s)
+        t = getattr(getattr(s, "value", None), "type", None)
+        if not reads and not _compound(s):
+            if target in live:  # overwritten by the general path: a shared tile now
+                live.discard(target)
+                shared.add(target)
+            continue
+        if _compound(s):  # a compound statement: fine while it never meets a register tile
+            written = {getattr(x, "target", None) for b in s.bodies() for x in ir.walk_stmts(b)}
+            if not ((_tile_names_read(s) | written) & ever):
+                continue
+            materialise = id(s)
+            shared |= live
+            break
+        elementwise = (
+            isinstance(s, ir.Assign)
+            and ir.is_tile_statement(s)
+            and not (call is not None and call.prim.collective)
+            and isinstance(t, TileType)
+            and t.shape == shape
+            and _reads_in_place(s.value, live)
+        )
+        stored = (
+            call is not None
+            and call.prim is B.store_block
+            and isinstance(call.args[2], ir.Name)
+            and call.args[2].name in live
+            and call.args[2].type.shape == shape
+            and not (call.args[3] is not None and call.args[3].type.shape != shape)
+        )
+        if elementwise:
+            handled.add(id(s))
+            live.add(s.target)
+            ever.add(s.target)
+        elif stored:
+            handled.add(id(s))
+        else:
+            materialise = id(s)
+            shared |= live
+            break
+    init = _init(kir, plan)
+    if init is None:
+        shared.add(plan.acc)
+    # a register tile's name used anywhere else in the kernel needs its shared tile
+    inside = {id(x) for x in plan.loop.body} | handled | {id(plan.loop)}
+    if init is not None:
+        inside.add(id(init))
+    for s in ir.walk_stmts(top):
+        if id(s) in inside or _compound(s):
+            continue
+        used = _tile_names_read(s) | ({s.target} if isinstance(s, ir.Assign) else set())
+        shared |= used & ever
+    return Epilogue(init, frozenset(handled), materialise, frozenset(ever), frozenset(shared))
