@@ -26,6 +26,7 @@ BENCHES = (
     "gpu_ops",
     "gpu_launch",
     "gpu_rows",
+    "gpu_gemm",
     "softmax",
     "stencil",
     "axpy_tiled",

@@ -10,6 +10,7 @@ import math
 
 from tessera import (
     KiB,
+    constexpr,
     cp_async,
     f16,
     f32,
@@ -192,3 +193,23 @@ def histogram_global(x: i32[n], hist: mut[i32[256]]):
     i = tile.linear_id()
     if i < n:
         tile.atomic_add(hist, x[i], 1)
+
+
+@kernel(tile=(256,), shared=64 * KiB)
+def gemm_f16(
+    A: f16[M, K],
+    B: f16[K, N],
+    C: mut[f32[M, N]],
+    BM: constexpr,
+    BN: constexpr,
+    BK: constexpr,
+):
+    """C = A @ B, f16 operands, f32 result: on sm_80+ the CUDA target's register main loop
+    (GPU.md §2), one BM x BN block of C per group."""
+    m0, n0 = group_id(0) * BM, group_id(1) * BN
+    acc = tile.zeros((BM, BN), f32)
+    for k0 in tile.range(0, K, BK):
+        a = tile.load_block(A, (m0, k0), (BM, BK))
+        b = tile.load_block(B, (k0, n0), (BK, BN))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)

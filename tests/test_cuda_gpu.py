@@ -87,10 +87,37 @@ def test_tile_gemm_on_tensor_cores_matches_numpy_and_repeats_its_bits(dtype):
             source = gemm_bf16.inspect("cuda", da, db, dc, grid=(8, 8))
         ts.synchronize()
         results.append(dc.copy_to_host() if on_gpu else dc)
-    assert ("# on tensor cores" in source) == _tensor_cores()
+    assert ("_mma_" in source) == _tensor_cores()
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(results[0], want, rtol=1e-3, atol=1e-3)
     assert results[0].tobytes() == results[1].tobytes()  # deterministic
+
+
+@pytest.mark.parametrize(
+    "m, k, n, offset", [(256, 256, 256, 0), (200, 72, 136, 0), (129, 96, 130, 1)]
+)
+def test_the_register_main_loop_matches_float64_at_edges_and_on_misaligned_views(m, k, n, offset):
+    """The register GEMM main loop (test_cuda_mainloop.py) and its register epilogue on
+    ragged shapes (zero-filled copies, element copies where N % 8 != 0) and on views that
+    start 2 bytes past 16-byte alignment (element copies for every block)."""
+    from numba import cuda
+    from test_cuda_mainloop import gemm, linear_relu
+
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((m, k + offset)).astype(np.float16)
+    b = rng.standard_normal((k, n + offset)).astype(np.float16)
+    bias = rng.standard_normal(n).astype(np.float32)
+    da, db = cuda.to_device(a)[:, offset:], cuda.to_device(b)[:, offset:]
+    a, b = a[:, offset:], b[:, offset:]
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    dc = cuda.device_array((m, n), np.float32)
+    gemm[(-(-m // 64), -(-n // 64))](da, db, dc, 64, 64)
+    dy = cuda.device_array((m, n), np.float16)
+    linear_relu[(-(-m // 128), -(-n // 128))](da, db, cuda.to_device(bias), dy, 128, 128)
+    ts.synchronize()
+    np.testing.assert_allclose(dc.copy_to_host(), want, rtol=1e-3, atol=1e-3)
+    relu = np.maximum(want + bias, 0)
+    np.testing.assert_allclose(dy.copy_to_host().astype(np.float64), relu, rtol=2e-3, atol=2e-2)
 
 
 def test_tf32_dot_is_allowed_on_request_and_f32_stays_exact_to_ffma():

@@ -307,6 +307,26 @@ def test_the_epilogue_visits_each_element_once_at_its_accumulator_register(bm, b
     np.testing.assert_array_equal(acc, where.astype(np.float32))
 
 
+@pytest.mark.parametrize("n0, n1", [(1, 1), (8, 8), (13, 5), (32, 32), (3, 40), (17, 1)])
+def test_grouped_raster_order_visits_every_group_once(n0, n1):
+    out = emulator._Lines()
+    mainloop.grouped_raster(out, 8)
+    scope = {"min": np.minimum}
+    exec("def _ids(_g, _N0, _N1):\n" + "\n".join(out.lines) + "\n    return _g0, _g1, _g", scope)  # noqa: S102
+    blocks = np.arange(n0 * n1)
+    g0, g1, linear = scope["_ids"](blocks, n0, n1)
+    assert sorted(zip(g0.tolist(), g1.tolist())) == [(i, j) for i in range(n0) for j in range(n1)]
+    np.testing.assert_array_equal(linear, g0 * n1 + g1)  # group_linear_id agrees
+    if n0 >= 8:  # the first blocks cover a band of 8 group rows, column by column
+        assert set(g0[:8].tolist()) == set(range(8)) and set(g1[:8].tolist()) == {0}
+
+
+@NO_PTX
+def test_gemm_kernels_number_their_groups_in_bands():
+    source = gemm.inspect("cuda", *_args(), 64, 64, grid=(2, 2), arch="sm_90")
+    assert "_gw = 8 * _N1" in source
+
+
 # ----------------------------------------------------------------------------- mutants
 def _mutant(plan, old: str, new: str) -> str:
     source = emulator.mainloop_source(plan)

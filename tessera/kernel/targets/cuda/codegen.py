@@ -30,6 +30,7 @@ from .rounding import PRODUCTS
 
 FLAT_BLOCK = 256  # threads per block of a flat kernel
 STATIC_SHARED_LIMIT = 48 * 1024  # above this a block's shared memory must be dynamic
+RASTER_ROWS = 8  # GEMM kernels run their groups in bands of this many group rows (L2 reuse)
 
 
 def padded(t: TileType) -> tuple[int, ...]:
@@ -176,7 +177,10 @@ class CudaCodegen(SourceEmitter):
             self.emit("_cp_it = 0  # copy groups started in this tile.range iteration")
         self.unflatten("_lane", "_l", list(self.tile))
         self.emit("_g = cuda.blockIdx.x")
-        self.unflatten("_g", "_g", [f"_N{d}" for d in range(self.grid_ndim)])
+        if self.mainloops and self.grid_ndim == 2:
+            mainloop.grouped_raster(self, RASTER_ROWS)
+        else:
+            self.unflatten("_g", "_g", [f"_N{d}" for d in range(self.grid_ndim)])
         self.emit(f"s_grid_groups = {' * '.join(f'_N{d}' for d in range(self.grid_ndim))}")
         self.alloc_sizes = [
             (a, math.prod(int(x) for x in a.shape) * a.dtype.itemsize)

@@ -224,3 +224,18 @@ def _copy(out, name, arr, grow, gcol, T, cols, row_bytes, swz, base, fast, eleme
         f"_ld16(_mb{name} + _mok * (_mgr * _ms{name}0 + _mgc * _ms{name}1), _mok))"
     )
     out.indent -= 2
+
+
+def grouped_raster(out, rows: int) -> None:
+    """Group ids of a 2-d grid from ``_g`` (the block index) in grouped raster order:
+    bands of ``rows`` group rows, each band column by column, so the blocks running at
+    once share rows of A and columns of B in L2 (groups are independent in the language,
+    so any order is theirs). ``_g`` is then renumbered row-major from the ids, which is
+    what ``group_linear_id()`` reads."""
+    e = out.emit
+    e(f"_gw = {rows} * _N1  # groups in a band of {rows} group rows")
+    e(f"_gf = (_g // _gw) * {rows}  # the band's first group row")
+    e(f"_gs = min(_N0 - _gf, {rows})  # its rows (the last band may have fewer)")
+    e("_g0 = _gf + (_g % _gw) % _gs")
+    e("_g1 = (_g % _gw) // _gs")
+    e("_g = _g0 * _N1 + _g1")

@@ -1,0 +1,128 @@
+"""GEMM on a GPU (GPU.md §7): f16 operands, f32 accumulation, side by side in one process:
+Tessera's hand-written tile kernel (``bench.kernels.gemm_f16``: the CUDA target's register
+main loop), ``op.matmul`` (f16 result), ``torch.matmul`` (cuBLAS, f16 result),
+``torch.mm(..., out_dtype=torch.float32)`` where this PyTorch has it, and Triton's
+textbook tiled GEMM where Triton is installed. Every result is checked against float64 on
+fresh data; each timed run is ``calls`` products followed by one synchronisation. Without
+a GPU (or PyTorch) it records nothing and says so."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import numpy as np
+
+import tessera
+from tessera import op
+from tessera.kernel.targets.cuda.streams import gpu_usable
+
+from .common import Case, Record, measure, standalone
+from .kernels import gemm_f16
+
+NAME = "gpu_gemm"
+BLOCK = (128, 128, 32)  # the tile kernel's block: 8 warps of 64 x 32 (BM, BN, BK)
+
+
+def _triton_gemm():
+    """Triton's tiled GEMM (f16 in, f32 accumulate and out), or None without Triton."""
+    if importlib.util.find_spec("triton") is None:
+        return None
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def kernel(a, b, c, m, n, k, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        pm, pn = tl.program_id(0), tl.program_id(1)
+        rm = pm * BM + tl.arange(0, BM)
+        rn = pn * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k0 in range(0, k, BK):
+            x = tl.load(a + rm[:, None] * k + (k0 + rk)[None, :])
+            y = tl.load(b + (k0 + rk)[:, None] * n + rn[None, :])
+            acc += tl.dot(x, y)
+        tl.store(c + rm[:, None] * n + rn[None, :], acc)
+
+    def run(ta, tb, tc):
+        m, k = ta.shape
+        n = tb.shape[1]
+        kernel[(m // 128, n // 128)](ta, tb, tc, m, n, k, BM=128, BN=128, BK=64, num_stages=3)
+        return tc
+
+    return run
+
+
+def _repeat(fn, sync, calls: int):
+    """``calls`` calls of ``fn`` then one synchronisation; returns the last result."""
+
+    def timed():
+        out = None
+        for _ in range(calls):
+            out = fn()
+        sync()
+        return out
+
+    return timed
+
+
+def _size(s: int, calls: int, quick: bool) -> list[Record]:
+    import torch
+    from numba import cuda
+
+    rng = np.random.default_rng(s)
+    a = rng.standard_normal((s, s)).astype(np.float16)
+    b = rng.standard_normal((s, s)).astype(np.float16)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    da, db, dc = cuda.to_device(a), cuda.to_device(b), cuda.device_array((s, s), np.float32)
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    tc = torch.empty((s, s), dtype=torch.float32, device="cuda")
+    bm, bn, bk = BLOCK
+    grid = (s // bm, s // bn)
+
+    def tile_kernel():
+        gemm_f16[grid](da, db, dc, bm, bn, bk)
+        return dc
+
+    def case(tool, fn, sync, host, atol):
+        timed = _repeat(fn, sync, calls)
+        return Case(tool, timed, lambda: host(timed()), want, 1e-2, atol, inner=calls)
+
+    on_device, from_torch = (lambda x: x.copy_to_host()), (lambda x: x.cpu().numpy())
+    cases = [
+        case("tessera tile kernel", tile_kernel, tessera.synchronize, on_device, 0.1),
+        case("tessera op.matmul", lambda: op.matmul(da, db), tessera.synchronize, on_device, 1.0),
+        case(
+            "torch.matmul (f16 out)",
+            lambda: torch.matmul(ta, tb),
+            torch.cuda.synchronize,
+            from_torch,
+            1.0,
+        ),
+    ]
+    if "out_dtype" in (torch.mm.__doc__ or ""):
+        f32_out = lambda: torch.mm(ta, tb, out_dtype=torch.float32)  # noqa: E731
+        cases.append(case("torch.mm (f32 out)", f32_out, torch.cuda.synchronize, from_torch, 0.1))
+    try:
+        triton_gemm = _triton_gemm()
+    except Exception as exc:  # noqa: BLE001 - a broken Triton is reported, not fatal
+        print(f"gpu_gemm: Triton unusable here ({exc})", file=sys.stderr)
+        triton_gemm = None
+    if triton_gemm is not None:
+        tri = lambda: triton_gemm(ta, tb, tc)  # noqa: E731
+        cases.append(case("triton", tri, torch.cuda.synchronize, from_torch, 0.1))
+    return measure(NAME, "gemm f16 in, f32 acc", f"{s}^3", cases, quick, flops=2.0 * s**3)
+
+
+def run(quick: bool) -> list[Record]:
+    if not gpu_usable() or importlib.util.find_spec("torch") is None:
+        print("gpu_gemm: no GPU (or no PyTorch) here, nothing measured", file=sys.stderr)
+        return []
+    records: list[Record] = []
+    for s in (1024,) if quick else (1024, 4096):
+        records += _size(s, 3 if quick else 10, quick)
+    return records
+
+
+if __name__ == "__main__":
+    standalone(NAME, run)
