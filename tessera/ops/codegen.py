@@ -173,6 +173,8 @@ def reduce(group: Group, name: str) -> Source:
     if node.dtype.is_float and node.op in ("sum", "mean"):
         acc_t = "f64"  # float sums add in f64, in index order, and round once at the end
     total = outer * inner
+    if inner == 1 and row_reduction(length) and node.dtype != D.bool_:
+        return _row_reduce(em, group, outer, length, acc_t)
     columns = inner >= COLUMN_GROUP  # a reduction down columns: lanes side by side
     if columns:  # (o clamped: every lane runs the loop, so the lanes stay in step)
         em.emit(f"o = group_id(0) * {COLUMN_GROUP} + tile.id(1)", 1)
@@ -202,6 +204,46 @@ def reduce(group: Group, name: str) -> Source:
     if columns:
         return em.source(f"@kernel(tile=(1, {COLUMN_GROUP}))", (-(-total // COLUMN_GROUP),))
     return em.source("@kernel", (max(total, 1),))
+
+
+def row_reduction(length: int) -> bool:
+    """Whether a reduction over the last axis (or over everything) of rows of ``length``
+    runs as one group per row (else one lane per row, in index order)."""
+    return length >= ROW_MIN
+
+
+# rows at least this long are reduced by a group each (shorter ones by one lane each)
+ROW_MIN = 64
+
+
+def _row_reduce(em: _Emitter, group: Group, rows: int, length: int, acc_t: str) -> Source:
+    """One group per row (``row_lanes`` lanes): each lane combines every ``lanes``-th
+    element of the row in order (float sums in f64), the lanes' values meet in the
+    language's fixed tree (``tile.sum``/``tile.max``/``tile.min``: the same bits on every
+    target), lane 0 writes the result."""
+    node = group.head
+    source = node.inputs[0]
+    lanes = row_lanes(length)
+    em.emit(f"base = group_id(0) * {length}", 1)
+    em.emit(f"acc = {acc_t}({_identity(node.op, node.dtype)})", 1)
+    em.emit(f"for r in range(tile.linear_id(), {length}, {lanes}):", 1)
+    em.emit("i = base + r", 2)
+    _element_body(em, group.nodes[:-1], source.shape, "i", 2)
+    if id(source) not in em.names:
+        em.names[id(source)] = "x_in"
+        em.emit(f"x_in = {em.arg(source, flat=True)}[i]", 2)
+    value = f"{acc_t}({em.names[id(source)]})"
+    em.emit(
+        f"acc = {f'acc + {value}' if node.op in ('sum', 'mean') else f'{node.op}(acc, {value})'}", 2
+    )
+    tree = "sum" if node.op in ("sum", "mean") else node.op
+    em.emit(f"total = tile.{tree}(acc)", 1)
+    result = f"total / {acc_t}({length})" if node.op == "mean" else "total"
+    out = em.arg(node, flat=True, written=True)
+    em.emit("if tile.linear_id() == 0:", 1)
+    em.emit(f"{out}[group_id(0)] = {result}", 2)
+    scratch = lanes * 8
+    return em.source(f"@kernel(tile=({lanes},), shared={scratch})", (max(rows, 1),))
 
 
 # a reduction down the columns of a row-major array (axis not the last) gives each group
@@ -314,6 +356,8 @@ def norm(group: Group, name: str) -> Source:
     px = em.arg(x, flat=True)
     pw = [em.arg(p, flat=True) for p in params]
     py = em.arg(node, flat=True, written=True)
+    if row_reduction(length):
+        return _row_norm(em, node, rows, length, ct, px, pw, py)
     em.emit("r = tile.linear_id()", 1)
     em.emit(f"if r < {rows}:", 1)
     em.emit(f"base = r * {length}", 2)
@@ -336,6 +380,36 @@ def norm(group: Group, name: str) -> Source:
         y = f"{y} + {ct}({pw[1]}[j])"
     em.emit(f"{py}[base + j] = {node.dtype.name}({y})", 3)
     return em.source("@kernel", (max(rows, 1),))
+
+
+def _row_norm(em: _Emitter, node, rows: int, length: int, ct: str, px, pw, py) -> Source:
+    """layernorm / rmsnorm with one group per row: the row's sums as ``op.mean`` takes
+    them on such rows (each lane's elements in order in f64, the lanes' sums in the fixed
+    tree, rounded once), so the bits are the composite's; then each lane writes its
+    elements."""
+    lanes = row_lanes(length)
+    each = f"for j in range(tile.linear_id(), {length}, {lanes}):"
+    em.emit(f"base = group_id(0) * {length}", 1)
+    if node.op == "layernorm":
+        em.emit("s = f64(0)", 1)
+        em.emit(each, 1)
+        em.emit(f"s = s + f64({ct}({px}[base + j]))", 2)
+        em.emit(f"mu = {ct}(tile.sum(s) / f64({length}))", 1)
+        centred = f"({ct}({px}[base + j]) - mu)"
+    else:
+        centred = f"{ct}({px}[base + j])"
+    em.emit("v = f64(0)", 1)
+    em.emit(each, 1)
+    em.emit(f"d = {centred}", 2)
+    em.emit("v = v + f64(d * d)", 2)
+    eps = literal(node.attrs["eps"])
+    em.emit(f"sd = math.sqrt({ct}(tile.sum(v) / f64({length})) + {ct}({eps}))", 1)
+    em.emit(each, 1)
+    y = f"{centred} / sd * {ct}({pw[0]}[j])"
+    if node.op == "layernorm":
+        y = f"{y} + {ct}({pw[1]}[j])"
+    em.emit(f"{py}[base + j] = {node.dtype.name}({y})", 2)
+    return em.source(f"@kernel(tile=({lanes},), shared={lanes * 8})", (max(rows, 1),))
 
 
 def transpose(group: Group, name: str) -> Source:
