@@ -120,6 +120,24 @@ def test_the_register_main_loop_matches_float64_at_edges_and_on_misaligned_views
     np.testing.assert_allclose(dy.copy_to_host().astype(np.float64), relu, rtol=2e-3, atol=2e-2)
 
 
+@pytest.mark.parametrize("m, k, n, offset", [(256, 256, 256, 0), (200, 72, 136, 1)])
+def test_the_f64_main_loop_on_dmma_matches_numpy(m, k, n, offset):
+    """f64 GEMM on DMMA (mma.sync.m8n8k4.f64, test_cuda_mainloop.py), edges and a
+    misaligned view (8-byte element copies)."""
+    from numba import cuda
+    from test_cuda_mainloop import dgemm
+
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((m, k + offset))
+    b = rng.standard_normal((k, n + offset))
+    da, db = cuda.to_device(a)[:, offset:], cuda.to_device(b)[:, offset:]
+    dc = cuda.device_array((m, n), np.float64)
+    dgemm[(-(-m // 64), -(-n // 64))](da, db, dc)
+    ts.synchronize()
+    want = a[:, offset:] @ b[:, offset:]
+    np.testing.assert_allclose(dc.copy_to_host(), want, rtol=1e-12, atol=1e-12)
+
+
 def test_tf32_dot_is_allowed_on_request_and_f32_stays_exact_to_ffma():
     from numba import cuda
     from test_cuda_mma import gemm_f32

@@ -13,18 +13,18 @@ import numpy as np
 import pytest
 
 import tessera as ts
-from tessera import KiB, bf16, f16, f32, group_id, kernel, mut, tile
+from tessera import KiB, bf16, f16, f32, f64, group_id, kernel, mut, tile
 from tessera import dtypes as D
 from tessera.kernel.targets.cuda import emulator, mainloop
-from tessera.kernel.targets.cuda.passes.mainloop import Mainloop, warp_grid
+from tessera.kernel.targets.cuda.passes.mainloop import SHAPES, Mainloop, warp_grid
 
 NO_PTX = pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
     reason="generated CUDA source and PTX need numba-cuda without its simulator",
 )
 ARCHS = ["sm_80", "sm_90"]
-DTYPES = {"f16": D.f16, "bf16": D.bf16}
-NP_DTYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
+DTYPES = {"f16": D.f16, "bf16": D.bf16, "f64": D.f64}
+NP_DTYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f64": np.float64}
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -88,6 +88,17 @@ def gemm_then_reduce(A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]], s: mut[f32[M
     acc = acc * 2.0
     tile.store_block(C, (m0, n0), acc)
     tile.store_block(s, (m0,), acc.sum(axis=1))
+
+
+@kernel(tile=(128,))
+def dgemm(A: f64[M, K], B: f64[K, N], C: mut[f64[M, N]]):
+    m0, n0 = group_id(0) * 64, group_id(1) * 64
+    acc = tile.zeros((64, 64), f64)
+    for k0 in tile.range(0, K, 16):
+        a = tile.load_block(A, (m0, k0), (64, 16))
+        b = tile.load_block(B, (k0, n0), (16, 64))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
 
 
 @kernel(tile=(128,))
@@ -178,7 +189,7 @@ def test_warp_grids_give_whole_fragment_tiles_to_every_warp():
 
 # ----------------------------------------------------------------------------- emulator
 def _plan(dtype="f16", bm=64, bn=64, bk=32, threads=128, stages=3) -> Mainloop:
-    wm, wn = warp_grid(bm, bn, threads // 32)
+    wm, wn = warp_grid(bm, bn, threads // 32, SHAPES[DTYPES[dtype]])
     return Mainloop(
         None, "a", "b", "acc", "A", "B", None, None, bm, bn, bk, DTYPES[dtype], threads,
         wm, wn, stages,
@@ -205,7 +216,9 @@ def _block(X, r0, c0, rows, cols) -> np.ndarray:
 
 
 def _check(plan, A, B, row0, col0, start, stop, step, rng, eager=False):
-    acc = rng.standard_normal((plan.m, plan.n)).astype(np.float32)
+    acc = rng.standard_normal((plan.m, plan.n)).astype(
+        np.float32 if plan.dtype != D.f64 else np.float64
+    )
     want = _reference(A, B, acc, row0, col0, plan.k, range(start, stop, step))
     emu = emulator.run_mainloop(plan, A, B, acc, row0, col0, start, stop, step, eager=eager)
     np.testing.assert_allclose(acc, want, rtol=1e-5, atol=1e-4)
@@ -217,14 +230,15 @@ def _operands(rng, dtype, m, k, n):
     return rng.standard_normal((m, k)).astype(t), rng.standard_normal((k, n)).astype(t)
 
 
-@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f64"])
 @pytest.mark.parametrize("eager", [False, True])
 def test_the_emitted_loop_computes_acc_plus_the_blocks_product(dtype, eager, rng):
     plan = _plan(dtype)
     A, B = _operands(rng, dtype, 128, 96, 128)
     emu = _check(plan, A, B, 64, 0, 0, 96, 32, rng, eager)
-    assert emu.stats["cp16"] > 0 and emu.stats["st16"] == 0  # aligned: 16-byte copies only
-    assert emu.stats["ldmatrix_conflicts"] == 0 and emu.stats["cp16_conflicts"] == 0
+    assert emu.stats["cp16"] > 0 and emu.stats["st16"] + emu.stats["st64"] == 0  # 16-byte only
+    conflicts = ("ldmatrix_conflicts", "lds64_conflicts", "cp16_conflicts")
+    assert all(emu.stats[c] == 0 for c in conflicts)
 
 
 @pytest.mark.parametrize(
@@ -238,6 +252,22 @@ def test_every_tile_shape_and_depth_gives_the_product_without_bank_conflicts(
     A, B = _operands(rng, "f16", bm, 3 * bk, bn)
     emu = _check(plan, A, B, 0, 0, 0, 3 * bk, bk, rng)
     assert emu.stats["ldmatrix_conflicts"] == 0 and emu.stats["cp16_conflicts"] == 0
+
+
+def test_f64_blocks_of_every_shape_multiply_on_dmma_without_bank_conflicts(rng):
+    for bm, bn, bk, threads in ((64, 64, 16, 128), (32, 32, 16, 64), (64, 128, 32, 256)):
+        plan = _plan("f64", bm, bn, bk, threads)
+        A, B = _operands(rng, "f64", bm + 7, 2 * bk + 6, bn + 2)  # edges on every side
+        emu = _check(plan, A, B, 0, 0, 0, 2 * bk + 6, bk, rng)
+        assert emu.stats["lds64"] > 0 and emu.stats["lds64_conflicts"] == 0
+        assert emu.stats["cp16_conflicts"] == 0
+
+
+def test_misaligned_f64_views_are_copied_element_by_element(rng):
+    plan = _plan("f64", 64, 64, 16)
+    A0, B0 = _operands(rng, "f64", 64, 49, 65)
+    emu = _check(plan, A0[:, 1:], B0[:48, 1:], 0, 0, 0, 48, 16, rng)
+    assert emu.stats["cp16"] == 0 and emu.stats["st64"] > 0
 
 
 @pytest.mark.parametrize("row0, col0", [(80, 48), (-20, -8), (2**62, 0), (0, -(2**62))])
@@ -382,6 +412,21 @@ def test_the_main_loop_is_ldmatrix_mma_and_16_byte_copies_in_ptx(arch):
     assert "cp.async.wait_group 1;" in ptx
     assert "ld.local" not in ptx and "st.local" not in ptx
     assert "cvt.rn.f16x2.f32" not in ptx  # f16 bits go to the stages as they are
+
+
+@NO_PTX
+@pytest.mark.parametrize("arch", ARCHS)
+def test_an_f64_gemm_loop_is_dmma_from_8_byte_shared_loads_in_ptx(arch):
+    a = np.zeros((128, 64))
+    source = dgemm.inspect("cuda", a, a.T.copy(), np.zeros((128, 128)), grid=(2, 2), arch=arch)
+    assert "# register GEMM main loop: 64x64 f64 accumulator" in source
+    ptx = dgemm.inspect("ptx", a, a.T.copy(), np.zeros((128, 128)), grid=(2, 2), arch=arch)
+    # a k-tile of 16: 4 k4 steps x 4 x 4 m8n8 tiles of a 32x32 warp tile
+    assert ptx.count("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64") == 64
+    assert ptx.count("ld.shared.f64") == 4 * (4 + 4)
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    meta = dgemm.metadata(a, a.T.copy(), np.zeros((128, 128)), grid=(2, 2), arch=arch)
+    assert meta["spill_bytes"] == 0
 
 
 @NO_PTX

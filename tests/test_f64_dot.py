@@ -187,17 +187,32 @@ def product64(a: f64[M, K], b: f64[K, N], c: mut[f64[M, N]]):
     tile.store_block(c, (m0, n0), acc)
 
 
+@kernel(tile=(64,), shared=96 * KiB)
+def product64_k8(a: f64[M, K], b: f64[K, N], c: mut[f64[M, N]]):
+    m0, n0 = group_id(0) * 64, group_id(1) * 64
+    acc = tile.zeros((64, 64), f64)
+    for k0 in tile.range(0, K, 8):
+        x = tile.load_block(a, (m0, k0), (64, 8))
+        acc = tile.dot(x, tile.load_block(b, (k0, n0), (8, 64)), acc)
+    tile.store_block(c, (m0, n0), acc)
+
+
 @pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
     reason="PTX needs numba-cuda without its simulator",
 )
-def test_the_cuda_f64_dot_is_dfma_on_registers():
-    """The plain path: each lane's 8 x 8 f64 accumulators stay in registers, one
-    ``fma.rn.f64`` each per step of k, nothing in local memory (a spill is ld.local)."""
+def test_the_cuda_f64_dot_is_dfma_on_registers_off_the_dmma_loop():
+    """The plain path (k blocks of 8: rows too short for the DMMA loop's staging): each
+    lane's 8 x 8 f64 accumulators stay in registers, one ``fma.rn.f64`` each per step of
+    k, nothing in local memory (a spill is ld.local). The same loop with k blocks of 32
+    runs on DMMA (tests/test_cuda_mainloop.py)."""
     a, b, c = (np.zeros((128, 128)) for _ in range(3))
-    ptx = product64.inspect("ptx", a, b, c, grid=(2, 2), arch="sm_90")
-    assert len(re.findall(r"\bfma\.rn\.f64\b", ptx)) == 64 * UNROLL_K
+    ptx = product64_k8.inspect("ptx", a, b, c, grid=(2, 2), arch="sm_90")
+    fmas = len(re.findall(r"\bfma\.rn\.f64\b", ptx))
+    assert fmas >= 64 * UNROLL_K and fmas % 64 == 0 and "mma.sync" not in ptx
     assert "ld.local" not in ptx and "st.local" not in ptx
+    ptx = product64.inspect("ptx", a, b, c, grid=(2, 2), arch="sm_90")
+    assert "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64" in ptx
 
 
 def test_f64_attention_shaped_graphs_stay_f64_products(target, rng):

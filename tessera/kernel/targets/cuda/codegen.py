@@ -366,10 +366,11 @@ class CudaCodegen(SourceEmitter):
         if init is None:
             return None
         call = ir.prim_call(init)
+        dtype = self.types[plan.acc].dtype
         if call.prim is B.zeros:
-            return "np.float32(0)"
+            return f"{ctor(dtype)}(0)"
         value = call.args[1]
-        return self.conv(self.expr(value), value.type, ir.ScalarType(D.f32))
+        return self.conv(self.expr(value), value.type, ir.ScalarType(dtype))
 
     def set_result(self, site: ir.Stmt, code: str, t: ir.Type) -> None:
         """Assign a collective's result (of type ``t``) to its statement's target."""

@@ -31,7 +31,7 @@ import numpy as np
 from ...layout import WARP
 from .isa import banks
 from .isa.ldmatrix import Ldmatrix
-from .isa.mma_sync import M16N8K16_BF16, M16N8K16_F16
+from .isa.mma_sync import M8N8K4_F64, M16N8K16_BF16, M16N8K16_F16
 from .mainloop import Operands, emit
 
 CHUNK = 16
@@ -81,7 +81,18 @@ class BlockEmulator:
         self.groups: list[list] = []
         self.owners: list[np.ndarray] = []
         self.stats = dict.fromkeys(
-            ("ldmatrix", "ldmatrix_conflicts", "cp16", "cp16_conflicts", "mma", "st16"), 0
+            (
+                "ldmatrix",
+                "ldmatrix_conflicts",
+                "lds64",
+                "lds64_conflicts",
+                "cp16",
+                "cp16_conflicts",
+                "mma",
+                "st16",
+                "st64",
+            ),
+            0,
         )
 
     # ------------------------------------------------------------------ global memory
@@ -179,6 +190,53 @@ class BlockEmulator:
         out[ok] = data[off].astype(np.uint32) | (data[off + 1].astype(np.uint32) << 8)
         return out
 
+    def ld64(self, src, ok) -> np.ndarray:
+        ok = np.broadcast_to(np.asarray(ok, bool), (self.threads,))
+        data, off = self._global(src, 8, ok)
+        out = np.zeros(self.threads, np.int64)
+        out[ok] = data[off[:, None] + np.arange(8)].copy().view(np.int64)[:, 0]
+        return out
+
+    def st64(self, dst, bits) -> None:
+        dst = np.broadcast_to(np.asarray(dst, np.int64), (self.threads,))
+        if np.any(dst % 8):
+            raise EmulatorError("misaligned 8-byte shared store")
+        chunks = self._chunks(dst)
+        self._write_check(chunks, "st.shared")
+        bits = np.broadcast_to(np.asarray(bits, np.int64), (self.threads,)).copy()
+        self.smem[dst[:, None] + np.arange(8)] = bits.view(np.uint8).reshape(-1, 8)
+        self.state[chunks] = DONE
+        self.done_epoch[chunks] = self.epoch
+        self.stats["st64"] += 1
+
+    def lds64(self, addr) -> np.ndarray:
+        addr = np.broadcast_to(np.asarray(addr, np.int64), (self.threads,))
+        if np.any(addr % 8):
+            raise EmulatorError("misaligned 8-byte shared load")
+        self._read_check(self._chunks(addr))
+        for w in range(self.threads // WARP):
+            lanes = slice(w * WARP, (w + 1) * WARP)
+            self.stats["lds64_conflicts"] += banks.extra_wavefronts(addr[lanes], 8)
+        self.stats["lds64"] += 1
+        return self.smem[addr[:, None] + np.arange(8)].copy().view(np.float64)[:, 0]
+
+    def mma_f64(self, a, b, c0, c1) -> tuple:
+        isa = M8N8K4_F64
+        vals = [np.broadcast_to(np.asarray(x, np.float64), (self.threads,)) for x in (a, b)]
+        c_vals = np.stack(
+            [np.broadcast_to(np.asarray(x, np.float64), (self.threads,)) for x in (c0, c1)], 1
+        )
+        d = np.zeros((self.threads, 2), np.float64)
+        for w in range(self.threads // WARP):
+            lanes = slice(w * WARP, (w + 1) * WARP)
+            a_mat = _matrix(isa.a, vals[0][lanes, None])
+            b_mat = _matrix(isa.b, vals[1][lanes, None])
+            result = a_mat @ b_mat + _matrix(isa.c, c_vals[lanes])
+            rows, cols = _positions(isa.c)
+            d[lanes] = result[rows, cols]
+        self.stats["mma"] += 1
+        return d[:, 0], d[:, 1]
+
     def st16(self, dst, bits) -> None:
         dst = np.broadcast_to(np.asarray(dst, np.int64), (self.threads,))
         if np.any(dst % 2):
@@ -250,6 +308,10 @@ class BlockEmulator:
             "_ldsm4t": lambda a: self.ldmatrix(a, True),
             "_mma_f16": lambda *r: self.mma(M16N8K16_F16, *r),
             "_mma_bf16": lambda *r: self.mma(M16N8K16_BF16, *r),
+            "_mma_f64": self.mma_f64,
+            "_lds64": self.lds64,
+            "_ld64": self.ld64,
+            "_st64": self.st64,
             "_cp_commit": self.commit,
             "_cp_wait_all": lambda: self.wait(0),
         }

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from .. import pysource
 from . import mma
-from .passes.mainloop import MMA_K, MMA_M, MMA_N, WARP, Mainloop
+from .passes.mainloop import WARP, Mainloop
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Operands:
     stop: str
     step: str
     tag: str = "0"  # tells the accumulators of a kernel's several main loops apart
-    init: str | None = None  # f32 code the registers start from (None: acc's shared tile)
+    init: str | None = None  # code the registers start from (None: acc's shared tile)
     keep: bool = False  # leave the result in the registers (None: into acc's shared tile)
 
 
@@ -56,21 +56,34 @@ def accumulator(ops: Operands) -> str:
 
 
 def _instruction(plan: Mainloop) -> mma.Instruction:
-    return {"f16": mma.M16N8K16_F16, "bf16": mma.M16N8K16_BF16}[plan.dtype.name]
+    return {"f16": mma.M16N8K16_F16, "bf16": mma.M16N8K16_BF16, "f64": mma.M8N8K4_F64}[
+        plan.dtype.name
+    ]
+
+
+def _swizzled(plan: Mainloop, which: str, row: str, chunk: str) -> str:
+    """The code of the stored 16-byte chunk of logical ``chunk`` in ``row`` of the A or B
+    stage. 16-bit rows: ``layout.swizzle_for`` (conflict-free for ldmatrix); 8-byte rows
+    (at least 128 bytes): ``chunk ^ 2 (row % 4)``, which puts the four rows and two chunks a
+    half-warp's DMMA fragment loads read in eight different 16-byte bank groups."""
+    if plan.shape.element == 8:
+        return f"(({chunk}) ^ ((({row}) % 4) * 2))"
+    sw = plan.a_swizzle if which == "a" else plan.b_swizzle
+    return f"(({chunk}) ^ ((({row}) // {sw.per_phase}) % {sw.max_phase}))"
 
 
 def emit(out, plan: Mainloop, ops: Operands) -> None:
     """Append the loop's source to ``out`` (an emitter: ``emit(line)``, ``indent``)."""
     inst = _instruction(plan)
-    T, S = plan.threads, plan.stages
+    S, elem = plan.stages, plan.shape.element
     bm, bn, bk, wm, wn = plan.m, plan.n, plan.k, plan.warp_m, plan.warp_n
-    mt_count, nt_count, pairs = wm // MMA_M, wn // MMA_N, wn // (2 * MMA_N)
-    sa, sb = plan.a_swizzle, plan.b_swizzle
     row_a, row_b = plan.a_row_bytes, plan.b_row_bytes
     a_bytes, stage = plan.a_bytes, plan.stage_bytes
+    ce = plan.chunk_elements
+    acc_t = "np.float64" if elem == 8 else "np.float32"
     e = out.emit
     e(
-        f"# register GEMM main loop: {bm}x{bn} f32 accumulator in registers "
+        f"# register GEMM main loop: {bm}x{bn} {plan.acc_dtype_name} accumulator in registers "
         f"({plan.warps_m}x{plan.warps_n} warps of {wm}x{wn}), {inst.ptx}, A and B "
         f"through {S} swizzled shared stages of {stage} bytes"
     )
@@ -79,10 +92,14 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     e("_mq = _lane % 4  # threadID_in_group")
     e(f"_mwm = _mw // {plan.warps_n}")
     e(f"_mwn = _mw % {plan.warps_n}")
-    e("_mlr = _lane % 16  # ldmatrix: the row (A) or k-row (B) this lane addresses")
-    e(f"_mlh = (_lane % {WARP}) // 16  # ... and which 16-byte chunk of the pair")
-    e(f"_mswa = (_mlr // {sa.per_phase}) % {sa.max_phase}")
-    e(f"_mswb = (_mlr // {sb.per_phase}) % {sb.max_phase}")
+    if elem == 2:
+        e("_mlr = _lane % 16  # ldmatrix: the row (A) or k-row (B) this lane addresses")
+        e(f"_mlh = (_lane % {WARP}) // 16  # ... and which 16-byte chunk of the pair")
+        e(f"_mswa = {_swizzled(plan, 'a', '_mlr', '0')}")
+        e(f"_mswb = {_swizzled(plan, 'b', '_mlr', '0')}")
+    else:  # the swizzle of the rows a lane's fragments come from (row % 4 is the lane's)
+        e("_mswa = (_mg % 4) * 2")
+        e("_mswb = _mq * 2")
     a, b = ops.A, ops.B
     e(f"_mra = {ops.row0}")
     e(f"_mra = _mra if -{bm} < _mra < {a}.shape[0] else np.int64(-{bm})")
@@ -92,18 +109,22 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
         e(f"_mb{name} = _gaddr({arr})")
         e(f"_ms{name}0 = np.int64({arr}.strides[0])")
         e(f"_ms{name}1 = np.int64({arr}.strides[1])")
-    aligned = "_m{0} % 16 == 0 and _ms{1}1 == 2 and _ms{1}0 % 16 == 0 and {2}.shape[1] % 8 == 0"
+    aligned = (
+        "_m{0} % 16 == 0 and _ms{1}1 == " + str(elem) + " and _ms{1}0 % 16 == 0"
+        " and {2}.shape[1] % " + str(ce) + " == 0"
+    )
     e(f"_mfa = {aligned.format('ba', 'a', a)}  # 16-byte chunks of A possible")
-    e(f"_mfb = {aligned.format('bb', 'b', b)} and _mcb % 8 == 0")
+    e(f"_mfb = {aligned.format('bb', 'b', b)} and _mcb % {ce} == 0")
     e(f"_ms0 = (np.int64(_saddr({ops.ring})) + 127) // 128 * 128  # the ring, 128-byte aligned")
-    jobs = mt_count * nt_count
+    per = inst.c.elements
+    jobs = (wm // inst.m) * (wn // inst.n)
     acc = accumulator(ops)
-    e(f"{acc} = cuda.local.array({4 * jobs}, np.float32)")
+    e(f"{acc} = cuda.local.array({per * jobs}, {acc_t})")
     if ops.init is not None:
-        e(f"for _mj in range({4 * jobs}):")
+        e(f"for _mj in range({per * jobs}):")
         e(f"    {acc}[_mj] = {ops.init}")
     else:
-        _accumulator(out, inst, acc, ops.acc, jobs, nt_count, wm, wn, load=True)
+        _accumulator(out, plan, acc, ops.acc, load=True)
     e(f"_mk0, _mk1, _mk2 = {ops.start}, {ops.stop}, {ops.step}")
     e(f"_mkt = np.int64({pysource.trip_count('_mk0', '_mk1', '_mk2')})")
     e(f"for _mi in range({1 - S}, _mkt):")
@@ -119,25 +140,41 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     e(f"_mkb = _mk if -{bk} < _mk < {b}.shape[0] else np.int64(-{bk})")
     e(f"_mst = _ms0 + (_mt % {S}) * {stage}")
     # A: rows of the block's m, 16-byte chunks along k; B: k-rows, chunks along n
-    fast_a = "_mfa and _mka % 8 == 0"
-    _copy(out, "a", a, "_mra + _mr", "_mka + _mc8", T, bk, row_a, sa, "0", fast_a, bm * bk)
-    _copy(out, "b", b, "_mkb + _mr", "_mcb + _mc8", T, bn, row_b, sb, str(a_bytes), "_mfb", bk * bn)
+    fast_a = f"_mfa and _mka % {ce} == 0"
+    _copy(out, plan, "a", a, "_mra + _mr", "_mka", bk, row_a, "0", fast_a, bm * bk)
+    _copy(out, plan, "b", b, "_mkb + _mr", "_mcb", bn, row_b, str(a_bytes), "_mfb", bk * bn)
     out.indent -= 1
     e("_cp_commit()")
     e("if _mi >= 0:")
     out.indent += 1
     e(f"_mrs = _ms0 + (_mi % {S}) * {stage}")
-    e(f"for _mkk in range({bk // MMA_K}):")
+    e(f"for _mkk in range({bk // inst.k}):")
     out.indent += 1
+    if elem == 2:
+        _fragments_16(out, plan, inst, acc)
+    else:
+        _fragments_64(out, plan, inst, acc)
+    out.indent -= 3
+    e("_cp_wait_all()")
+    if not ops.keep:
+        _accumulator(out, plan, acc, ops.acc, load=False)
+        e("cuda.syncthreads()")
+
+
+def _fragments_16(out, plan: Mainloop, inst, acc: str) -> None:
+    """One k16 step: ldmatrix.x4 A fragments per m16 tile, ldmatrix.x4.trans B fragments
+    per pair of n8 tiles, one mma.sync per m16n8 tile."""
+    wm, wn, row_a, row_b = plan.warp_m, plan.warp_n, plan.a_row_bytes, plan.b_row_bytes
+    mt_count, nt_count = wm // inst.m, wn // inst.n
     for mt in range(mt_count):
         regs = ", ".join(f"_mfa{mt}_{r}" for r in range(4))
-        row = f"(_mwm * {wm} + {mt * MMA_M} + _mlr) * {row_a}"
-        e(f"{regs} = _ldsm4(_mrs + {row} + (((2 * _mkk + _mlh) ^ _mswa) * 16))")
-    for p in range(pairs):
+        row = f"(_mwm * {wm} + {mt * inst.m} + _mlr) * {row_a}"
+        out.emit(f"{regs} = _ldsm4(_mrs + {row} + (((2 * _mkk + _mlh) ^ _mswa) * 16))")
+    for p in range(wn // 16):
         regs = ", ".join(f"_mfb{p}_{r}" for r in range(4))
         chunk = f"_mwn * {wn // 8} + {2 * p} + _mlh"
-        e(
-            f"{regs} = _ldsm4t(_mrs + {a_bytes} + (_mkk * {MMA_K} + _mlr) * {row_b} + "
+        out.emit(
+            f"{regs} = _ldsm4t(_mrs + {plan.a_bytes} + (_mkk * {inst.k} + _mlr) * {row_b} + "
             f"((({chunk}) ^ _mswb) * 16))"
         )
     for mt in range(mt_count):
@@ -145,67 +182,87 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
             p, h = divmod(nt, 2)
             c = ", ".join(f"{acc}[{4 * (mt * nt_count + nt) + r}]" for r in range(4))
             fa = ", ".join(f"_mfa{mt}_{r}" for r in range(4))
-            e(f"{c} = {inst.name}({fa}, _mfb{p}_{2 * h}, _mfb{p}_{2 * h + 1}, {c})")
-    out.indent -= 3
-    e("_cp_wait_all()")
-    if not ops.keep:
-        _accumulator(out, inst, acc, ops.acc, jobs, nt_count, wm, wn, load=False)
-        e("cuda.syncthreads()")
+            out.emit(f"{c} = {inst.name}({fa}, _mfb{p}_{2 * h}, _mfb{p}_{2 * h + 1}, {c})")
+
+
+def _fragments_64(out, plan: Mainloop, inst, acc: str) -> None:
+    """One k4 step of DMMA: each lane's A element (row groupID, column threadID) per m8
+    tile and B element (row threadID, column groupID) per n8 tile by 8-byte shared loads,
+    one mma.sync.m8n8k4 per m8n8 tile."""
+    wm, wn, row_a, row_b = plan.warp_m, plan.warp_n, plan.a_row_bytes, plan.b_row_bytes
+    mt_count, nt_count = wm // inst.m, wn // inst.n
+    for mt in range(mt_count):
+        row = f"(_mwm * {wm} + {mt * inst.m} + _mg) * {row_a}"
+        out.emit(
+            f"_mfa{mt} = _lds64(_mrs + {row} + (((_mkk * 2 + _mq // 2) ^ _mswa) * 16)"
+            " + (_mq % 2) * 8)"
+        )
+    for nt in range(nt_count):
+        chunk = f"_mwn * {wn // 2} + {nt * inst.n // 2} + _mg // 2"
+        out.emit(
+            f"_mfb{nt} = _lds64(_mrs + {plan.a_bytes} + (_mkk * {inst.k} + _mq) * {row_b} + "
+            f"((({chunk}) ^ _mswb) * 16) + (_mg % 2) * 8)"
+        )
+    for mt in range(mt_count):
+        for nt in range(nt_count):
+            c = ", ".join(f"{acc}[{2 * (mt * nt_count + nt) + r}]" for r in range(2))
+            out.emit(f"{c} = {inst.name}(_mfa{mt}, _mfb{nt}, {c})")
 
 
 def register_loops(out, plan: Mainloop, body) -> None:
     """Run ``body(row, col, register)`` (code of the element's tile coordinates and of
-    its register's index) for each accumulator element this thread holds, after the
-    loop: the epilogue's element loops (no barrier: each thread keeps to its own)."""
+    its register's index) for each accumulator element this thread holds: the
+    accumulator's loads and stores and the epilogue's element loops (no barrier: each
+    thread keeps to its own elements)."""
     inst = _instruction(plan)
     wm, wn = plan.warp_m, plan.warp_n
-    nt_count = wn // MMA_N
-    out.emit(f"for _mj in range({(wm // MMA_M) * nt_count}):  # the warp's m16n8 tiles")
+    nt_count, per = wn // inst.n, inst.c.elements
+    out.emit(
+        f"for _mj in range({(wm // inst.m) * nt_count}):  # the warp's m{inst.m}n{inst.n} tiles"
+    )
     out.indent += 1
-    out.emit(f"_mr0 = _mwm * {wm} + (_mj // {nt_count}) * {MMA_M}")
-    out.emit(f"_mc0 = _mwn * {wn} + (_mj % {nt_count}) * {MMA_N}")
-    for i in range(inst.c.elements):
+    out.emit(f"_mr0 = _mwm * {wm} + (_mj // {nt_count}) * {inst.m}")
+    out.emit(f"_mc0 = _mwn * {wn} + (_mj % {nt_count}) * {inst.n}")
+    for i in range(per):
         row, col = inst.c.code(i, "_mg", "_mq")
-        body(f"_mr0 + {row}", f"_mc0 + {col}", f"4 * _mj + {i}")
+        body(f"_mr0 + {row}", f"_mc0 + {col}", f"{per} * _mj + {i}")
     out.indent -= 1
 
 
-def _accumulator(out, inst, acc: str, tile: str, jobs: int, nt_count: int, wm, wn, load) -> None:
+def _accumulator(out, plan: Mainloop, acc: str, tile: str, load: bool) -> None:
     """Read (``load``) or write the accumulator registers at their C fragment positions
     of the shared tile: each thread touches only its own elements."""
-    out.emit(f"for _mj in range({jobs}):  # the warp's m16n8 tiles")
-    out.indent += 1
-    out.emit(f"_mr0 = _mwm * {wm} + (_mj // {nt_count}) * {MMA_M}")
-    out.emit(f"_mc0 = _mwn * {wn} + (_mj % {nt_count}) * {MMA_N}")
-    for i in range(inst.c.elements):
-        row, col = inst.c.code(i, "_mg", "_mq")
-        place = f"{tile}[_mr0 + {row}, _mc0 + {col}]"
-        reg = f"{acc}[4 * _mj + {i}]"
-        out.emit(f"{reg} = np.float32({place})" if load else f"{place} = {reg}")
-    out.indent -= 1
+    cast = "np.float64" if plan.shape.element == 8 else "np.float32"
+
+    def body(row: str, col: str, reg: str) -> None:
+        place, r = f"{tile}[{row}, {col}]", f"{acc}[{reg}]"
+        out.emit(f"{r} = {cast}({place})" if load else f"{place} = {r}")
+
+    register_loops(out, plan, body)
 
 
-def _copy(out, name, arr, grow, gcol, T, cols, row_bytes, swz, base, fast, elements) -> None:
-    """Fill this stage's block of ``arr`` (``elements`` of it, ``cols`` per row): 16-byte
-    ``cp.async`` chunks when ``fast`` holds, else element by element; a position outside
-    the array reads nothing and stores 0."""
+def _copy(out, plan: Mainloop, name, arr, grow, col0, cols, row_bytes, base, fast, elements):
+    """Fill this stage's block of ``arr`` (``elements`` of it, ``cols`` per row, the
+    block's first column ``col0``): 16-byte ``cp.async`` chunks when ``fast`` holds, else
+    element by element; a position outside the array reads nothing and stores 0."""
     e = out.emit
-    chunks = cols // 8
+    T, elem, ce = plan.threads, plan.shape.element, plan.chunk_elements
+    chunks = cols // ce
+    bits = "16" if elem == 2 else "64"
     inside = f"(_mgr >= 0) & (_mgr < {arr}.shape[0]) & (_mgc >= 0) & (_mgc < {arr}.shape[1])"
     e(f"if {fast}:")
     out.indent += 1
-    e(f"for _mj in range({elements // 8 // T}):")
+    e(f"for _mj in range({elements // ce // T}):")
     out.indent += 1
     e(f"_mc = _lane + {T} * _mj")
     e(f"_mr = _mc // {chunks}")
     e(f"_mc8 = _mc % {chunks}")
     e(f"_mgr = {grow}")
-    e(f"_mgc = {gcol.replace('_mc8', '8 * _mc8')}")
+    e(f"_mgc = {col0} + {ce} * _mc8")
     e(f"_mok = {inside}")
     e(
-        f"_cp16(_mst + {base} + _mr * {row_bytes} + "
-        f"((_mc8 ^ ((_mr // {swz.per_phase}) % {swz.max_phase})) * 16), "
-        f"_mb{name} + _mok * (_mgr * _ms{name}0 + _mgc * 2), _mok * 16)"
+        f"_cp16(_mst + {base} + _mr * {row_bytes} + {_swizzled(plan, name, '_mr', '_mc8')} * 16, "
+        f"_mb{name} + _mok * (_mgr * _ms{name}0 + _mgc * {elem}), _mok * 16)"
     )
     out.indent -= 2
     e("else:")
@@ -216,12 +273,12 @@ def _copy(out, name, arr, grow, gcol, T, cols, row_bytes, swz, base, fast, eleme
     e(f"_mr = _mc // {cols}")
     e(f"_mcc = _mc % {cols}")
     e(f"_mgr = {grow}")
-    e(f"_mgc = {gcol.replace('_mc8', '_mcc')}")
+    e(f"_mgc = {col0} + _mcc")
     e(f"_mok = {inside}")
+    chunk = _swizzled(plan, name, "_mr", f"_mcc // {ce}")
     e(
-        f"_st16(_mst + {base} + _mr * {row_bytes} + "
-        f"(((_mcc // 8) ^ ((_mr // {swz.per_phase}) % {swz.max_phase})) * 16) + (_mcc % 8) * 2, "
-        f"_ld16(_mb{name} + _mok * (_mgr * _ms{name}0 + _mgc * _ms{name}1), _mok))"
+        f"_st{bits}(_mst + {base} + _mr * {row_bytes} + {chunk} * 16 + (_mcc % {ce}) * {elem}, "
+        f"_ld{bits}(_mb{name} + _mok * (_mgr * _ms{name}0 + _mgc * _ms{name}1), _mok))"
     )
     out.indent -= 2
 

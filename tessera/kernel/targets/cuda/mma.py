@@ -60,6 +60,8 @@ def _instruction(isa: mma_sync.Mma, pack: str, name: str) -> Instruction:
 M16N8K16_F16 = _instruction(mma_sync.M16N8K16_F16, "_mma_pack_f16", "_mma_f16")
 M16N8K16_BF16 = _instruction(mma_sync.M16N8K16_BF16, "_mma_pack_bf16", "_mma_bf16")
 M16N8K8_TF32 = _instruction(mma_sync.M16N8K8_TF32, "_mma_to_tf32", "_mma_tf32")
+# DMMA, used by the register main loop (mainloop.py): f64 operands need no packing
+M8N8K4_F64 = _instruction(mma_sync.M8N8K4_F64, "", "_mma_f64")
 _PACKING = {  # the PTX converting f32 values into one .b32 register of A or B
     "_mma_pack_f16": "cvt.rn.f16x2.f32",
     "_mma_pack_bf16": "cvt.rn.bf16x2.f32",
@@ -237,10 +239,42 @@ def _pack_one(cvt: str):
     return pack
 
 
+def _mma_f64(ptx: str):
+    """The intrinsic ``(a, b, c0, c1) -> (d0, d1)`` issuing one f64 ``mma.sync``
+    (m8n8k4: one f64 of A and of B, two of C and D per lane)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    result = types.UniTuple(types.float64, 2)
+
+    @intrinsic
+    def mma(typingctx, a, b, c0, c1):
+        def codegen(context, builder, signature, args):
+            f64 = ir.DoubleType()
+            values = [
+                context.cast(builder, v, t, types.float64) for v, t in zip(args, signature.args)
+            ]
+            asm = ir.InlineAsm(
+                ir.FunctionType(ir.LiteralStructType([f64] * 2), [f64] * 4),
+                f"{ptx} {{$0, $1}}, {{$2}}, {{$3}}, {{$4, $5}};",
+                "=d,=d,d,d,d,d",
+                side_effect=True,
+            )
+            out = builder.call(asm, values)
+            return context.make_tuple(
+                builder, result, [builder.extract_value(out, i) for i in range(2)]
+            )
+
+        return result(a, b, c0, c1), codegen
+
+    return mma
+
+
 @functools.cache
 def namespace() -> dict:
     """Names the generated CUDA code uses for tensor-core ``tile.dot``."""
-    names = {}
+    names = {M8N8K4_F64.name: _mma_f64(M8N8K4_F64.ptx)}
     for inst in (M16N8K16_F16, M16N8K16_BF16, M16N8K8_TF32):
         names[inst.name] = _mma_sync(inst.ptx)
         cvt = _PACKING[inst.pack]

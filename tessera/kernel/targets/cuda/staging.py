@@ -9,7 +9,9 @@ CUDA C++ kernels do: ``_saddr(array)`` is a shared array's 32-bit shared-window 
 * ``_ld16(src, ok)``: the 16 bits at ``src`` where ``ok``, else 0 (a predicated load, so
   a masked element never touches memory); ``_st16(dst, bits)``: ``st.shared.u16``;
 * ``_ldsm4(addr)`` / ``_ldsm4t(addr)``: ``ldmatrix.sync.aligned.m8n8.x4[.trans]`` (four
-  .b32 registers; isa/ldmatrix.py states which lane gets what).
+  .b32 registers; isa/ldmatrix.py states which lane gets what);
+* for f64 operands: ``_ld64(src, ok)`` / ``_st64(dst, bits)`` (8-byte element copies) and
+  ``_lds64(addr)`` (``ld.shared.f64``: DMMA fragments, one element per lane).
 
 Each is inline PTX with a memory clobber (CUDA's ``asm volatile``), so LLVM keeps them in
 order with each other and with barriers. emulator.py gives every name a NumPy twin written
@@ -182,6 +184,73 @@ def _ldsm4(trans: bool):
     return ldsm
 
 
+def _lds64():
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def lds64(typingctx, address):
+        def codegen(context, builder, signature, args):
+            a = context.cast(builder, args[0], signature.args[0], types.uint32)
+            text = "ld.shared.f64 $0, [$1];"
+            return _asm(builder, ir.DoubleType(), [ir.IntType(32)], text, "=d,r,~{memory}", [a])
+
+        return types.float64(address), codegen
+
+    return lds64
+
+
+def _ld64():
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def ld64(typingctx, src, ok):
+        def codegen(context, builder, signature, args):
+            i64, b32 = ir.IntType(64), ir.IntType(32)
+            address = context.cast(builder, args[0], signature.args[0], types.int64)
+            flag = context.cast(builder, args[1], signature.args[1], types.uint32)
+            return _asm(
+                builder,
+                i64,
+                [i64, b32],
+                "{ .reg .pred %p; setp.ne.b32 %p, $2, 0; mov.b64 $0, 0;\n @%p ld.u64 $0, [$1]; }",
+                "=l,l,r,~{memory}",
+                [address, flag],
+            )
+
+        return types.int64(src, ok), codegen
+
+    return ld64
+
+
+def _st64():
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def st64(typingctx, dst, bits):
+        def codegen(context, builder, signature, args):
+            address = context.cast(builder, args[0], signature.args[0], types.uint32)
+            value = context.cast(builder, args[1], signature.args[1], types.int64)
+            _asm(
+                builder,
+                ir.VoidType(),
+                [ir.IntType(32), ir.IntType(64)],
+                "st.shared.u64 [$0], $1;",
+                "r,l,~{memory}",
+                [address, value],
+            )
+            return context.get_dummy_value()
+
+        return types.void(dst, bits), codegen
+
+    return st64
+
+
 @functools.cache
 def namespace() -> dict:
     """The names generated main loops use (numba-cuda intrinsics, built on first use)."""
@@ -193,4 +262,7 @@ def namespace() -> dict:
         "_st16": _st16(),
         "_ldsm4": _ldsm4(False),
         "_ldsm4t": _ldsm4(True),
+        "_lds64": _lds64(),
+        "_ld64": _ld64(),
+        "_st64": _st64(),
     }

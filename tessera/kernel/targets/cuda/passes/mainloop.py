@@ -34,10 +34,30 @@ from ....ir import ArrayType, TileType
 from ....layout import Swizzle, swizzle_for
 
 WARP = 32
-MMA_M, MMA_N, MMA_K = 16, 8, 16  # m16n8k16; B fragments come in pairs of n8 tiles
 DEFAULT_STAGES = 3  # sm_80's default depth (GPU.md §2); `prefetch=` sets S = prefetch + 1
-MAX_ACC_REGISTERS = 128  # accumulator registers a thread may hold (the rest: fragments)
-DTYPES = (D.f16, D.bf16)
+MAX_ACC_REGISTERS = 128  # 32-bit accumulator registers a thread may hold (the rest: fragments)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """An operand family's instruction shape: ``mma.sync`` m x n x k, the element bytes,
+    and the columns a warp's tile grows by (f16/bf16: pairs of n8 tiles, which one
+    ``ldmatrix.x4.trans`` loads)."""
+
+    m: int
+    n: int
+    k: int
+    element: int
+    n_unit: int
+
+
+# f16/bf16: m16n8k16 from ldmatrix; f64: DMMA m8n8k4 from 8-byte shared loads
+SHAPES = {
+    D.f16: Shape(16, 8, 16, 2, 16),
+    D.bf16: Shape(16, 8, 16, 2, 16),
+    D.f64: Shape(8, 8, 4, 8, 8),
+}
+ACCUMULATORS = {D.f16: D.f32, D.bf16: D.f32, D.f64: D.f64}
 
 
 @dataclass(frozen=True)
@@ -90,6 +110,19 @@ class Mainloop:
     epilogue: Epilogue | None = None  # what runs on the registers around the loop
 
     @property
+    def shape(self) -> Shape:
+        return SHAPES[self.dtype]
+
+    @property
+    def acc_dtype_name(self) -> str:
+        return ACCUMULATORS[self.dtype].name
+
+    @property
+    def chunk_elements(self) -> int:
+        """Elements in one 16-byte chunk (one ``cp.async``)."""
+        return 16 // self.shape.element
+
+    @property
     def warp_m(self) -> int:
         return self.m // self.warps_m
 
@@ -99,11 +132,11 @@ class Mainloop:
 
     @property
     def a_row_bytes(self) -> int:
-        return 2 * self.k
+        return self.shape.element * self.k
 
     @property
     def b_row_bytes(self) -> int:
-        return 2 * self.n
+        return self.shape.element * self.n
 
     @property
     def a_bytes(self) -> int:
@@ -128,7 +161,7 @@ class Mainloop:
 
     @property
     def accumulators(self) -> int:
-        """f32 accumulator registers per thread."""
+        """Accumulator elements per thread."""
         return self.m * self.n // self.threads
 
 
@@ -136,13 +169,13 @@ def _pow2(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def warp_grid(m: int, n: int, warps: int) -> tuple[int, int] | None:
-    """(warps along m, warps along n) giving each warp a whole number of m16 rows and
-    of n16 column pairs, the squarest such warp tile; None if there is none."""
+def warp_grid(m: int, n: int, warps: int, shape: Shape = SHAPES[D.f16]) -> tuple[int, int] | None:
+    """(warps along m, warps along n) giving each warp a whole number of the
+    instruction's rows and column units, the squarest such warp tile; None if none."""
     best = None
     for wm in (1 << i for i in range(warps.bit_length())):
         wn = warps // wm
-        if wm * wn != warps or m % (wm * MMA_M) or n % (wn * 2 * MMA_N):
+        if wm * wn != warps or m % (wm * shape.m) or n % (wn * shape.n_unit):
             continue
         score = abs(math.log2((m // wm) / (n // wn)))
         if best is None or score < best[0]:
@@ -204,18 +237,24 @@ def match(loop: ir.For, kir: ir.KernelIR, threads: int) -> Mainloop | None:
         return None
     dtype = kir.var_types[A].dtype
     acc_t = kir.var_types.get(acc)
-    if dtype not in DTYPES or kir.var_types[Bn].dtype is not dtype:
+    if dtype not in SHAPES or kir.var_types[Bn].dtype is not dtype:
         return None
-    if not (isinstance(acc_t, TileType) and acc_t.dtype is D.f32 and acc_t.shape == (bm, bn)):
+    shape = SHAPES[dtype]
+    acc_dtype = ACCUMULATORS[dtype]
+    if not (isinstance(acc_t, TileType) and acc_t.dtype is acc_dtype and acc_t.shape == (bm, bn)):
         return None
-    if not all(_pow2(v) for v in (bm, bn, bk)) or bk % MMA_K:
+    if not all(_pow2(v) for v in (bm, bn, bk)) or bk % shape.k:
         return None
-    grid = warp_grid(bm, bn, threads // WARP)
+    # rows of at least 128 bytes for 8-byte elements (their swizzle spreads 8 chunks)
+    if shape.element == 8 and min(bk, bn) * 8 < 128:
+        return None
+    grid = warp_grid(bm, bn, threads // WARP, shape)
     # whole 16-byte chunks per thread for the copies; a register budget for acc
-    chunks_a, chunks_b = bm * bk // 8, bk * bn // 8
+    per_chunk = 16 // shape.element
+    chunks_a, chunks_b = bm * bk // per_chunk, bk * bn // per_chunk
     if grid is None or chunks_a % threads or chunks_b % threads:
         return None
-    if bm * bn // threads > MAX_ACC_REGISTERS:
+    if bm * bn // threads * (acc_dtype.itemsize // 4) > MAX_ACC_REGISTERS:
         return None
     if not _only_in_loop(kir, loop, {a, b, var}):
         return None
