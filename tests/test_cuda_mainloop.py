@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tessera as ts
-from tessera import KiB, bf16, f16, f32, f64, group_id, kernel, mut, tile
+from tessera import bf16, f16, f32, f64, group_id, kernel, mut, tile
 from tessera import dtypes as D
 from tessera.kernel.targets.cuda import emulator, mainloop
 from tessera.kernel.targets.cuda.passes.mainloop import SHAPES, Mainloop, warp_grid
@@ -62,11 +62,12 @@ def gemm_reads_a_after(A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]]):
     tile.store_block(C, (m0, n0), acc + a.astype(f32).sum())
 
 
-@kernel(tile=(256,), shared=64 * KiB)
+@kernel(tile=(256,))
 def linear_relu(
     A: f16[M, K], B: f16[K, N], bias: f32[N], C: mut[f16[M, N]], BM: ts.constexpr, BN: ts.constexpr
 ):
-    """examples/gemm_tiles.py with f16 operands and an f16 result."""
+    """examples/gemm_tiles.py with f16 operands and an f16 result. Its 128 x 128 f32
+    accumulator (64 KiB) needs no ``shared=``: a target may keep it in registers."""
     m0, n0 = group_id(0) * BM, group_id(1) * BN
     acc = tile.zeros((BM, BN), f32)
     for k0 in tile.range(0, K, 32):
@@ -178,6 +179,25 @@ def test_a_statement_that_needs_the_tile_in_shared_memory_gets_it_there_once():
     # acc * 2 and its store in registers, then acc written once (4 elements a job) to its
     # shared tile for the row sums
     assert epilogue.count("v_acc[_mr0 + _mg") == 4 and "cuda.syncthreads()" in epilogue
+
+
+def test_a_large_accumulator_needs_no_shared_budget_and_runs_on_the_cpu(rng):
+    a = rng.standard_normal((200, 96)).astype(np.float16)
+    b = rng.standard_normal((96, 130)).astype(np.float16)
+    bias = rng.standard_normal(130).astype(np.float32)
+    y = np.zeros((200, 130), np.float16)
+    with ts.config(target="cpu"):
+        linear_relu[(2, 2)](a, b, bias, y, 128, 128)
+    want = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0)
+    np.testing.assert_allclose(y.astype(np.float64), want, rtol=2e-3, atol=2e-2)
+
+
+@NO_PTX
+def test_where_the_accumulator_stays_in_shared_memory_the_budget_counts_it():
+    a, b, c = _args(np.float16, 256, 64, 256)
+    args = (a, b, np.zeros(256, np.float32), c.astype(np.float16), 128, 128)
+    with pytest.raises(ts.KernelError, match=r"tile 'acc' .* needs 65536 bytes .* 49152"):
+        linear_relu.inspect("cuda", *args, grid=(2, 2), arch="sm_75")  # no mma.sync there
 
 
 def test_warp_grids_give_whole_fragment_tiles_to_every_warp():

@@ -10,6 +10,7 @@ from ...errors import KernelError
 from ...tile.primitives import SUBGROUP, subgroup_width
 from .. import ir
 from ..typer import fold_int
+from . import gemm_loops
 
 DEFAULT_SHARED_BUDGET = 48 * 1024  # what CUDA gives a block without opting in
 
@@ -159,13 +160,18 @@ def _assigned_walk(kir: ir.KernelIR, body: list[ir.Stmt], defined: set[str]) -> 
             defined.add(s.target)
 
 
-def check_tile_sizes(kir: ir.KernelIR) -> None:
+def check_tile_sizes(kir: ir.KernelIR, exempt: set[str] | None = None) -> None:
     """A tile is held by the group (in shared memory on CUDA): one larger than the
-    group's shared-memory budget cannot be, and is a compile error at its assignment."""
+    group's shared-memory budget cannot be, and is a compile error at its assignment.
+    ``exempt``: tiles not held in shared memory (None: a GEMM loop's accumulator and
+    epilogue tiles, which a target may keep in registers; a target that does not checks
+    them itself)."""
     budget = DEFAULT_SHARED_BUDGET if kir.shared_budget is None else kir.shared_budget
+    if exempt is None:
+        exempt = gemm_loops.register_tiles(kir)
     for s in ir.walk_stmts(kir.body):
         t = kir.var_types.get(s.target) if isinstance(s, ir.Assign) else None
-        if isinstance(t, ir.TileType):
+        if isinstance(t, ir.TileType) and s.target not in exempt:
             nbytes = t.size * (4 if t.dtype.itemsize < 4 else t.dtype.itemsize)
             if nbytes > budget:
                 raise KernelError(

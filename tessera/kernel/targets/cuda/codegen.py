@@ -19,6 +19,7 @@ from .... import dtypes as D
 from ....tile import blocks as B
 from ... import ir
 from ...ir import TileType
+from ...passes import checks
 from ...passes.prefetch import keep_in_flight
 from ...typer import concrete
 from .. import printing
@@ -146,6 +147,9 @@ class CudaCodegen(SourceEmitter):
         ]
         declared += self.shared_declarations(tiles + self.tile_temps)
         self.lines[body_start:body_start] = declared
+        # what is in shared memory after all (a GEMM loop's accumulator too, where this
+        # code keeps it there) must fit the group's budget
+        checks.check_tile_sizes(self.kir, exempt=self.unstaged)
         # what a group keeps in shared memory besides tshared.dynamic (program.py checks
         # it against the architecture's limit before ptxas would refuse the kernel)
         self.shared_arrays = (

@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from ..... import dtypes as D
 from .....tile import blocks as B
 from .... import ir
-from ....ir import ArrayType, TileType
+from ....ir import TileType
 from ....layout import Swizzle, swizzle_for
+from ....passes import gemm_loops
 
 WARP = 32
 DEFAULT_STAGES = 3  # sm_80's default depth (GPU.md §2); `prefetch=` sets S = prefetch + 1
@@ -57,7 +58,7 @@ SHAPES = {
     D.bf16: Shape(16, 8, 16, 2, 16),
     D.f64: Shape(8, 8, 4, 8, 8),
 }
-ACCUMULATORS = {D.f16: D.f32, D.bf16: D.f32, D.f64: D.f64}
+ACCUMULATORS = gemm_loops.REGISTER_ACCUMULATORS
 
 
 @dataclass(frozen=True)
@@ -183,64 +184,15 @@ def warp_grid(m: int, n: int, warps: int, shape: Shape = SHAPES[D.f16]) -> tuple
     return None if best is None else best[1]
 
 
-def _names(e: ir.Expr) -> set[str]:
-    return {x.name for x in ir.walk_expr(e) if isinstance(x, ir.Name)}
-
-
-def _load_parts(s: ir.Stmt, kir: ir.KernelIR):
-    """(tile name, array name, offsets, shape) of ``x = tile.load_block(A, (i, j), shape)``
-    of a 2-d global array with a zero fill, or None."""
-    call = ir.prim_call(s)
-    if not (isinstance(s, ir.Assign) and call is not None and call.prim is B.load_block):
-        return None
-    array, offsets, _shape, fill = (call.args + [None] * 4)[:4]
-    t = kir.var_types.get(array.name) if isinstance(array, ir.Name) else None
-    if not isinstance(t, ArrayType) or t.space != "global" or t.ndim != 2:
-        return None
-    if not isinstance(offsets, ir.Tuple) or len(offsets.items) != 2:
-        return None
-    if fill is not None and not (isinstance(fill, ir.Const) and fill.value == 0):
-        return None
-    if not isinstance(call.type, TileType) or len(call.type.shape) != 2:
-        return None
-    return s.target, array.name, list(offsets.items), call.type.shape
-
-
-def _is_var(e: ir.Expr, var: str) -> bool:
-    return isinstance(e, ir.Name) and e.name == var
-
-
 def match(loop: ir.For, kir: ir.KernelIR, threads: int) -> Mainloop | None:
     """The plan for ``loop``, or None where it is not the main loop this path runs."""
-    if not (loop.tile_range and len(loop.body) == 3 and threads % WARP == 0):
+    g = gemm_loops.find(loop, kir) if threads % WARP == 0 else None
+    if g is None or g.dtype not in SHAPES:
         return None
-    loads = [_load_parts(s, kir) for s in loop.body[:2]]
-    dot = ir.prim_call(loop.body[2])
-    if None in loads or dot is None or dot.prim is not B.dot:
-        return None
-    if not isinstance(loop.body[2], ir.Assign):
-        return None
-    x, y, init = (dot.args + [None] * 3)[:3]
-    acc = loop.body[2].target
-    if not (isinstance(x, ir.Name) and isinstance(y, ir.Name) and _is_var(init, acc)):
-        return None
-    by_tile = {parts[0]: parts for parts in loads}
-    if set(by_tile) != {x.name, y.name} or x.name == y.name:
-        return None
-    a, A, a_off, (bm, bk) = by_tile[x.name]
-    b, Bn, b_off, (bk2, bn) = by_tile[y.name]
-    var = loop.var
-    if not (_is_var(a_off[1], var) and _is_var(b_off[0], var)) or bk != bk2:
-        return None
-    row0, col0 = a_off[0], b_off[1]
-    if {var, a, b, acc} & (_names(row0) | _names(col0)):
-        return None
-    dtype = kir.var_types[A].dtype
-    acc_t = kir.var_types.get(acc)
-    if dtype not in SHAPES or kir.var_types[Bn].dtype is not dtype:
-        return None
+    bm, bn, bk, dtype = g.m, g.n, g.k, g.dtype
     shape = SHAPES[dtype]
     acc_dtype = ACCUMULATORS[dtype]
+    acc_t = kir.var_types.get(g.acc)
     if not (isinstance(acc_t, TileType) and acc_t.dtype is acc_dtype and acc_t.shape == (bm, bn)):
         return None
     if not all(_pow2(v) for v in (bm, bn, bk)) or bk % shape.k:
@@ -256,27 +208,11 @@ def match(loop: ir.For, kir: ir.KernelIR, threads: int) -> Mainloop | None:
         return None
     if bm * bn // threads * (acc_dtype.itemsize // 4) > MAX_ACC_REGISTERS:
         return None
-    if not _only_in_loop(kir, loop, {a, b, var}):
-        return None
     prefetch = loop.prefetch if isinstance(loop.prefetch, int) else None
     stages = max(2, prefetch + 1) if prefetch is not None else DEFAULT_STAGES
-    return Mainloop(loop, a, b, acc, A, Bn, row0, col0, bm, bn, bk, dtype, threads, *grid, stages)
-
-
-def _only_in_loop(kir: ir.KernelIR, loop: ir.For, names: set[str]) -> bool:
-    """Whether ``names`` are neither read nor written outside ``loop``'s three
-    statements (nor read by anything but the loop's own loads and product)."""
-    inside = {id(s) for s in loop.body}
-    for s in ir.walk_stmts(kir.body):
-        if s is loop or id(s) in inside:
-            continue
-        if getattr(s, "target", None) in names or (isinstance(s, ir.For) and s.var in names):
-            return False
-        for e in s.exprs():
-            if _names(e) & names:
-                return False
-    # inside: the loads read only the loop variable, the product only a and b
-    return True
+    return Mainloop(
+        loop, g.a, g.b, g.acc, g.A, g.B, g.row0, g.col0, bm, bn, bk, dtype, threads, *grid, stages
+    )
 
 
 def plan_mainloops(kir: ir.KernelIR, threads: int) -> dict[int, Mainloop]:
@@ -319,11 +255,11 @@ def _compound(s: ir.Stmt) -> bool:
 def _tile_names_read(s: ir.Stmt) -> set[str]:
     names = set()
     for e in s.exprs():
-        names |= _names(e)
+        names |= gemm_loops.names(e)
     for body in s.bodies():
         for inner in ir.walk_stmts(body):
             for e in inner.exprs():
-                names |= _names(e)
+                names |= gemm_loops.names(e)
     return names
 
 

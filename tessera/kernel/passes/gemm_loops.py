@@ -1,0 +1,141 @@
+"""GEMM loops: the ``tile.range`` loop of block loads and one ``tile.dot`` that GEMM
+kernels (and ``op.matmul``) are written as, found in target-neutral terms::
+
+    for k in tile.range(start, stop, step):
+        a = tile.load_block(A, (row0, k), (BM, BK))
+        b = tile.load_block(B, (k, col0), (BK, BN))
+        acc = tile.dot(a, b, acc)
+
+with A and B 2-d global arrays of one dtype, a zero fill, ``row0``/``col0`` loop-invariant
+and ``a``, ``b`` and ``k`` used nowhere else. A target may run such a loop its own way
+(the CUDA target keeps ``acc`` in registers: targets/cuda/passes/mainloop.py), so the
+accumulator of a loop whose operands are f16, bf16 or f64 (and its epilogue's tiles of its
+shape) do not count against the group's ``shared=`` budget here; a target that does keep
+them in shared memory checks them (checks.check_tile_sizes with what it holds elsewhere).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ... import dtypes as D
+from ...tile import blocks as B
+from .. import ir
+from ..ir import ArrayType, TileType
+
+# operand dtype -> the accumulator dtype a register path keeps
+REGISTER_ACCUMULATORS = {D.f16: D.f32, D.bf16: D.f32, D.f64: D.f64}
+
+
+@dataclass(frozen=True)
+class GemmLoop:
+    loop: ir.For
+    a: str  # the loop's tile names (IR)
+    b: str
+    acc: str
+    A: str  # the global arrays (IR names)
+    B: str
+    row0: ir.Expr  # A's block row, B's block column (loop-invariant)
+    col0: ir.Expr
+    m: int
+    n: int
+    k: int
+    dtype: D.DType  # of A and B
+
+
+def names(e: ir.Expr) -> set[str]:
+    return {x.name for x in ir.walk_expr(e) if isinstance(x, ir.Name)}
+
+
+def _load_parts(s: ir.Stmt, kir: ir.KernelIR):
+    """(tile name, array name, offsets, shape) of ``x = tile.load_block(A, (i, j), shape)``
+    of a 2-d global array with a zero fill, or None."""
+    call = ir.prim_call(s)
+    if not (isinstance(s, ir.Assign) and call is not None and call.prim is B.load_block):
+        return None
+    array, offsets, _shape, fill = (call.args + [None] * 4)[:4]
+    t = kir.var_types.get(array.name) if isinstance(array, ir.Name) else None
+    if not isinstance(t, ArrayType) or t.space != "global" or t.ndim != 2:
+        return None
+    if not isinstance(offsets, ir.Tuple) or len(offsets.items) != 2:
+        return None
+    if fill is not None and not (isinstance(fill, ir.Const) and fill.value == 0):
+        return None
+    if not isinstance(call.type, TileType) or len(call.type.shape) != 2:
+        return None
+    return s.target, array.name, list(offsets.items), call.type.shape
+
+
+def _is_var(e: ir.Expr, var: str) -> bool:
+    return isinstance(e, ir.Name) and e.name == var
+
+
+def find(loop: ir.For, kir: ir.KernelIR) -> GemmLoop | None:
+    """``loop`` as a GEMM loop, or None."""
+    if not (loop.tile_range and len(loop.body) == 3):
+        return None
+    loads = [_load_parts(s, kir) for s in loop.body[:2]]
+    dot = ir.prim_call(loop.body[2])
+    if None in loads or dot is None or dot.prim is not B.dot:
+        return None
+    if not isinstance(loop.body[2], ir.Assign):
+        return None
+    x, y, init = (dot.args + [None] * 3)[:3]
+    acc = loop.body[2].target
+    if not (isinstance(x, ir.Name) and isinstance(y, ir.Name) and _is_var(init, acc)):
+        return None
+    by_tile = {parts[0]: parts for parts in loads}
+    if set(by_tile) != {x.name, y.name} or x.name == y.name:
+        return None
+    a, A, a_off, (bm, bk) = by_tile[x.name]
+    b, Bn, b_off, (bk2, bn) = by_tile[y.name]
+    var = loop.var
+    if not (_is_var(a_off[1], var) and _is_var(b_off[0], var)) or bk != bk2:
+        return None
+    row0, col0 = a_off[0], b_off[1]
+    if {var, a, b, acc} & (names(row0) | names(col0)):
+        return None
+    dtype = kir.var_types[A].dtype
+    if kir.var_types[Bn].dtype is not dtype or not _only_in_loop(kir, loop, {a, b, var}):
+        return None
+    return GemmLoop(loop, a, b, acc, A, Bn, row0, col0, bm, bn, bk, dtype)
+
+
+def _only_in_loop(kir: ir.KernelIR, loop: ir.For, held: set[str]) -> bool:
+    """Whether ``held`` are neither read nor written outside ``loop``'s three statements."""
+    inside = {id(s) for s in loop.body}
+    for s in ir.walk_stmts(kir.body):
+        if s is loop or id(s) in inside:
+            continue
+        if getattr(s, "target", None) in held or (isinstance(s, ir.For) and s.var in held):
+            return False
+        for e in s.exprs():
+            if names(e) & held:
+                return False
+    return True
+
+
+def register_tiles(kir: ir.KernelIR) -> set[str]:
+    """The tiles of a grouped kernel that a target may keep in registers rather than
+    shared memory: the accumulators of its GEMM loops whose operands are f16/bf16 (with
+    an f32 accumulator) or f64 (f64), and the tiles of the accumulator's shape that
+    statements after a top-level loop assign (its epilogue)."""
+    if not kir.grouped:
+        return set()
+    out = set()
+    top = {id(s) for s in kir.body}
+    for s in ir.walk_stmts(kir.body):
+        if not isinstance(s, ir.For):
+            continue
+        g = find(s, kir)
+        t = kir.var_types.get(g.acc) if g is not None else None
+        if not (isinstance(t, TileType) and REGISTER_ACCUMULATORS.get(g.dtype) is t.dtype):
+            continue
+        out.add(g.acc)
+        if id(s) in top:
+            after = kir.body[kir.body.index(s) + 1 :]
+            for x in after:
+                u = kir.var_types.get(x.target) if isinstance(x, ir.Assign) else None
+                if isinstance(u, TileType) and u.shape == t.shape:
+                    out.add(x.target)
+    return out
