@@ -18,7 +18,7 @@ from ..target import BuildOptions, Target
 from .codegen import FLAT_BLOCK
 from .lowerings import LOWERINGS
 from .memory import POOL
-from .program import CudaProgram, ampere_for, cuda_signature
+from .program import CudaProgram, ampere_for, cuda_signature, stages_for
 from .runtime import cuda_module, simulating
 from .streams import gpu_work_queued, stream, synchronize_device
 
@@ -69,7 +69,8 @@ class CudaTarget(Target):
                 f"a group of tile={spec.kir.tile_shape} has {lanes} lanes; a CUDA block runs "
                 f"at most {MAX_BLOCK_THREADS} threads",
             )
-        return CudaProgram(spec, grid_ndim, self, ampere_for(options.arch))
+        arch = options.arch
+        return CudaProgram(spec, grid_ndim, self, ampere_for(arch), stages_for(arch))
 
     def stage(self, program, name: str, call_args: tuple, grid: tuple, options: BuildOptions):
         if name == "cuda":

@@ -77,13 +77,14 @@ class CudaCodegen(SourceEmitter):
         async_copies: bool = True,
         simulated: bool = False,
         tensor_cores: bool = False,
+        stages: int = 3,
     ):
         super().__init__(kir, grid_ndim, target)
         self.simulated = simulated  # numba-cuda's simulator: no warp shuffles
         # mma.sync for f16/bf16 tile.dot (sm_80+; the simulator cannot run inline PTX)
         self.tensor_cores = tensor_cores and not simulated
         # tile.range GEMM loops run as register main loops (passes/mainloop.py)
-        self.mainloops = plan_mainloops(kir, self.lanes) if self.tensor_cores else {}
+        self.mainloops = plan_mainloops(kir, self.lanes, stages) if self.tensor_cores else {}
         # their operand tiles go global -> shared stages -> fragments, never a tile
         self.unstaged = {n for p in self.mainloops.values() for n in (p.a, p.b)}
         self.rings: dict[str, int] = {}  # shared staging rings of the main loops, bytes

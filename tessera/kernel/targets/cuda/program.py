@@ -102,18 +102,32 @@ def symbol_name(kernel: str) -> str:
 AMPERE = (8, 0)  # cp.async and mma.sync m16n8k16 exist from sm_80 (Ampere) on
 
 
+HOPPER = (9, 0)
+NEWEST = (9, 0)  # what code is made for where there is no GPU to ask
+
+
+def capability_for(arch: str | None) -> tuple[int, int]:
+    """The compute capability code is made for: ``arch``'s, or (None) this machine's
+    GPU's, or the newest architecture's where there is none."""
+    if arch is not None:
+        return parse_arch(arch)
+    try:
+        return tuple(cuda_module().get_current_device().compute_capability)
+    except Exception:  # no GPU here: code for the newest architectures
+        return NEWEST
+
+
 def ampere_for(arch: str | None) -> bool:
     """Whether code for ``arch`` (None: this machine's GPU) uses sm_80's instructions,
     hardware async copies and ``mma.sync`` tensor cores: sm_80 and newer do; older GPUs
     and the simulator copy with loads and stores and multiply on the plain path."""
-    if simulating():
-        return False
-    if arch is None:
-        try:
-            return cuda_module().get_current_device().compute_capability >= AMPERE
-        except Exception:  # no GPU here: code for the newest architectures
-            return True
-    return parse_arch(arch) >= AMPERE
+    return not simulating() and capability_for(arch) >= AMPERE
+
+
+def stages_for(arch: str | None) -> int:
+    """The depth of a register main loop's staging ring where ``prefetch=`` does not say
+    (GPU.md §2): 4 on sm_90 and newer, 3 before."""
+    return 4 if capability_for(arch) >= HOPPER else 3
 
 
 class CudaProgram:
@@ -121,7 +135,12 @@ class CudaProgram:
     ``cp.async`` and ``mma.sync``)."""
 
     def __init__(
-        self, spec: Specialised, grid_ndim: int, target: Target, ampere: bool | None = None
+        self,
+        spec: Specialised,
+        grid_ndim: int,
+        target: Target,
+        ampere: bool | None = None,
+        stages: int = 3,
     ):
         self.spec = spec
         self.kir = spec.kir
@@ -136,6 +155,7 @@ class CudaProgram:
             async_copies=ampere,
             simulated=self.simulated,
             tensor_cores=ampere,
+            stages=stages,
         )
         self.align_params = codegen.align_params
         self.source = codegen.generate()

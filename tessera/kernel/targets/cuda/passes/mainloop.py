@@ -35,7 +35,7 @@ from ....layout import Swizzle, swizzle_for
 from ....passes import gemm_loops
 
 WARP = 32
-DEFAULT_STAGES = 3  # sm_80's default depth (GPU.md §2); `prefetch=` sets S = prefetch + 1
+DEFAULT_STAGES = 3  # sm_80's default depth (GPU.md §2: 4 on sm_90); prefetch=p sets p + 1
 MAX_ACC_REGISTERS = 128  # 32-bit accumulator registers a thread may hold (the rest: fragments)
 
 
@@ -184,7 +184,9 @@ def warp_grid(m: int, n: int, warps: int, shape: Shape = SHAPES[D.f16]) -> tuple
     return None if best is None else best[1]
 
 
-def match(loop: ir.For, kir: ir.KernelIR, threads: int) -> Mainloop | None:
+def match(
+    loop: ir.For, kir: ir.KernelIR, threads: int, default_stages: int = DEFAULT_STAGES
+) -> Mainloop | None:
     """The plan for ``loop``, or None where it is not the main loop this path runs."""
     g = gemm_loops.find(loop, kir) if threads % WARP == 0 else None
     if g is None or g.dtype not in SHAPES:
@@ -209,20 +211,23 @@ def match(loop: ir.For, kir: ir.KernelIR, threads: int) -> Mainloop | None:
     if bm * bn // threads * (acc_dtype.itemsize // 4) > MAX_ACC_REGISTERS:
         return None
     prefetch = loop.prefetch if isinstance(loop.prefetch, int) else None
-    stages = max(2, prefetch + 1) if prefetch is not None else DEFAULT_STAGES
+    stages = max(2, prefetch + 1) if prefetch is not None else default_stages
     return Mainloop(
         loop, g.a, g.b, g.acc, g.A, g.B, g.row0, g.col0, bm, bn, bk, dtype, threads, *grid, stages
     )
 
 
-def plan_mainloops(kir: ir.KernelIR, threads: int) -> dict[int, Mainloop]:
-    """The recognised loops of a grouped kernel, by ``id`` of their ``For`` statement."""
+def plan_mainloops(
+    kir: ir.KernelIR, threads: int, stages: int = DEFAULT_STAGES
+) -> dict[int, Mainloop]:
+    """The recognised loops of a grouped kernel, by ``id`` of their ``For`` statement
+    (``stages``: the ring's depth where ``prefetch=`` does not give it)."""
     if not kir.grouped:
         return {}
     plans = {}
     for s in ir.walk_stmts(kir.body):
         if isinstance(s, ir.For):
-            plan = match(s, kir, threads)
+            plan = match(s, kir, threads, stages)
             if plan is not None:
                 plans[id(s)] = plan
     if len(plans) == 1:  # one loop's registers: the surroundings of several would meet
