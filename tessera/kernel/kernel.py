@@ -289,7 +289,8 @@ class Kernel(Launchable):
     @entry_point
     def metadata(self, *args: object, grid: object = 1, arch: str = "sm_90") -> dict:
         """Kernel metadata for CUDA architecture ``arch`` (no GPU needed): name, tile,
-        grid, shared_bytes, registers_per_thread, spill_bytes and the launch spec."""
+        grid, shared_bytes, registers_per_thread, spill_bytes, occupancy and the launch
+        spec."""
         return self.inspect("meta", *args, grid=grid, arch=arch)
 
 

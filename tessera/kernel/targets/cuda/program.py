@@ -28,6 +28,7 @@ from . import abi, cubin_cache, runtime, shared_memory, toolchain
 from . import driver as driver_module
 from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
 from .launcher import DirectLauncher, storage_dtype
+from .occupancy import occupancy
 from .runtime import cuda_module, simulating
 from .streams import current_stream, fence, fencing_on, gpu_work, note_gpu_work
 
@@ -469,13 +470,15 @@ class CudaProgram:
         shared = max(
             max(self.spec.shared_bytes, self.dynamic_shared_bytes) + self.scratch_bytes, arrays
         )
+        regs = int(registers.group(1)) if registers else 0
         return {
             "name": self.kir.name,
             "arch": arch,
             "tile": list(self.kir.tile_shape) or [threads],
             "grid": list(grid),
             "shared_bytes": shared,
-            "registers_per_thread": int(registers.group(1)) if registers else 0,
+            "registers_per_thread": regs,
             "spill_bytes": sum(int(n) for n in spills),
+            "occupancy": occupancy(parse_arch(arch), threads, regs, shared),
             "launch": {"grid": [blocks, 1, 1], "block": [threads, 1, 1], "smem_bytes": shared},
         }
