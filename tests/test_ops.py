@@ -347,6 +347,28 @@ def test_flash_attention_matches_numpy(target, rng, causal):
     np.testing.assert_allclose(out, attention_reference(q, k, v, causal), rtol=1e-4, atol=1e-5)
 
 
+@graph.module("half_attention")
+def half_attention(q, k, v):
+    return op.flash_attention(q, k, v)
+
+
+@pytest.mark.parametrize("dtype, atol", [("f16", 5e-3), ("bf16", 4e-2)])
+def test_half_flash_attention_keeps_its_operands_and_rounds_p_before_p_at_v(
+    target, rng, dtype, atol
+):
+    """f16/bf16 products stay f16/bf16 (tensor cores on a GPU); P is rounded to the
+    inputs' dtype before ``P @ V``, as FlashAttention and SDPA do (docs/ops.md)."""
+    import ml_dtypes
+
+    t = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}[dtype]
+    q, k, v = (rng.standard_normal((96, 32)).astype(t) for _ in range(3))
+    source = half_attention.graph(q, k, v)
+    assert f"tile.dot(p.astype({dtype}), vb)" in source and ".astype(f32)" not in source
+    out = half_attention(q, k, v)
+    want = attention_reference(*(x.astype(np.float64) for x in (q, k, v)), causal=False)
+    np.testing.assert_allclose(out.astype(np.float64), want, rtol=1e-2, atol=atol)
+
+
 def test_attention_whose_probabilities_are_read_elsewhere_stays_unfused(rng):
     @graph.module("attention_and_probabilities")
     def both(q, k, v):

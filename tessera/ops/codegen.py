@@ -617,7 +617,11 @@ def attention(group: Group, name: str) -> Source:
     keys, dv = k.shape[0], v.shape[1]
     bm, bn = _block(n, 64), _block(keys, 64)
     pq, pk, pv = (em.arg(x, flat=False) for x in (q, k, v))
-    cast = ".astype(f32)" if q.dtype in D.COMPUTED_IN_F32 else ""
+    # f16/bf16 operands stay f16/bf16 for both products (tensor cores on a GPU); P is
+    # rounded to the inputs' dtype before P @ V, as FlashAttention and SDPA do
+    half = q.dtype in D.COMPUTED_IN_F32 and q.dtype == k.dtype == v.dtype
+    cast = ".astype(f32)" if q.dtype in D.COMPUTED_IN_F32 and not half else ""
+    p_operand = f"p.astype({q.dtype.name})" if half else "p"
     em.emit(f"m0 = group_id(0) * {bm}", 1)
     em.emit(f"qb = tile.load_block({pq}, (m0, 0), ({bm}, {d})){cast}", 1)
     em.emit(f"row_max = tile.full(({bm},), -math.inf, f32)", 1)
@@ -639,7 +643,7 @@ def attention(group: Group, name: str) -> Source:
     em.emit("p = math.exp(s - new_max[:, None])", 2)
     em.emit("rescale = math.exp(row_max - new_max)", 2)
     em.emit("row_sum = row_sum * rescale + p.sum(axis=1)", 2)
-    em.emit("acc = acc * rescale[:, None] + tile.dot(p, vb)", 2)
+    em.emit(f"acc = acc * rescale[:, None] + tile.dot({p_operand}, vb)", 2)
     em.emit("row_max = new_max", 2)
     out = "acc / row_sum[:, None]"
     if node.dtype != D.f32:
