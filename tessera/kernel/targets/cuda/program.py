@@ -142,11 +142,15 @@ class CudaProgram:
         target: Target,
         ampere: bool | None = None,
         stages: int = 3,
+        warp_twins=None,
     ):
         self.spec = spec
         self.kir = spec.kir
         self.grid_ndim = grid_ndim
         self.simulated = simulating()
+        # warp_twins (warp_sim.Twins, under the simulator only): the register path's
+        # source with its inline PTX replaced by the twins, instead of the plain path
+        self.warp_twins = warp_twins if self.simulated else None
         ampere = (ampere_for(None) if ampere is None else ampere) and not self.simulated
         self.async_copies = ampere
         codegen = CudaCodegen(
@@ -154,8 +158,8 @@ class CudaProgram:
             grid_ndim,
             target,
             async_copies=ampere,
-            simulated=self.simulated,
-            tensor_cores=ampere,
+            simulated=self.simulated and self.warp_twins is None,
+            tensor_cores=ampere or self.warp_twins is not None,
             stages=stages,
         )
         self.align_params = codegen.align_params
@@ -190,6 +194,8 @@ class CudaProgram:
         ncu, Nsight and traces show the user's kernel name."""
         if self._function is None:
             namespace = runtime.namespace(self.async_copies)
+            if self.warp_twins is not None:
+                namespace.update(self.warp_twins.namespace())
             namespace["__name__"] = "tessera"
             exec(compile(self.source, self.filename, "exec"), namespace)  # noqa: S102
             function = namespace["_kernel"]

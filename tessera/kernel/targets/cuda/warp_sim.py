@@ -1,0 +1,250 @@
+"""Whole register-path kernels under numba-cuda's simulator (no GPU).
+
+The simulator runs a kernel's threads as Python threads but cannot run inline PTX, so the
+CUDA target normally gives it the plain path. Here the *register path's* source (what a
+GPU compiles: main loop, register epilogue, grouped raster, everything) runs there, its
+inline-PTX names replaced by twins written from the PTX ISA tables:
+
+* ``ldmatrix`` and ``mma.sync`` are warp-collective: the 32 threads of a warp meet at a
+  rendezvous, the last to arrive computes every lane's result from all their operands
+  (isa/ldmatrix.py, isa/mma_sync.py, as emulator.py models them), each thread takes its
+  own; threads of a warp that do not all arrive (divergent code) time out with an error;
+* shared and global memory are addressed through a registry of the arrays, each access
+  bounds- and alignment-checked; ``cp.async`` copies land at once (a valid order of the
+  hardware's; emulator.py checks the lazy one and the pipeline's hazards), so waits and
+  commits do nothing;
+* libdevice's products (``mul.rn``) are NumPy's.
+
+:func:`run` launches a kernel this way; the simulator must be on in this process
+(``NUMBA_ENABLE_CUDASIM=1``, as the suite's simulator run has it).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ....errors import TesseraError
+from ... import launch
+from ...layout import WARP
+from ...pipeline import specialise
+from .. import TARGETS
+from .emulator import _halves, _ldmatrix_table, _matrix, _positions
+from .isa.mma_sync import M8N8K4_F64, M16N8K16_BF16, M16N8K16_F16
+from .program import CudaProgram, simulating
+
+RENDEZVOUS_S = 60.0  # a warp whose threads do not all arrive: divergent code
+
+
+class WarpSimError(AssertionError):
+    """An access or a collective the hardware would not run."""
+
+
+def _thread():
+    """(block index, thread index in the block) of the calling simulator thread."""
+    t = threading.current_thread()
+    block = tuple(t.blockIdx) if hasattr(t, "blockIdx") else (0, 0, 0)
+    return block, t.thread_id
+
+
+class _Warp:
+    """A rendezvous of the 32 threads of one warp: two sets of slots, used in turn, so a
+    lane posting its next values never overwrites what another lane has yet to read."""
+
+    def __init__(self):
+        self.barrier = threading.Barrier(WARP, timeout=RENDEZVOUS_S)
+        self.inputs = [[None] * WARP, [None] * WARP]
+        self.outputs: list = [None, None]
+        self.calls = [0] * WARP  # collectives each lane has run
+
+
+class Memory:
+    """Shared and global arrays by made-up address (the array's alignment kept modulo
+    256, so a base that is not 16-byte aligned stays so)."""
+
+    def __init__(self):
+        self.owners: list[np.ndarray] = []
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def _owner(arr: np.ndarray) -> np.ndarray:
+        while isinstance(arr.base, np.ndarray):
+            arr = arr.base
+        return arr
+
+    def address(self, arr) -> int:
+        arr = getattr(arr, "_ary", arr)  # the simulator's device arrays hold NumPy's
+        owner = self._owner(arr)
+        with self.lock:
+            k = next((i for i, o in enumerate(self.owners) if o is owner), None)
+            if k is None:
+                self.owners.append(owner)
+                k = len(self.owners) - 1
+        return self._base(k) + (arr.ctypes.data - owner.ctypes.data)
+
+    def _base(self, k: int) -> int:
+        return ((k + 1) << 40) + self.owners[k].ctypes.data % 256
+
+    def bytes_at(self, address: int, size: int) -> tuple[np.ndarray, int]:
+        k = (int(address) >> 40) - 1
+        if not 0 <= k < len(self.owners):
+            raise WarpSimError(f"address {address:#x} is in no array")
+        data = self.owners[k].reshape(-1).view(np.uint8)
+        offset = int(address) - self._base(k)
+        if offset < 0 or offset + size > data.size:
+            raise WarpSimError(f"access of {size} bytes at offset {offset} of {data.size}")
+        if int(address) % size:
+            raise WarpSimError(f"misaligned {size}-byte access")
+        return data, offset
+
+    def read(self, address: int, size: int) -> np.ndarray:
+        data, offset = self.bytes_at(address, size)
+        return data[offset : offset + size].copy()
+
+    def write(self, address: int, values: np.ndarray) -> None:
+        data, offset = self.bytes_at(address, values.size)
+        data[offset : offset + values.size] = values
+
+
+class Twins:
+    """The inline-PTX names of register-path code, as per-thread Python functions."""
+
+    def __init__(self):
+        self.memory = Memory()
+        self.warps: dict = {}
+        self.lock = threading.Lock()
+
+    def _warp(self) -> tuple[_Warp, int]:
+        block, tid = _thread()
+        key = (block, tid // WARP)
+        with self.lock:
+            warp = self.warps.get(key)
+            if warp is None:
+                warp = self.warps[key] = _Warp()
+        return warp, tid % WARP
+
+    def collective(self, value, compute):
+        """Post ``value``; the last thread computes every lane's result from the 32
+        values (``compute``); returns this lane's."""
+        warp, lane = self._warp()
+        turn = warp.calls[lane] % 2
+        warp.calls[lane] += 1
+        warp.inputs[turn][lane] = value
+        try:
+            if warp.barrier.wait() == 0:
+                warp.outputs[turn] = compute(list(warp.inputs[turn]))
+            warp.barrier.wait()
+            mine = warp.outputs[turn][lane]
+        except threading.BrokenBarrierError:
+            raise WarpSimError(
+                "a warp-collective instruction that not every lane reached"
+            ) from None
+        return mine
+
+    # ----------------------------------------------------------------- memory
+    def cp16(self, dst, src, nbytes) -> None:
+        nbytes = int(nbytes)
+        chunk = np.zeros(16, np.uint8)
+        if nbytes:
+            if int(src) % 16:
+                raise WarpSimError("cp.async from a misaligned global address")
+            chunk[:nbytes] = self.memory.read(int(src), 16)[:nbytes]
+        self.memory.write(int(dst), chunk)
+
+    def ld16(self, src, ok) -> np.uint32:
+        if not ok:
+            return np.uint32(0)
+        return np.uint32(self.memory.read(int(src), 2).view(np.uint16)[0])
+
+    def st16(self, dst, bits) -> None:
+        self.memory.write(int(dst), np.array([int(bits) & 0xFFFF], np.uint16).view(np.uint8))
+
+    def ld64(self, src, ok) -> np.int64:
+        if not ok:
+            return np.int64(0)
+        return self.memory.read(int(src), 8).view(np.int64)[0]
+
+    def st64(self, dst, bits) -> None:
+        self.memory.write(int(dst), np.array([int(bits)], np.int64).view(np.uint8))
+
+    def lds64(self, address) -> np.float64:
+        return self.memory.read(int(address), 8).view(np.float64)[0]
+
+    # ----------------------------------------------------------------- collectives
+    def ldmatrix(self, address, trans: bool) -> tuple:
+        def compute(addresses):
+            rows = np.stack([self.memory.read(int(a), 16).view(np.uint16) for a in addresses])
+            src, col = _ldmatrix_table(trans)
+            halves = rows[src, col].astype(np.uint32)  # (32, 4, 2)
+            packed = halves[..., 0] | (halves[..., 1] << np.uint32(16))
+            return [tuple(np.uint32(x) for x in packed[lane]) for lane in range(WARP)]
+
+        return self.collective(int(address), compute)
+
+    def mma16(self, isa, *registers) -> tuple:
+        def compute(posted):
+            regs = np.array([[np.uint32(r) for r in p[:6]] for p in posted], np.uint32)
+            c = np.array([[float(x) for x in p[6:]] for p in posted], np.float64)
+            a = _matrix(isa.a, _halves(regs[:, :4], isa))
+            b = _matrix(isa.b, _halves(regs[:, 4:6], isa))
+            d = a @ b + _matrix(isa.c, c)
+            rows, cols = _positions(isa.c)
+            out = d[rows, cols].astype(np.float32)
+            return [tuple(out[lane]) for lane in range(WARP)]
+
+        return self.collective(registers, compute)
+
+    def mma64(self, a, b, c0, c1) -> tuple:
+        isa = M8N8K4_F64
+
+        def compute(posted):
+            values = np.array([[float(x) for x in p] for p in posted], np.float64)
+            d = _matrix(isa.a, values[:, :1]) @ _matrix(isa.b, values[:, 1:2]) + _matrix(
+                isa.c, values[:, 2:]
+            )
+            rows, cols = _positions(isa.c)
+            return [tuple(d[rows, cols][lane]) for lane in range(WARP)]
+
+        return self.collective((a, b, c0, c1), compute)
+
+    def namespace(self) -> dict:
+        def nothing(*args):
+            return None
+
+        names = {
+            "_gaddr": self.memory.address,
+            "_saddr": self.memory.address,
+            "_cp16": self.cp16,
+            "_ld16": self.ld16,
+            "_st16": self.st16,
+            "_ld64": self.ld64,
+            "_st64": self.st64,
+            "_lds64": self.lds64,
+            "_ldsm4": lambda a: self.ldmatrix(a, False),
+            "_ldsm4t": lambda a: self.ldmatrix(a, True),
+            "_mma_f16": lambda *r: self.mma16(M16N8K16_F16, *r),
+            "_mma_bf16": lambda *r: self.mma16(M16N8K16_BF16, *r),
+            "_mma_f64": self.mma64,
+            "_cp_commit": nothing,
+            "_cp_wait_all": nothing,
+            "_fmul_rn": lambda x, y: np.float32(np.float32(x) * np.float32(y)),
+            "_dmul_rn": lambda x, y: np.float64(x) * np.float64(y),
+        }
+        for n in range(1, 8):
+            names[f"_cp_wait{n}"] = nothing
+        return names
+
+
+def run(kernel, *args, grid, stages: int = 3) -> None:
+    """Launch ``kernel`` over ``grid`` (host arrays) with the register path's source under
+    the simulator (``NUMBA_ENABLE_CUDASIM=1`` in this process)."""
+    if not simulating():
+        raise TesseraError("warp_sim.run needs numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1)")
+    target = TARGETS["cuda"]
+    grid = launch.normalise_grid(kernel.name, grid)
+    bound = kernel.bind(target, args, grid)
+    spec = specialise(kernel.ir, bound.constexprs, target.passes)
+    program = CudaProgram(spec, len(grid), target, True, stages, warp_twins=Twins())
+    program.run(bound.call_args, grid, False)
+    return program

@@ -1,0 +1,124 @@
+"""Whole register-path CUDA kernels (main loop, register epilogue, grouped raster,
+stores) run under numba-cuda's simulator with their inline PTX replaced by warp-collective
+twins (targets/cuda/warp_sim.py): the very source a GPU compiles, checked against NumPy
+without a GPU. Runs in the suite's simulator process (NUMBA_ENABLE_CUDASIM=1)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tessera import bf16, f16, f32, f64, group_id, kernel, mut, tile
+from tessera.kernel.targets.cuda import warp_sim
+
+IN_SIMULATOR = pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
+    reason="runs in the simulator process (test_cuda_simulator.py starts it)",
+)
+
+
+@kernel(tile=(64,))
+def small_linear(A: f16[M, K], B: f16[K, N], bias: f32[N], C: mut[f16[M, N]]):
+    m0, n0 = group_id(0) * 32, group_id(1) * 64
+    acc = tile.zeros((32, 64), f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (32, 32))
+        b = tile.load_block(B, (k0, n0), (32, 64))
+        acc = tile.dot(a, b, acc)
+    y = acc + tile.load_block(bias, (n0,), (64,))[None, :]
+    tile.store_block(C, (m0, n0), max(y, 0.0).astype(f16))
+
+
+@kernel(tile=(64,))
+def small_bf16(A: bf16[M, K], B: bf16[K, N], C: mut[f32[M, N]]):
+    m0, n0 = group_id(0) * 32, group_id(1) * 32
+    acc = tile.full((32, 32), 0.5, f32)
+    for k0 in tile.range(0, K, 32, prefetch=1):
+        a = tile.load_block(A, (m0, k0), (32, 32))
+        b = tile.load_block(B, (k0, n0), (32, 32))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@kernel(tile=(64,))
+def small_dgemm(A: f64[M, K], B: f64[K, N], C: mut[f64[M, N]]):
+    m0, n0 = group_id(0) * 32, group_id(1) * 32
+    acc = tile.zeros((32, 32), f64)
+    for k0 in tile.range(0, K, 16):
+        a = tile.load_block(A, (m0, k0), (32, 16))
+        b = tile.load_block(B, (k0, n0), (16, 32))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+def _run(k, *args, grid):
+    program = warp_sim.run(k, *args, grid=grid)
+    assert "register GEMM main loop" in program.source  # the GPU's path, not the plain one
+    return program
+
+
+@IN_SIMULATOR
+def test_an_f16_gemm_with_its_epilogue_in_registers_matches_numpy(rng):
+    a = rng.standard_normal((30, 40)).astype(np.float16)  # edges: rows, k and columns
+    b = rng.standard_normal((40, 50)).astype(np.float16)  # 50 columns: element copies
+    bias = rng.standard_normal(50).astype(np.float32)
+    y = np.full((30, 50), np.nan, np.float16)
+    program = _run(small_linear, a, b, bias, y, grid=(1, 1))
+    assert "v_acc[" not in program.source  # acc never went to shared memory
+    want = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0)
+    np.testing.assert_allclose(y.astype(np.float64), want, rtol=2e-3, atol=2e-2)
+
+
+@IN_SIMULATOR
+def test_a_bf16_gemm_from_a_constant_over_two_stages_matches_numpy(rng):
+    a = rng.standard_normal((32, 72)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((72, 32)).astype(ml_dtypes.bfloat16)
+    c = np.zeros((32, 32), np.float32)
+    _run(small_bf16, a, b, c, grid=(1, 1))
+    want = a.astype(np.float64) @ b.astype(np.float64) + 0.5
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+
+
+@IN_SIMULATOR
+def test_an_f64_gemm_on_dmma_matches_numpy(rng):
+    a, b = rng.standard_normal((32, 24)), rng.standard_normal((24, 32))
+    c = np.zeros((32, 32))
+    _run(small_dgemm, a, b, c, grid=(1, 1))
+    np.testing.assert_allclose(c, a @ b, rtol=1e-12, atol=1e-12)
+
+
+def _lanes(twins, count, value, errors, results):
+    """``count`` threads posing as lanes 0.. of warp 0 of block 0, each running one
+    collective of ``twins`` (what the simulator's threads do)."""
+
+    def lane(i):
+        me = threading.current_thread()
+        me.thread_id, me.blockIdx = i, (0, 0, 0)
+        try:
+            results[i] = twins.collective(value(i), lambda posted: posted[::-1])
+        except warp_sim.WarpSimError as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=lane, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+
+
+def test_a_collective_gives_each_lane_its_part_of_what_all_32_posted():
+    results, errors = {}, []
+    _lanes(warp_sim.Twins(), 32, lambda i: i * 10, errors, results)
+    assert not errors and results == {i: (31 - i) * 10 for i in range(32)}
+
+
+def test_a_collective_that_not_every_lane_reaches_is_an_error(monkeypatch):
+    monkeypatch.setattr(warp_sim, "RENDEZVOUS_S", 0.3)
+    results, errors = {}, []
+    _lanes(warp_sim.Twins(), 16, lambda i: i, errors, results)  # half a warp: divergence
+    assert len(errors) == 16 and not results
+    assert "not every lane reached" in str(errors[0])
