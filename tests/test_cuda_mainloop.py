@@ -102,6 +102,21 @@ def dgemm(A: f64[M, K], B: f64[K, N], C: mut[f64[M, N]]):
     tile.store_block(C, (m0, n0), acc)
 
 
+@kernel(tile=(64,))
+def gemm_lanes(A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]], out: mut[f32[L]]):
+    """A GEMM whose lanes also do lane code: its block keeps 64 threads (2 warps)."""
+    m0, n0 = group_id(0) * 64, group_id(1) * 64
+    acc = tile.zeros((64, 64), f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (64, 32))
+        b = tile.load_block(B, (k0, n0), (32, 64))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+    i = tile.linear_id()
+    if i < L:
+        out[i] = 1.0
+
+
 @kernel(tile=(128,))
 def gemm_f32(A: f32[M, K], B: f32[K, N], C: mut[f32[M, N]]):
     m0, n0 = group_id(0) * 64, group_id(1) * 64
@@ -139,7 +154,7 @@ def test_the_ring_is_4_deep_on_sm_90_and_3_before():
 def test_prefetch_sets_the_stages_and_the_load_order_does_not_matter():
     a, b, c = _args(ml_dtypes.bfloat16, 64, 64, 128)
     source = gemm_deep.inspect("cuda", a, b, c, grid=(2, 2), arch="sm_80")
-    assert "(1x2 warps of 32x32), mma.sync.aligned.m16n8k16.row.col.f32.bf16" in source
+    assert "(1x4 warps of 32x16), mma.sync.aligned.m16n8k16.row.col.f32.bf16" in source
     assert "through 4 swizzled shared stages" in source and "_cp_wait2()" in source
 
 
@@ -205,6 +220,24 @@ def test_where_the_accumulator_stays_in_shared_memory_the_budget_counts_it():
     args = (a, b, np.zeros(256, np.float32), c.astype(np.float16), 128, 128)
     with pytest.raises(ts.KernelError, match=r"tile 'acc' .* needs 65536 bytes .* 49152"):
         linear_relu.inspect("cuda", *args, grid=(2, 2), arch="sm_75")  # no mma.sync there
+
+
+@NO_PTX
+def test_a_tile_only_gemm_kernel_gets_the_warps_its_block_needs():
+    """tile=(64,) declares 2 warps; the block of a tile-only GEMM kernel gets 4 (warp
+    tiles of 32 x 16), while group_tile_count() and the metadata's tile stay 64."""
+    a, b, c = _args(ml_dtypes.bfloat16, 64, 64, 128)
+    meta = gemm_deep.metadata(a, b, c.astype(np.float32), grid=(2, 2), arch="sm_80")
+    assert meta["tile"] == [64] and meta["launch"]["block"] == [128, 1, 1]
+    ptx = gemm_deep.inspect("ptx", a, b, c.astype(np.float32), grid=(2, 2), arch="sm_80")
+    assert ".maxntid 128, 1, 1" in ptx
+
+
+@NO_PTX
+def test_a_kernel_with_lane_code_keeps_one_thread_per_lane():
+    a, b, c = _args(np.float16, 64, 64, 64)
+    source = gemm_lanes.inspect("cuda", a, b, c, np.zeros(64, np.float32), grid=(1, 1))
+    assert "register GEMM main loop: 64x64 f32 accumulator in registers (1x2 warps" in source
 
 
 def test_warp_grids_give_whole_fragment_tiles_to_every_warp():

@@ -47,7 +47,7 @@ def _group_count(cg, call, site):
 
 @common(P.group_tile_count)
 def _group_tile_count(cg, call, site):
-    return f"np.int64({cg.lanes})"
+    return f"np.int64({cg.group_lanes})"
 
 
 def _fill(cg, site, t, code) -> None:

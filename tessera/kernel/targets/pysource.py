@@ -91,6 +91,7 @@ class SourceEmitter(TileSource):
         self.indent = 0
         self.tile = kir.tile_shape
         self.lanes = math.prod(self.tile) if kir.grouped else 1
+        self.group_lanes = self.lanes  # the declared lanes (a target may run more threads)
         self.own_math_calls = 0  # calls of the language's own exp, log, tanh, erf emitted
         self.checked = kir.boundscheck and self.checked_launches  # indices and asserts
         # with bounds checks on: (array, axis, rank, loc) of each checked index, by site

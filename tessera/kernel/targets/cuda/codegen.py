@@ -26,6 +26,7 @@ from .. import printing
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
 from . import mainloop
+from .passes.launch_shape import threads_for
 from .passes.mainloop import plan_mainloops
 from .rounding import PRODUCTS
 
@@ -83,6 +84,9 @@ class CudaCodegen(SourceEmitter):
         self.simulated = simulated  # numba-cuda's simulator: no warp shuffles
         # mma.sync for f16/bf16 tile.dot (sm_80+; the simulator cannot run inline PTX)
         self.tensor_cores = tensor_cores and not simulated
+        # a tile-only kernel's block may have other threads than its lanes
+        if kir.grouped:
+            self.lanes = threads_for(kir, self.tensor_cores, stages)
         # tile.range GEMM loops run as register main loops (passes/mainloop.py)
         self.mainloops = plan_mainloops(kir, self.lanes, stages) if self.tensor_cores else {}
         # their operand tiles go global -> shared stages -> fragments, never a tile

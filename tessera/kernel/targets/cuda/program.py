@@ -162,6 +162,7 @@ class CudaProgram:
             tensor_cores=ampere or self.warp_twins is not None,
             stages=stages,
         )
+        self.threads = codegen.lanes if spec.kir.grouped else FLAT_BLOCK  # a block's
         self.align_params = codegen.align_params
         self.source = codegen.generate()
         self.shared_arrays = codegen.shared_arrays
@@ -186,7 +187,7 @@ class CudaProgram:
         self._shared_limit = 0  # the device's opt-in limit, read when loaded
         self._align_at = tuple(self._align_positions())
         self._few_blocks = 0  # SMs of this GPU while a launch shape is to be watched
-        self._group_threads = math.prod(spec.kir.tile_shape) if spec.kir.grouped else 0
+        self._group_threads = self.threads if spec.kir.grouped else 0
 
     def python_function(self):
         """The generated ``_kernel`` as a Python function (what numba-cuda compiles),
@@ -206,12 +207,12 @@ class CudaProgram:
     def max_threads(self) -> int:
         """The most threads a block of this kernel has: its launch bound, so ptxas keeps
         to the registers that let a whole group run (tensor-core tile.dot holds many)."""
-        return math.prod(self.kir.tile_shape) if self.kir.grouped else FLAT_BLOCK
+        return self.threads
 
     def launch_shape(self, grid: tuple[int, ...]) -> tuple[int, int]:
         """(blocks, threads per block) of a launch over ``grid``."""
         if self.kir.grouped:
-            return math.prod(grid), math.prod(self.kir.tile_shape)
+            return math.prod(grid), self.threads
         total = math.prod(grid)
         threads = min(FLAT_BLOCK, max(total, 1))
         return -(-total // threads), threads
