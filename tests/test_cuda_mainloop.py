@@ -496,3 +496,51 @@ def test_the_main_loop_assembles_without_spills(arch):
     assert meta["spill_bytes"] == 0 and 0 < meta["registers_per_thread"] <= 255
     ring = (3 if arch == "sm_80" else 4) * (64 * 32 + 32 * 64) * 2 + 128
     assert meta["shared_bytes"] == ring  # acc never leaves the registers
+
+
+# ----------------------------------------------------------------------------- sweep
+def _sweep_cases(count: int, seed: int):
+    """Random plans the pass accepts (shapes, warps, stages, dtypes) with random arrays
+    (edges, views that start off 16-byte alignment, transposed strides) and ranges."""
+    gen = np.random.default_rng(seed)
+    cases = []
+    while len(cases) < count:
+        dtype = str(gen.choice(["f16", "bf16", "f64"]))
+        bm, bn = (int(x) for x in gen.choice([16, 32, 64, 128], 2))
+        bk = int(gen.choice([16, 32, 64]))
+        threads = int(gen.choice([32, 64, 128, 256]))
+        shape = SHAPES[DTYPES[dtype]]
+        grid = warp_grid(bm, bn, threads // 32, shape)
+        per_chunk = 16 // shape.element
+        if (
+            grid is None
+            or (bm * bk // per_chunk) % threads
+            or (bk * bn // per_chunk) % threads
+            or (shape.element == 8 and min(bk, bn) < 16)
+            or bm * bn // threads * (2 if dtype == "f64" else 1) > 128
+        ):
+            continue
+        cases.append(
+            (dtype, bm, bn, bk, threads, int(gen.integers(2, 5)), int(gen.integers(1 << 30)))
+        )
+    return cases
+
+
+@pytest.mark.parametrize("case", _sweep_cases(60, 2026), ids=lambda c: "-".join(map(str, c[:6])))
+def test_random_plans_and_arrays_give_the_blocks_product(case):
+    dtype, bm, bn, bk, threads, stages, seed = case
+    gen = np.random.default_rng(seed)
+    plan = _plan(dtype, bm, bn, bk, threads, stages)
+    m, n = int(gen.integers(1, 2 * bm)), int(gen.integers(1, 2 * bn))
+    k = int(gen.integers(1, 4 * bk))
+    A, B = _operands(gen, dtype, m + 1, k + 1, n + 1)
+    if gen.random() < 0.3:  # a view off 16-byte alignment
+        A, B = A[1:, 1:], B[1:, 1:]
+    else:
+        A, B = A[:m, :k], B[:k, :n]
+    if gen.random() < 0.3:  # A read through transposed strides
+        A = np.ascontiguousarray(A.T).T
+    row0 = int(gen.integers(-bm, A.shape[0] + 1))
+    col0 = int(gen.integers(-bn, B.shape[1] + 1))
+    start = int(gen.integers(-bk, 2))
+    _check(plan, A, B, row0, col0, start, A.shape[1], bk, gen, eager=bool(gen.random() < 0.5))
