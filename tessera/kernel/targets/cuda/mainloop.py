@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import pysource
-from . import mma
+from . import mma, stage_copy
 from .passes.mainloop import WARP, Mainloop
 
 
@@ -61,15 +61,12 @@ def _instruction(plan: Mainloop) -> mma.Instruction:
     ]
 
 
-def _swizzled(plan: Mainloop, which: str, row: str, chunk: str) -> str:
-    """The code of the stored 16-byte chunk of logical ``chunk`` in ``row`` of the A or B
-    stage. 16-bit rows: ``layout.swizzle_for`` (conflict-free for ldmatrix); 8-byte rows
-    (at least 128 bytes): ``chunk ^ 2 (row % 4)``, which puts the four rows and two chunks a
-    half-warp's DMMA fragment loads read in eight different 16-byte bank groups."""
-    if plan.shape.element == 8:
-        return f"(({chunk}) ^ ((({row}) % 4) * 2))"
-    sw = plan.a_swizzle if which == "a" else plan.b_swizzle
-    return f"(({chunk}) ^ ((({row}) // {sw.per_phase}) % {sw.max_phase}))"
+def _blocks(plan: Mainloop, ops: Operands) -> tuple[stage_copy.Block, stage_copy.Block]:
+    elem = plan.shape.element
+    return (
+        stage_copy.Block("a", ops.A, plan.m, plan.k, elem),
+        stage_copy.Block("b", ops.B, plan.k, plan.n, elem),
+    )
 
 
 def emit(out, plan: Mainloop, ops: Operands) -> None:
@@ -95,8 +92,8 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     if elem == 2:
         e("_mlr = _lane % 16  # ldmatrix: the row (A) or k-row (B) this lane addresses")
         e(f"_mlh = (_lane % {WARP}) // 16  # ... and which 16-byte chunk of the pair")
-        e(f"_mswa = {_swizzled(plan, 'a', '_mlr', '0')}")
-        e(f"_mswb = {_swizzled(plan, 'b', '_mlr', '0')}")
+        e(f"_mswa = {stage_copy.swizzle(elem, row_a, '_mlr', '0')}")
+        e(f"_mswb = {stage_copy.swizzle(elem, row_b, '_mlr', '0')}")
     else:  # the swizzle of the rows a lane's fragments come from (row % 4 is the lane's)
         e("_mswa = (_mg % 4) * 2")
         e("_mswb = _mq * 2")
@@ -105,16 +102,11 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     e(f"_mra = _mra if -{bm} < _mra < {a}.shape[0] else np.int64(-{bm})")
     e(f"_mcb = {ops.col0}")
     e(f"_mcb = _mcb if -{bn} < _mcb < {b}.shape[1] else np.int64(-{bn})")
-    for name, arr in (("a", a), ("b", b)):
-        e(f"_mb{name} = _gaddr({arr})")
-        e(f"_ms{name}0 = np.int64({arr}.strides[0])")
-        e(f"_ms{name}1 = np.int64({arr}.strides[1])")
-    aligned = (
-        "_m{0} % 16 == 0 and _ms{1}1 == " + str(elem) + " and _ms{1}0 % 16 == 0"
-        " and {2}.shape[1] % " + str(ce) + " == 0"
-    )
-    e(f"_mfa = {aligned.format('ba', 'a', a)}  # 16-byte chunks of A possible")
-    e(f"_mfb = {aligned.format('bb', 'b', b)} and _mcb % {ce} == 0")
+    block_a, block_b = _blocks(plan, ops)
+    stage_copy.array_info(out, block_a)
+    stage_copy.array_info(out, block_b)
+    e(f"_mfa = {stage_copy.chunks_possible(block_a)}  # 16-byte chunks of A possible")
+    e(f"_mfb = {stage_copy.chunks_possible(block_b)} and _mcb % {ce} == 0")
     e(f"_ms0 = (np.int64(_saddr({ops.ring})) + 127) // 128 * 128  # the ring, 128-byte aligned")
     per = inst.c.elements
     jobs = (wm // inst.m) * (wn // inst.n)
@@ -141,8 +133,8 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     e(f"_mst = _ms0 + (_mt % {S}) * {stage}")
     # A: rows of the block's m, 16-byte chunks along k; B: k-rows, chunks along n
     fast_a = f"_mfa and _mka % {ce} == 0"
-    _copy(out, plan, "a", a, "_mra + _mr", "_mka", bk, row_a, "0", fast_a, bm * bk)
-    _copy(out, plan, "b", b, "_mkb + _mr", "_mcb", bn, row_b, str(a_bytes), "_mfb", bk * bn)
+    stage_copy.copy(out, block_a, plan.threads, "_mst", "_mra", "_mka", fast_a)
+    stage_copy.copy(out, block_b, plan.threads, f"_mst + {a_bytes}", "_mkb", "_mcb", "_mfb")
     out.indent -= 1
     e("_cp_commit()")
     e("if _mi >= 0:")
@@ -239,48 +231,6 @@ def _accumulator(out, plan: Mainloop, acc: str, tile: str, load: bool) -> None:
         out.emit(f"{r} = {cast}({place})" if load else f"{place} = {r}")
 
     register_loops(out, plan, body)
-
-
-def _copy(out, plan: Mainloop, name, arr, grow, col0, cols, row_bytes, base, fast, elements):
-    """Fill this stage's block of ``arr`` (``elements`` of it, ``cols`` per row, the
-    block's first column ``col0``): 16-byte ``cp.async`` chunks when ``fast`` holds, else
-    element by element; a position outside the array reads nothing and stores 0."""
-    e = out.emit
-    T, elem, ce = plan.threads, plan.shape.element, plan.chunk_elements
-    chunks = cols // ce
-    bits = "16" if elem == 2 else "64"
-    inside = f"(_mgr >= 0) & (_mgr < {arr}.shape[0]) & (_mgc >= 0) & (_mgc < {arr}.shape[1])"
-    e(f"if {fast}:")
-    out.indent += 1
-    e(f"for _mj in range({elements // ce // T}):")
-    out.indent += 1
-    e(f"_mc = _lane + {T} * _mj")
-    e(f"_mr = _mc // {chunks}")
-    e(f"_mc8 = _mc % {chunks}")
-    e(f"_mgr = {grow}")
-    e(f"_mgc = {col0} + {ce} * _mc8")
-    e(f"_mok = {inside}")
-    e(
-        f"_cp16(_mst + {base} + _mr * {row_bytes} + {_swizzled(plan, name, '_mr', '_mc8')} * 16, "
-        f"_mb{name} + _mok * (_mgr * _ms{name}0 + _mgc * {elem}), _mok * 16)"
-    )
-    out.indent -= 2
-    e("else:")
-    out.indent += 1
-    e(f"for _mj in range({elements // T}):")
-    out.indent += 1
-    e(f"_mc = _lane + {T} * _mj")
-    e(f"_mr = _mc // {cols}")
-    e(f"_mcc = _mc % {cols}")
-    e(f"_mgr = {grow}")
-    e(f"_mgc = {col0} + _mcc")
-    e(f"_mok = {inside}")
-    chunk = _swizzled(plan, name, "_mr", f"_mcc // {ce}")
-    e(
-        f"_st{bits}(_mst + {base} + _mr * {row_bytes} + {chunk} * 16 + (_mcc % {ce}) * {elem}, "
-        f"_ld{bits}(_mb{name} + _mok * (_mgr * _ms{name}0 + _mgc * _ms{name}1), _mok))"
-    )
-    out.indent -= 2
 
 
 def grouped_raster(out, rows: int) -> None:

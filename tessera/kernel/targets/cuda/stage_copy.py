@@ -1,0 +1,112 @@
+"""Blocks of a global array into a shared stage: the copy code register loops share.
+
+A stage holds a block of ``rows x cols`` elements of ``element`` bytes, rows of
+``row_bytes``, 16-byte chunks XOR-swizzled (:func:`swizzle`). The threads fill it with
+16-byte ``cp.async`` copies (``_cp16``, zero fill where the block overhangs the array)
+when the array allows whole 16-byte chunks — a 16-byte aligned base, rows a multiple of
+16 bytes apart, contiguous elements, a last dimension and a first column that are whole
+chunks — and element by element with predicated loads otherwise (``_ld16``/``_st16``,
+``_ld64``/``_st64``). Every branch is uniform over the block; every per-thread value is
+index arithmetic (emulator.py runs this code with NumPy vectors for the threads).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...layout import swizzle_for
+
+
+def swizzle(element: int, row_bytes: int, row: str, chunk: str) -> str:
+    """The code of the stored chunk of logical ``chunk`` in ``row``. 16-bit rows:
+    ``layout.swizzle_for`` (conflict-free for ldmatrix and the copies); 8-byte rows (at
+    least 128 bytes): ``chunk ^ 2 (row % 4)``, which puts the four rows and two chunks a
+    half-warp's DMMA fragment loads read in eight different 16-byte bank groups."""
+    if element == 8:
+        return f"(({chunk}) ^ ((({row}) % 4) * 2))"
+    sw = swizzle_for(row_bytes)
+    return f"(({chunk}) ^ ((({row}) // {sw.per_phase}) % {sw.max_phase}))"
+
+
+@dataclass(frozen=True)
+class Block:
+    """One staged block: ``name`` tags the generated code's variables of its array
+    (``_mb<name>`` base address, ``_ms<name>0``/``1`` strides)."""
+
+    name: str
+    array: str  # the global array in the generated code
+    rows: int
+    cols: int
+    element: int  # bytes
+
+    @property
+    def row_bytes(self) -> int:
+        return self.cols * self.element
+
+    @property
+    def bytes(self) -> int:
+        return self.rows * self.row_bytes
+
+    @property
+    def chunk_elements(self) -> int:
+        return 16 // self.element
+
+
+def array_info(out, block: Block) -> None:
+    """Emit the array's base address and byte strides (once, before the loop)."""
+    out.emit(f"_mb{block.name} = _gaddr({block.array})")
+    out.emit(f"_ms{block.name}0 = np.int64({block.array}.strides[0])")
+    out.emit(f"_ms{block.name}1 = np.int64({block.array}.strides[1])")
+
+
+def chunks_possible(block: Block) -> str:
+    """The code of: this array allows 16-byte chunks (the first column aside)."""
+    n, ce = block.name, block.chunk_elements
+    return (
+        f"_mb{n} % 16 == 0 and _ms{n}1 == {block.element} and _ms{n}0 % 16 == 0"
+        f" and {block.array}.shape[1] % {ce} == 0"
+    )
+
+
+def copy(out, block: Block, threads: int, base: str, row0: str, col0: str, fast: str) -> None:
+    """Fill ``block`` at stage byte address ``base`` from the array's block at (``row0``,
+    ``col0``) (codes of clamped i64 offsets): 16-byte ``cp.async`` chunks when ``fast``
+    holds, else element by element; a position outside the array reads nothing and
+    stores 0."""
+    e = out.emit
+    arr, n, elem, ce = block.array, block.name, block.element, block.chunk_elements
+    chunks = block.cols // ce
+    bits = "16" if elem == 2 else "64"
+    inside = f"(_mgr >= 0) & (_mgr < {arr}.shape[0]) & (_mgc >= 0) & (_mgc < {arr}.shape[1])"
+    e(f"if {fast}:")
+    out.indent += 1
+    e(f"for _mj in range({block.rows * chunks // threads}):")
+    out.indent += 1
+    e(f"_mc = _lane + {threads} * _mj")
+    e(f"_mr = _mc // {chunks}")
+    e(f"_mc8 = _mc % {chunks}")
+    e(f"_mgr = {row0} + _mr")
+    e(f"_mgc = {col0} + {ce} * _mc8")
+    e(f"_mok = {inside}")
+    e(
+        f"_cp16({base} + _mr * {block.row_bytes} + "
+        f"{swizzle(elem, block.row_bytes, '_mr', '_mc8')} * 16, "
+        f"_mb{n} + _mok * (_mgr * _ms{n}0 + _mgc * {elem}), _mok * 16)"
+    )
+    out.indent -= 2
+    e("else:")
+    out.indent += 1
+    e(f"for _mj in range({block.rows * block.cols // threads}):")
+    out.indent += 1
+    e(f"_mc = _lane + {threads} * _mj")
+    e(f"_mr = _mc // {block.cols}")
+    e(f"_mcc = _mc % {block.cols}")
+    e(f"_mgr = {row0} + _mr")
+    e(f"_mgc = {col0} + _mcc")
+    e(f"_mok = {inside}")
+    chunk = swizzle(elem, block.row_bytes, "_mr", f"_mcc // {ce}")
+    e(
+        f"_st{bits}({base} + _mr * {block.row_bytes} + {chunk} * 16 + (_mcc % {ce}) * {elem}, "
+        f"_ld{bits}(_mb{n} + _mok * (_mgr * _ms{n}0 + _mgc * _ms{n}1), _mok))"
+    )
+    out.indent -= 2
