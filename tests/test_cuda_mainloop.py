@@ -16,6 +16,7 @@ import tessera as ts
 from tessera import bf16, f16, f32, f64, group_id, kernel, mut, tile
 from tessera import dtypes as D
 from tessera.kernel.targets.cuda import emulator, mainloop
+from tessera.kernel.targets.cuda.acc_layout import register_loops
 from tessera.kernel.targets.cuda.passes.mainloop import SHAPES, Mainloop, warp_grid
 
 NO_PTX = pytest.mark.skipif(
@@ -373,7 +374,9 @@ def test_the_epilogue_visits_each_element_once_at_its_accumulator_register(bm, b
         if line.strip().startswith("_mra"):
             break
         out.lines.append(line)  # the thread's coordinates (_mg, _mq, _mwm, _mwn)
-    mainloop.register_loops(out, plan, lambda r, c, reg: out.emit(f"_hit({r}, {c}, {reg})"))
+    register_loops(
+        out, mainloop.layout(plan), lambda r, c, reg, _: out.emit(f"_hit({r}, {c}, {reg})")
+    )
 
     def hit(row, col, reg):
         np.add.at(hits, (row, col), 1)

@@ -26,6 +26,7 @@ from .. import printing
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
 from . import mainloop
+from .acc_layout import register_loops
 from .passes.launch_shape import threads_for
 from .passes.mainloop import plan_mainloops
 from .rounding import PRODUCTS
@@ -327,11 +328,11 @@ class CudaCodegen(SourceEmitter):
         tiles = dict(self.reg_tiles)
         self.reg_tiles = {}
 
-        def body(row: str, col: str, reg: str) -> None:
+        def body(row: str, col: str, reg: str, row_reg: str) -> None:
             for name, regs in tiles.items():
                 self.emit(f"{self.name(name)}[{row}, {col}] = {regs}[{reg}]")
 
-        mainloop.register_loops(self, self.reg_plan, body)
+        register_loops(self, mainloop.layout(self.reg_plan), body)
         self.emit("cuda.syncthreads()")
 
     def tile_read(self, name: str, shape: tuple[int, ...]) -> str:
@@ -402,14 +403,14 @@ class CudaCodegen(SourceEmitter):
         if self.reg_elements:
             saved = self.element
 
-            def at(row: str, col: str, reg: str) -> None:
+            def at(row: str, col: str, reg: str, row_reg: str) -> None:
                 self.emit(f"_e0 = {row}")
                 self.emit(f"_e1 = {col}")
                 self.element, self.reg_index = ["_e0", "_e1"], reg
                 body()
 
             try:
-                mainloop.register_loops(self, self.reg_plan, at)
+                register_loops(self, mainloop.layout(self.reg_plan), at)
             finally:
                 self.element, self.reg_index = saved, None
             return

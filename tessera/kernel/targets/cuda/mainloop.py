@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from .. import pysource
 from . import mma, stage_copy
+from .acc_layout import AccLayout, register_loops
 from .passes.mainloop import WARP, Mainloop
 
 
@@ -53,6 +54,11 @@ class Operands:
 def accumulator(ops: Operands) -> str:
     """The name of the loop's accumulator registers (a local array)."""
     return f"_macc{ops.tag}"
+
+
+def layout(plan: Mainloop) -> AccLayout:
+    """Where the loop's accumulator registers sit in the block."""
+    return AccLayout(_instruction(plan), plan.warp_m, plan.warp_n)
 
 
 def _instruction(plan: Mainloop) -> mma.Instruction:
@@ -201,36 +207,16 @@ def _fragments_64(out, plan: Mainloop, inst, acc: str) -> None:
             out.emit(f"{c} = {inst.name}(_mfa{mt}, _mfb{nt}, {c})")
 
 
-def register_loops(out, plan: Mainloop, body) -> None:
-    """Run ``body(row, col, register)`` (code of the element's tile coordinates and of
-    its register's index) for each accumulator element this thread holds: the
-    accumulator's loads and stores and the epilogue's element loops (no barrier: each
-    thread keeps to its own elements)."""
-    inst = _instruction(plan)
-    wm, wn = plan.warp_m, plan.warp_n
-    nt_count, per = wn // inst.n, inst.c.elements
-    out.emit(
-        f"for _mj in range({(wm // inst.m) * nt_count}):  # the warp's m{inst.m}n{inst.n} tiles"
-    )
-    out.indent += 1
-    out.emit(f"_mr0 = _mwm * {wm} + (_mj // {nt_count}) * {inst.m}")
-    out.emit(f"_mc0 = _mwn * {wn} + (_mj % {nt_count}) * {inst.n}")
-    for i in range(per):
-        row, col = inst.c.code(i, "_mg", "_mq")
-        body(f"_mr0 + {row}", f"_mc0 + {col}", f"{per} * _mj + {i}")
-    out.indent -= 1
-
-
 def _accumulator(out, plan: Mainloop, acc: str, tile: str, load: bool) -> None:
     """Read (``load``) or write the accumulator registers at their C fragment positions
     of the shared tile: each thread touches only its own elements."""
     cast = "np.float64" if plan.shape.element == 8 else "np.float32"
 
-    def body(row: str, col: str, reg: str) -> None:
+    def body(row: str, col: str, reg: str, row_reg: str) -> None:
         place, r = f"{tile}[{row}, {col}]", f"{acc}[{reg}]"
         out.emit(f"{r} = {cast}({place})" if load else f"{place} = {r}")
 
-    register_loops(out, plan, body)
+    register_loops(out, layout(plan), body)
 
 
 def grouped_raster(out, rows: int) -> None:

@@ -1,0 +1,89 @@
+"""Accumulator registers: where each thread's ``mma.sync`` C fragments sit in a tile.
+
+A register tile of ``rows x cols`` is cut into warp tiles of ``warp_m x warp_n`` (warp
+``(_mwm, _mwn)`` of the generated code holds the one at ``(_mwm * warp_m, _mwn *
+warp_n)``), each into the instruction's ``m x n`` pieces, ``_mj`` running over them row
+by row; a thread holds the C fragment elements of every piece (isa/mma_sync.py:
+``groupID`` ``_mg``, ``threadID_in_group`` ``_mq``), register ``per * _mj + i``. A *row*
+register tile (a row vector: a reduction along the columns, a running maximum) holds one
+value per distinct row of those: ``row_regs`` of them a thread, the same in the four
+threads of a group. The epilogues, the main loops' accumulator loads and stores and the
+row loops' element-wise code all iterate with :func:`register_loops` and :func:`row_loops`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import mma
+
+
+@dataclass(frozen=True)
+class AccLayout:
+    inst: mma.Instruction
+    warp_m: int
+    warp_n: int
+
+    @property
+    def tiles_n(self) -> int:
+        return self.warp_n // self.inst.n
+
+    @property
+    def jobs(self) -> int:
+        """Instruction pieces of one warp tile."""
+        return (self.warp_m // self.inst.m) * self.tiles_n
+
+    @property
+    def per(self) -> int:
+        """C elements a thread holds per piece."""
+        return self.inst.c.elements
+
+    @property
+    def registers(self) -> int:
+        return self.jobs * self.per
+
+    @property
+    def row_offsets(self) -> list[int]:
+        """The distinct row offsets of a thread's C elements within a piece."""
+        return sorted({row for row, _ in self.inst.c.offsets})
+
+    @property
+    def row_regs(self) -> int:
+        """Row registers a thread holds (one per distinct row of its elements)."""
+        return (self.warp_m // self.inst.m) * len(self.row_offsets)
+
+    def row_code(self, row_reg: str) -> str:
+        """The code of the tile row of row register ``row_reg`` (a constant or a name)."""
+        k = len(self.row_offsets)
+        if k == 1:
+            return f"_mwm * {self.warp_m} + ({row_reg}) * {self.inst.m} + _mg"
+        step = self.row_offsets[1] - self.row_offsets[0]
+        return (
+            f"_mwm * {self.warp_m} + (({row_reg}) // {k}) * {self.inst.m} + _mg"
+            f" + (({row_reg}) % {k}) * {step}"
+        )
+
+
+def register_loops(out, layout: AccLayout, body) -> None:
+    """Run ``body(row, col, register, row_register)`` (codes) for each accumulator
+    element this thread holds (no barrier: each thread keeps to its own elements)."""
+    inst, nt = layout.inst, layout.tiles_n
+    offsets = layout.row_offsets
+    out.emit(f"for _mj in range({layout.jobs}):  # the warp's m{inst.m}n{inst.n} pieces")
+    out.indent += 1
+    out.emit(f"_mr0 = _mwm * {layout.warp_m} + (_mj // {nt}) * {inst.m}")
+    out.emit(f"_mc0 = _mwn * {layout.warp_n} + (_mj % {nt}) * {inst.n}")
+    for i in range(layout.per):
+        row, col = inst.c.code(i, "_mg", "_mq")
+        k = offsets.index(inst.c.offsets[i][0])
+        row_reg = f"{len(offsets)} * (_mj // {nt}) + {k}"
+        body(f"_mr0 + {row}", f"_mc0 + {col}", f"{layout.per} * _mj + {i}", row_reg)
+    out.indent -= 1
+
+
+def row_loops(out, layout: AccLayout, body) -> None:
+    """Run ``body(row, row_register)`` (codes) for each row register this thread holds."""
+    out.emit(f"for _mj in range({layout.row_regs}):  # the thread's rows")
+    out.indent += 1
+    body(layout.row_code("_mj"), "_mj")
+    out.indent -= 1
