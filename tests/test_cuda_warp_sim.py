@@ -5,6 +5,7 @@ without a GPU. Runs in the suite's simulator process (NUMBA_ENABLE_CUDASIM=1).""
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 
@@ -12,6 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import tessera as ts
 from tessera import bf16, f16, f32, f64, group_id, kernel, mut, tile
 from tessera.kernel.targets.cuda import warp_sim
 
@@ -55,9 +57,29 @@ def small_dgemm(A: f64[M, K], B: f64[K, N], C: mut[f64[M, N]]):
     tile.store_block(C, (m0, n0), acc)
 
 
+@kernel(tile=(64,))
+def small_attention(q: f16[M, 32], k: f16[N, 32], v: f16[N, 32], o: mut[f32[M, 32]]):
+    m0 = group_id(0) * 32
+    qb = tile.load_block(q, (m0, 0), (32, 32))
+    row_max = tile.full((32,), -math.inf, f32)
+    row_sum = tile.zeros((32,), f32)
+    acc = tile.zeros((32, 32), f32)
+    for n0 in tile.range(0, N, 32):
+        kb = tile.load_block(k, (n0, 0), (32, 32))
+        vb = tile.load_block(v, (n0, 0), (32, 32))
+        s = tile.dot(qb, kb.T) * 0.25
+        new_max = max(row_max, s.max(axis=1))
+        p = math.exp(s - new_max[:, None])
+        rescale = math.exp(row_max - new_max)
+        row_sum = row_sum * rescale + p.sum(axis=1)
+        acc = acc * rescale[:, None] + tile.dot(p.astype(f16), vb)
+        row_max = new_max
+    tile.store_block(o, (m0, 0), acc / row_sum[:, None])
+
+
 def _run(k, *args, grid):
     program = warp_sim.run(k, *args, grid=grid)
-    assert "register GEMM main loop" in program.source  # the GPU's path, not the plain one
+    assert "register GEMM main loop" in program.source or "register row loop" in program.source
     return program
 
 
@@ -89,6 +111,22 @@ def test_an_f64_gemm_on_dmma_matches_numpy(rng):
     c = np.zeros((32, 32))
     _run(small_dgemm, a, b, c, grid=(1, 1))
     np.testing.assert_allclose(c, a @ b, rtol=1e-12, atol=1e-12)
+
+
+@IN_SIMULATOR
+def test_flash_attention_as_a_register_row_loop_matches_the_cpu(rng):
+    """Two key blocks through the ring, both products on (twinned) tensor cores, the row
+    max and sum by butterflies, P packed from registers: against the same kernel on the
+    CPU (P rounded to f16 there too; the products' sums in another order)."""
+    q = rng.standard_normal((32, 32)).astype(np.float16)
+    k, v = (rng.standard_normal((64, 32)).astype(np.float16) for _ in range(2))
+    o = np.zeros((32, 32), np.float32)
+    program = _run(small_attention, q, k, v, o, grid=(1,))
+    assert "v_s[" not in program.source and "v_p[" not in program.source
+    want = np.zeros_like(o)
+    with ts.config(target="cpu"):
+        small_attention[1](q, k, v, want)
+    np.testing.assert_allclose(o, want, rtol=2e-3, atol=2e-3)
 
 
 def _lanes(twins, count, value, errors, results):

@@ -64,21 +64,44 @@ class AccLayout:
         )
 
 
+def _element_code(layout: AccLayout) -> tuple[str, str, str]:
+    """(row offset, column offset, row register offset) of C element ``_mi4`` of a
+    piece, as code over ``_mi4``; checked against the ISA table for every element."""
+    inst, per = layout.inst, layout.per
+    if per == 4:  # m16n8 f32: rows g, g + 8; columns 2t, 2t + 1
+        codes = ("8 * (_mi4 // 2)", "_mi4 % 2", "_mi4 // 2")
+    elif per == 2:  # m8n8 f64: row g; columns 2t, 2t + 1
+        codes = ("0", "_mi4", "0")
+    else:
+        raise ValueError(f"no element loop for {per} C elements a thread")
+    for i in range(per):
+        row, col = (eval(c, {"_mi4": i}) for c in codes[:2])  # noqa: S307 (our own text)
+        if inst.c.offsets[i] != (row, col):
+            raise AssertionError(f"element {i}: {inst.c.offsets[i]} != {(row, col)}")
+    return codes
+
+
 def register_loops(out, layout: AccLayout, body) -> None:
     """Run ``body(row, col, register, row_register)`` (codes) for each accumulator
-    element this thread holds (no barrier: each thread keeps to its own elements)."""
+    element this thread holds (no barrier: each thread keeps to its own elements). The
+    elements of a piece are a loop of constant extent, as the pieces are (NVVM unrolls
+    both: the registers stay registers), so each statement's code is emitted once."""
     inst, nt = layout.inst, layout.tiles_n
-    offsets = layout.row_offsets
+    row_off, col_off, row_reg_off = _element_code(layout)
+    k = len(layout.row_offsets)
     out.emit(f"for _mj in range({layout.jobs}):  # the warp's m{inst.m}n{inst.n} pieces")
     out.indent += 1
     out.emit(f"_mr0 = _mwm * {layout.warp_m} + (_mj // {nt}) * {inst.m}")
     out.emit(f"_mc0 = _mwn * {layout.warp_n} + (_mj % {nt}) * {inst.n}")
-    for i in range(layout.per):
-        row, col = inst.c.code(i, "_mg", "_mq")
-        k = offsets.index(inst.c.offsets[i][0])
-        row_reg = f"{len(offsets)} * (_mj // {nt}) + {k}"
-        body(f"_mr0 + {row}", f"_mc0 + {col}", f"{layout.per} * _mj + {i}", row_reg)
-    out.indent -= 1
+    out.emit(f"for _mi4 in range({layout.per}):  # the piece's elements this thread holds")
+    out.indent += 1
+    body(
+        f"_mr0 + _mg + {row_off}",
+        f"_mc0 + 2 * _mq + {col_off}",
+        f"{layout.per} * _mj + _mi4",
+        f"{k} * (_mj // {nt}) + {row_reg_off}",
+    )
+    out.indent -= 2
 
 
 def row_loops(out, layout: AccLayout, body) -> None:

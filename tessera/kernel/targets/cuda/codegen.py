@@ -16,7 +16,6 @@ import math
 import numpy as np
 
 from .... import dtypes as D
-from ....tile import blocks as B
 from ... import ir
 from ...ir import TileType
 from ...passes import checks
@@ -26,9 +25,10 @@ from .. import printing
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
 from . import mainloop
-from .acc_layout import register_loops
 from .passes.launch_shape import threads_for
 from .passes.mainloop import plan_mainloops
+from .passes.row_loop import plan_row_loops
+from .register_tiles import RegisterTiles
 from .rounding import PRODUCTS
 
 FLAT_BLOCK = 256  # threads per block of a flat kernel
@@ -63,7 +63,7 @@ def _itemsize(ctor_name: str) -> int:
     return np.dtype(ctor_name.removeprefix("np.")).itemsize
 
 
-class CudaCodegen(SourceEmitter):
+class CudaCodegen(RegisterTiles, SourceEmitter):
     """Generates the source of ``_kernel`` (to be wrapped in ``numba.cuda.jit``)."""
 
     # integer division and abs stay the hardware's (no trap on a GPU): calling a rule's
@@ -93,14 +93,16 @@ class CudaCodegen(SourceEmitter):
         # their operand tiles go global -> shared stages -> fragments, never a tile
         self.unstaged = {n for p in self.mainloops.values() for n in (p.a, p.b)}
         self.rings: dict[str, int] = {}  # shared staging rings of the main loops, bytes
-        epilogues = [p.epilogue for p in self.mainloops.values() if p.epilogue is not None]
-        for ep in epilogues:  # tiles that only ever live in registers
-            self.unstaged |= ep.register_only
-        self.fused_inits = {id(ep.init): ep for ep in epilogues if ep.init is not None}
-        self.reg_tiles: dict[str, str] = {}  # tile name -> its registers (a local array)
-        self.reg_plan = None  # the main loop whose layout they have
-        self.reg_index: str | None = None  # the register of the element being computed
-        self.reg_elements = False  # element loops run over the registers
+        # other tile.range loops of blocks and products as register row loops
+        self.row_loops = plan_row_loops(kir, self.lanes, stages, self.mainloops)
+        for p in self.row_loops.values():  # in registers or stages, unless needed later
+            self.unstaged |= set(p.kinds) - p.epilogue.shared
+        self.init_registers(list(self.mainloops.values()) + list(self.row_loops.values()))
+        for p in self.row_loops.values():
+            for init in p.carried.values():
+                self.fused_inits[id(init)] = "its registers start the row loop"
+            for blk in p.operands.values():
+                self.fused_inits[id(blk.stmt)] = "loaded into fragments by the row loop"
         self.tile_temps: list[tuple[str, TileType]] = []  # shared scratch of tile statements
         self.scratch: dict[str, int] = {}  # compute dtype ctor → elements of shared scratch
         self.dynamic_shared_bytes = 0  # > 0: shared arrays are carved from dynamic memory
@@ -270,6 +272,8 @@ class CudaCodegen(SourceEmitter):
             self.copy_async(s)
         elif isinstance(s, ir.For) and id(s) in self.mainloops:
             self.register_mainloop(self.mainloops[id(s)])
+        elif isinstance(s, ir.For) and id(s) in self.row_loops:
+            self.register_row_loop(self.row_loops[id(s)])
         elif isinstance(s, ir.For) and s.tile_range:
             self.loop_header(s)
             if self.keeps_copies_in_flight:
@@ -281,106 +285,6 @@ class CudaCodegen(SourceEmitter):
             self.tile_statement(s)
         else:
             super().collective(s)
-
-    # ------------------------------------------------------------------ registers
-    def lane_stmt(self, s: ir.Stmt) -> None:
-        if id(s) in self.fused_inits:
-            self.emit(f"# {self.name(s.target)}: its registers start the main loop", s.loc)
-            return
-        if self.reg_tiles:
-            ep = self.reg_plan.epilogue
-            if id(s) in ep.statements:
-                self.register_statement(s)
-                return
-            if id(s) == ep.materialise:
-                self.materialise_registers()
-            elif getattr(s, "target", None) in self.reg_tiles:  # the general path's now
-                del self.reg_tiles[s.target]
-        super().lane_stmt(s)
-
-    def register_statement(self, s: ir.Stmt) -> None:
-        """A statement of the main loop's epilogue, each thread at its own elements."""
-        call = ir.prim_call(s)
-        self.reg_elements = True
-        try:
-            if call is not None and call.prim.collective:  # tile.store_block
-                self.lower(call, s)
-                return
-            t = self.types[s.target]
-            dest = self.reg_tiles.get(s.target)
-            if dest is None:
-                dest = f"_mr{len(self.lines)}"
-                count = self.reg_plan.accumulators
-                self.emit(f"{dest} = cuda.local.array({count}, {ctor(t.dtype)})", s.loc)
-
-            def body() -> None:
-                value = self.conv(self.expr(s.value), s.value.type, t)
-                self.emit(f"{dest}[{self.reg_index}] = {value}", s.loc)
-
-            self.element_loops(t.shape, body)
-            self.reg_tiles[s.target] = dest
-        finally:
-            self.reg_elements = False
-
-    def materialise_registers(self) -> None:
-        """Write every register tile into its shared tile (the rest of the kernel reads
-        them there)."""
-        tiles = dict(self.reg_tiles)
-        self.reg_tiles = {}
-
-        def body(row: str, col: str, reg: str, row_reg: str) -> None:
-            for name, regs in tiles.items():
-                self.emit(f"{self.name(name)}[{row}, {col}] = {regs}[{reg}]")
-
-        register_loops(self, mainloop.layout(self.reg_plan), body)
-        self.emit("cuda.syncthreads()")
-
-    def tile_read(self, name: str, shape: tuple[int, ...]) -> str:
-        if self.reg_index is not None and name in self.reg_tiles:
-            return f"{self.reg_tiles[name]}[{self.reg_index}]"
-        return super().tile_read(name, shape)
-
-    def register_mainloop(self, plan) -> None:
-        """A planned tile.range GEMM loop (passes/mainloop.py, emitted by mainloop.py)."""
-        ring = self.tile_temp(TileType(D.u8, (plan.ring_bytes,)))
-        self.rings[ring] = plan.ring_bytes
-        i64 = ir.ScalarType(D.i64)
-
-        def code(e):
-            return self.conv(self.expr(e), e.type, i64)
-
-        loop = plan.loop
-        operands = mainloop.Operands(
-            A=self.name(plan.A),
-            B=self.name(plan.B),
-            acc=self.name(plan.acc),
-            ring=ring,
-            row0=code(plan.row0),
-            col0=code(plan.col0),
-            start=code(loop.start),
-            stop=code(loop.stop),
-            step=code(loop.step),
-            tag=str(len(self.rings)),
-            init=self.fused_init(plan),
-            keep=plan.epilogue is not None,
-        )
-        self.emit(f"# tile.range (line {loop.loc.line}) as a register main loop", loop.loc)
-        mainloop.emit(self, plan, operands)
-        if operands.keep:
-            self.reg_tiles = {plan.acc: mainloop.accumulator(operands)}
-            self.reg_plan = plan
-
-    def fused_init(self, plan) -> str | None:
-        """The f32 code of acc's fill value where its definition was fused (else None)."""
-        init = plan.epilogue.init if plan.epilogue is not None else None
-        if init is None:
-            return None
-        call = ir.prim_call(init)
-        dtype = self.types[plan.acc].dtype
-        if call.prim is B.zeros:
-            return f"{ctor(dtype)}(0)"
-        value = call.args[1]
-        return self.conv(self.expr(value), value.type, ir.ScalarType(dtype))
 
     def set_result(self, site: ir.Stmt, code: str, t: ir.Type) -> None:
         """Assign a collective's result (of type ``t``) to its statement's target."""
@@ -401,18 +305,7 @@ class CudaCodegen(SourceEmitter):
         the whole tile is visible to every lane. In a main loop's epilogue: each thread
         its accumulator elements, no barrier."""
         if self.reg_elements:
-            saved = self.element
-
-            def at(row: str, col: str, reg: str, row_reg: str) -> None:
-                self.emit(f"_e0 = {row}")
-                self.emit(f"_e1 = {col}")
-                self.element, self.reg_index = ["_e0", "_e1"], reg
-                body()
-
-            try:
-                register_loops(self, mainloop.layout(self.reg_plan), at)
-            finally:
-                self.element, self.reg_index = saved, None
+            self.register_element_loops(shape, body)
             return
         size = 1
         for n in shape:

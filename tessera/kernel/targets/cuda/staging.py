@@ -11,7 +11,10 @@ CUDA C++ kernels do: ``_saddr(array)`` is a shared array's 32-bit shared-window 
 * ``_ldsm4(addr)`` / ``_ldsm4t(addr)``: ``ldmatrix.sync.aligned.m8n8.x4[.trans]`` (four
   .b32 registers; isa/ldmatrix.py states which lane gets what);
 * for f64 operands: ``_ld64(src, ok)`` / ``_st64(dst, bits)`` (8-byte element copies) and
-  ``_lds64(addr)`` (``ld.shared.f64``: DMMA fragments, one element per lane).
+  ``_lds64(addr)`` (``ld.shared.f64``: DMMA fragments, one element per lane);
+* ``_shfl_xor(value, mask)``: ``shfl.sync.bfly`` over the whole warp (row reductions);
+  ``_max32``/``_min32`` (the language's max and min of f32) and ``_select(c, a, b)`` as
+  LLVM selects, so a reduction tree is straight-line code.
 
 Each is inline PTX with a memory clobber (CUDA's ``asm volatile``), so LLVM keeps them in
 order with each other and with barriers. emulator.py gives every name a NumPy twin written
@@ -251,10 +254,77 @@ def _st64():
     return st64
 
 
+def _shfl_xor():
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def shfl_xor(typingctx, value, mask):
+        def codegen(context, builder, signature, args):
+            v = context.cast(builder, args[0], signature.args[0], types.float32)
+            m = context.cast(builder, args[1], signature.args[1], types.uint32)
+            return _asm(
+                builder,
+                ir.FloatType(),
+                [ir.FloatType(), ir.IntType(32)],
+                "shfl.sync.bfly.b32 $0, $1, $2, 31, -1;",
+                "=f,f,r",
+                [v, m],
+            )
+
+        return types.float32(value, mask), codegen
+
+    return shfl_xor
+
+
+def _extremum(greater: bool):
+    """The language's ``max`` (``greater``) or ``min`` of two f32 values as one LLVM
+    select, no branch: ``a`` where ``a`` beats ``b`` or is NaN, else ``b``
+    (semantics.fmax / fmin)."""
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def extremum(typingctx, a, b):
+        def codegen(context, builder, signature, args):
+            x, y = (
+                context.cast(builder, v, t, types.float32) for v, t in zip(args, signature.args)
+            )
+            beats = builder.fcmp_ordered(">" if greater else "<", x, y)
+            nan = builder.fcmp_unordered("uno", x, x)
+            return builder.select(builder.or_(beats, nan), x, y)
+
+        return types.float32(a, b), codegen
+
+    return extremum
+
+
+def _select():
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def select(typingctx, condition, a, b):
+        def codegen(context, builder, signature, args):
+            c = context.cast(builder, args[0], signature.args[0], types.boolean)
+            x = context.cast(builder, args[1], signature.args[1], types.float32)
+            y = context.cast(builder, args[2], signature.args[2], types.float32)
+            return builder.select(c, x, y)
+
+        return types.float32(condition, a, b), codegen
+
+    return select
+
+
 @functools.cache
 def namespace() -> dict:
-    """The names generated main loops use (numba-cuda intrinsics, built on first use)."""
+    """The names generated register loops use (numba-cuda intrinsics, built on first use)."""
     return {
+        "_shfl_xor": _shfl_xor(),
+        "_max32": _extremum(True),
+        "_min32": _extremum(False),
+        "_select": _select(),
         "_saddr": _saddr(),
         "_gaddr": _gaddr(),
         "_cp16": _cp16(),

@@ -29,7 +29,7 @@ from ....errors import TesseraError
 from ... import launch
 from ...layout import WARP
 from ...pipeline import specialise
-from .. import TARGETS
+from .. import TARGETS, semantics
 from .emulator import _halves, _ldmatrix_table, _matrix, _positions
 from .isa.mma_sync import M8N8K4_F64, M16N8K16_BF16, M16N8K16_F16
 from .program import CudaProgram, simulating
@@ -208,6 +208,21 @@ class Twins:
 
         return self.collective((a, b, c0, c1), compute)
 
+    def shfl_xor(self, value, mask):
+        return self.collective(
+            value, lambda posted: [posted[lane ^ int(mask)] for lane in range(WARP)]
+        )
+
+    def pack(self, bits):
+        """``cvt.rn.{f16,bf16}x2.f32``: two f32 values rounded to nearest even, the first
+        in the low half."""
+
+        def pack(low, high):
+            halves = [bits(np.float32(v)) for v in (low, high)]
+            return np.uint32(halves[0] | (halves[1] << 16))
+
+        return pack
+
     def namespace(self) -> dict:
         def nothing(*args):
             return None
@@ -226,6 +241,12 @@ class Twins:
             "_mma_f16": lambda *r: self.mma16(M16N8K16_F16, *r),
             "_mma_bf16": lambda *r: self.mma16(M16N8K16_BF16, *r),
             "_mma_f64": self.mma64,
+            "_shfl_xor": self.shfl_xor,
+            "_max32": lambda a, b: np.float32(semantics.fmax(np.float32(a), np.float32(b))),
+            "_min32": lambda a, b: np.float32(semantics.fmin(np.float32(a), np.float32(b))),
+            "_select": lambda c, a, b: np.float32(a if c else b),
+            "_mma_pack_f16": self.pack(lambda v: int(np.float16(v).view(np.uint16))),
+            "_mma_pack_bf16": self.pack(lambda v: int(semantics.bf16_bits(v.view(np.uint32)))),
             "_cp_commit": nothing,
             "_cp_wait_all": nothing,
             "_fmul_rn": lambda x, y: np.float32(np.float32(x) * np.float32(y)),

@@ -6,7 +6,8 @@ atomics, ``tshared`` arrays, copies, prints) runs one thread per declared lane. 
 only ids ``group_id``/``group_linear_id`` — computes the same values whatever the number
 of threads that share its tile statements, so the target chooses: where it has a GEMM
 loop the register main loop takes (passes/mainloop.py), enough warps for warp tiles of
-about 64 x 32 accumulators (4 to 8 warps), else the declared lanes.
+about 64 x 32 accumulators (4 to 8 warps); where it has a row loop (passes/row_loop.py),
+a warp for every 16 rows of its block; else the declared lanes.
 ``group_tile_count()`` stays the declared lanes either way.
 """
 
@@ -19,6 +20,7 @@ from .....tile import primitives as P
 from .... import ir
 from ....passes import gemm_loops
 from .mainloop import WARP, match
+from .row_loop import plan_row_loop
 
 # the ids and barriers a tile-only kernel may use (everything else of primitives.py is
 # lane code); every tile primitive (tile.zeros, load_block, dot, reductions, ...) is fine
@@ -46,6 +48,12 @@ def threads_for(kir: ir.KernelIR, tensor_cores: bool, stages: int) -> int:
     lanes = math.prod(kir.tile_shape)
     if not tensor_cores or not tile_only(kir):
         return lanes
+    for s in kir.body:  # a row loop: a warp for every 16 rows of its block
+        if isinstance(s, ir.For):
+            for warps in (8, 4, 2, 1):
+                plan = plan_row_loop(kir, s, warps * WARP, stages)
+                if plan is not None and plan.bm == 16 * warps:
+                    return warps * WARP
     for s in ir.walk_stmts(kir.body):
         if not isinstance(s, ir.For):
             continue

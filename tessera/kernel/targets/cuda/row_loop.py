@@ -1,0 +1,296 @@
+"""The register row loop: generated source for a loop passes/row_loop.py planned.
+
+Each warp owns ``warp_m`` whole rows of the block (``_mwm`` its slab, ``_mwn`` 0); every
+tile of the loop is registers: acc tiles in the ``mma.sync`` C layout (acc_layout.py),
+row tiles one value per row of a thread's elements. Before the loop the operand blocks
+(``qb``) are copied to shared memory once and loaded into A fragments (``ldmatrix.x4``)
+that stay in registers, and the carried tiles get their fill. The loop is the main loop's
+pipeline (mainloop.py): the blocks it loads go through a ring of ``S`` swizzled stages
+filled ``S - 1`` iterations ahead by 16-byte ``cp.async`` (stage_copy.py); then each
+statement in order:
+
+* a product: per k16 step, the A fragments (the operand's registers, or packed from an
+  acc tile's C registers: ``p.astype(f16)``), the B fragments from the stage
+  (``ldmatrix.x4.trans`` of a block loaded row by row, ``ldmatrix.x4`` for its ``.T``),
+  one ``mma.sync.m16n8k16`` per 16 x 8 piece of the warp's rows;
+* an element-wise statement: each register, the ordinary expression code
+  (register_tiles.py);
+* a row reduction: the language's fixed tree over the row's columns: register steps for
+  the column bits held in registers (the 8-column pieces, highest bit first), then
+  ``shfl.sync.bfly`` across the group's four threads (column bits 2 and 1), then the last
+  register step (bit 0), the lower index always the left operand;
+* ``astype`` of an acc tile feeding a product: its C registers packed into A fragments.
+"""
+
+from __future__ import annotations
+
+from .. import pysource
+from . import mma, stage_copy
+from .acc_layout import AccLayout
+from .passes.mainloop import WARP
+from .passes.row_loop import ACC, PACKED, REDUCTIONS, ROW, STAGED, STAGED_T
+
+COMBINE = {"sum": None, "max": "_max32", "min": "_min32"}
+
+
+def _instruction(plan) -> mma.Instruction:
+    return mma.M16N8K16_F16 if plan.dtype.name == "f16" else mma.M16N8K16_BF16
+
+
+def emit(cg, plan, ring: str, staging: str) -> None:
+    """Append the loop (and what comes before it) to ``cg``, a CudaCodegen."""
+    inst = _instruction(plan)
+    wm, S = plan.warp_m, plan.stages
+    mt_count = wm // 16
+    layout = lambda width: AccLayout(inst, wm, width)  # noqa: E731
+    e = cg.emit
+    e(
+        f"# register row loop: {plan.warps} warps of {wm} rows, {inst.ptx}, "
+        f"{len(plan.staged)} blocks through {S} swizzled shared stages of {plan.stage_bytes} bytes"
+    )
+    e(f"_mw = _lane // {WARP}")
+    e(f"_mg = (_lane % {WARP}) // 4  # groupID")
+    e("_mq = _lane % 4  # threadID_in_group")
+    e("_mwm = _mw  # the warp's slab of rows")
+    e("_mwn = 0")
+    e("_mlr = _lane % 16  # ldmatrix addressing")
+    e(f"_mlh = (_lane % {WARP}) // 16")
+    e("_ml8 = _lane % 8")
+    e(f"_mlq = ((_lane % {WARP}) // 8) % 2")
+    fragments = _operands(cg, plan, staging, mt_count)
+    cg.keep_registers({}, {}, layout, None)
+    for name, init in plan.carried.items():
+        t = cg.types[name]
+        regs = cg.register_array(name, t, init.loc)
+        fill = cg.fill_code(init, name)
+        e(f"for _mj in range({cg.register_count(t)}):")
+        e(f"    {regs}[_mj] = {fill}")
+    blocks = _staged(cg, plan)
+    offsets, at = {}, 0
+    for blk in blocks:
+        offsets[blk.name] = at
+        at += blk.bytes
+    loop = plan.loop
+    e(f"_ms0 = (np.int64(_saddr({ring})) + 127) // 128 * 128  # the ring, 128-byte aligned")
+    e(f"_mk0, _mk1, _mk2 = {cg.i64(loop.start)}, {cg.i64(loop.stop)}, {cg.i64(loop.step)}")
+    e(f"_mkt = np.int64({pysource.trip_count('_mk0', '_mk1', '_mk2')})")
+    e(f"for _mi in range({1 - S}, _mkt):")
+    cg.indent += 1
+    e("if _mi >= 0:  # tile _mi has landed (its group and every older one)")
+    e(f"    {'_cp_wait_all' if S == 2 else f'_cp_wait{S - 2}'}()")
+    e("    cuda.syncthreads()")
+    e(f"_mt = _mi + {S - 1}")
+    e("if _mt < _mkt:  # copy tile _mt's blocks into its stage")
+    cg.indent += 1
+    e("_mk = np.int64(np.uint64(_mk0) + np.uint64(_mt) * np.uint64(_mk2))")
+    e(f"_mst = _ms0 + (_mt % {S}) * {plan.stage_bytes}")
+    for blk in blocks:
+        n = blk.name
+        e(f"_mk{n} = _mk if -{blk.rows} < _mk < {blk.array}.shape[0] else np.int64(-{blk.rows})")
+        fast = f"_mf{n} and _mc{n} % {blk.chunk_elements} == 0"
+        stage_copy.copy(
+            cg, blk, plan.threads, f"_mst + {offsets[blk.name]}", f"_mk{n}", f"_mc{n}", fast
+        )
+    cg.indent -= 1
+    e("_cp_commit()")
+    e("if _mi >= 0:")
+    cg.indent += 1
+    e(f"_mrs = _ms0 + (_mi % {S}) * {plan.stage_bytes}")
+    names = {blk.stmt.target: blk for blk in plan.staged}
+    stage_of = {b.name: offsets[f"s{k}"] for k, b in enumerate(plan.staged)}
+    packed: dict[str, list] = {}
+    for s in loop.body:
+        kind = plan.kinds.get(s.target)
+        call = s.value if hasattr(s.value, "prim") else None
+        if kind in (STAGED, STAGED_T):
+            continue
+        if call is not None and call.prim.name == "tile.dot":
+            _product(cg, plan, inst, s, call, fragments, packed, names, stage_of, mt_count)
+        elif call is not None and call.prim in REDUCTIONS:
+            _reduce(cg, plan, s, call, REDUCTIONS[call.prim], mt_count)
+        elif kind == PACKED:
+            packed[s.target] = _pack(cg, plan, inst, s, mt_count)
+        else:
+            cg.register_elementwise(s.target, s.value, s.loc)
+    cg.indent -= 2
+    e("_cp_wait_all()")
+    tiles = {n: cg.reg_tiles[n] for n in plan.carried}
+    kinds = {n: plan.kinds[n] for n in plan.carried}
+    cg.keep_registers(tiles, kinds, layout, plan.epilogue)
+
+
+def _operands(cg, plan, staging: str, mt_count: int) -> dict:
+    """Copy the operand blocks to shared memory once, load their A fragments; returns
+    name -> [mt][kk] -> four register names."""
+    e = cg.emit
+    e(f"_mq0 = (np.int64(_saddr({staging})) + 127) // 128 * 128  # the operands, aligned")
+    out, at = {}, 0
+    for k, (name, blk) in enumerate(plan.operands.items()):
+        b = stage_copy.Block(f"o{k}", cg.name(blk.array), blk.rows, blk.cols, 2)
+        stage_copy.array_info(cg, b)
+        e(f"_mo{k}r = {cg.i64(blk.row0)}")
+        e(f"_mo{k}r = _mo{k}r if -{b.rows} < _mo{k}r < {b.array}.shape[0] else np.int64(-{b.rows})")
+        e(f"_mo{k}c = {cg.i64(blk.col0)}")
+        e(f"_mo{k}c = _mo{k}c if -{b.cols} < _mo{k}c < {b.array}.shape[1] else np.int64(-{b.cols})")
+        fast = f"{stage_copy.chunks_possible(b)} and _mo{k}c % 8 == 0"
+        base = f"_mq0 + {at}"
+        stage_copy.copy(cg, b, plan.threads, base, f"_mo{k}r", f"_mo{k}c", fast)
+        e("_cp_commit()")
+        e("_cp_wait_all()")
+        e("cuda.syncthreads()")
+        swz = stage_copy.swizzle(2, b.row_bytes, "_mlr", "0")
+        e(f"_mso{k} = {swz}")
+        frags = []
+        for mt in range(mt_count):
+            row = []
+            for kk in range(blk.cols // 16):
+                regs = [f"_mA{k}_{mt}_{kk}_{r}" for r in range(4)]
+                addr = (
+                    f"{base} + (_mwm * {plan.warp_m} + {mt * 16} + _mlr) * {b.row_bytes}"
+                    f" + ((({2 * kk} + _mlh) ^ _mso{k}) * 16)"
+                )
+                e(f"{', '.join(regs)} = _ldsm4({addr})")
+                row.append(regs)
+            frags.append(row)
+        out[name] = frags
+        at += b.bytes
+    return out
+
+
+def _staged(cg, plan) -> list:
+    """The blocks of one stage, their arrays' addresses and whether they copy by chunks."""
+    e = cg.emit
+    blocks = []
+    for k, blk in enumerate(plan.staged):
+        b = stage_copy.Block(f"s{k}", cg.name(blk.array), blk.rows, blk.cols, 2)
+        stage_copy.array_info(cg, b)
+        e(f"_mcs{k} = {cg.i64(blk.col0)}")
+        e(f"_mcs{k} = _mcs{k} if -{b.cols} < _mcs{k} < {b.array}.shape[1] else np.int64(-{b.cols})")
+        e(f"_mfs{k} = {stage_copy.chunks_possible(b)}")
+        blocks.append(b)
+    return blocks
+
+
+def _product(cg, plan, inst, s, call, fragments, packed, names, stage_of, mt_count) -> None:
+    """``target = A @ B (+ init)`` on tensor cores into the target's registers."""
+    a, b, init = (call.args + [None] * 3)[:3]
+    t = cg.types[s.target]
+    width = t.shape[1]
+    nt_count = width // 8
+    e = cg.emit
+    kind_b = plan.kinds[b.name]
+    src = names[plan.sources.get(b.name, b.name)]
+    base = f"_mrs + {stage_of[src.name]}"
+    row_bytes = src.cols * 2
+    if kind_b == STAGED_T:  # B = block^T: its rows are the columns n, its columns k
+        k_steps = src.cols // 16
+        e(f"_msb = {stage_copy.swizzle(2, row_bytes, '_ml8', '0')}")
+    else:  # B = block: its rows are k, its columns n
+        k_steps = src.rows // 16
+        e(f"_msb = {stage_copy.swizzle(2, row_bytes, '_mlr', '0')}")
+    # the result's registers: zero, or a copy of the initial value
+    acc = f"_mp{len(cg.lines)}"
+    e(f"{acc} = cuda.local.array({mt_count * nt_count * 4}, np.float32)")
+    start = cg.reg_tiles.get(init.name) if init is not None else None
+    e(f"for _mj in range({mt_count * nt_count * 4}):")
+    e(f"    {acc}[_mj] = {start + '[_mj]' if start else 'np.float32(0)'}")
+    for kk in range(k_steps):
+        for p in range(nt_count // 2):
+            regs = [f"_mb{p}_{r}" for r in range(4)]
+            if kind_b == STAGED_T:
+                row = f"({p * 16} + _ml8 + 8 * _mlh) * {row_bytes}"
+                addr = f"{base} + {row} + ((({2 * kk} + _mlq) ^ _msb) * 16)"
+                e(f"{', '.join(regs)} = _ldsm4({addr})")
+            else:
+                row = f"({kk * 16} + _mlr) * {row_bytes}"
+                addr = f"{base} + {row} + ((({2 * p} + _mlh) ^ _msb) * 16)"
+                e(f"{', '.join(regs)} = _ldsm4t({addr})")
+        for mt in range(mt_count):
+            if a.name in fragments:
+                fa = fragments[a.name][mt][kk]
+            else:
+                fa = packed[a.name][mt][kk]
+            for nt in range(nt_count):
+                p, h = divmod(nt, 2)
+                c = ", ".join(f"{acc}[{4 * (mt * nt_count + nt) + r}]" for r in range(4))
+                e(f"{c} = {inst.name}({', '.join(fa)}, _mb{p}_{2 * h}, _mb{p}_{2 * h + 1}, {c})")
+    _assign(cg, s.target, acc, mt_count * nt_count * 4, ACC)
+
+
+def _assign(cg, target: str, regs: str, count: int, kind: str) -> None:
+    """``target``'s registers are now ``regs``: copied into its own array where it has
+    one (a loop-carried tile keeps one array across iterations), else renamed."""
+    held = cg.reg_tiles.get(target)
+    if held is None:
+        cg.reg_tiles[target], cg.reg_kinds[target] = regs, kind
+        return
+    cg.emit(f"for _mj in range({count}):")
+    cg.emit(f"    {held}[_mj] = {regs}[_mj]")
+
+
+def _pack(cg, plan, inst, s, mt_count) -> list:
+    """``target = source.astype(half)``: the source's C registers as A fragments of the
+    next product (per m16 row tile and k16 step: four .b32 registers)."""
+    src = cg.reg_tiles[plan.packed[s.target]]
+    nt_count = plan.widths[s.target] // 8
+    out = []
+    for mt in range(mt_count):
+        row = []
+        for kk in range(nt_count // 2):
+            regs = [f"_mP{len(cg.lines)}_{mt}_{kk}_{r}" for r in range(4)]
+            pieces = []
+            for j in (2 * kk, 2 * kk + 1):
+                base = 4 * (mt * nt_count + j)
+                pieces += [(base, base + 1), (base + 2, base + 3)]
+            for reg, (lo, hi) in zip(regs, pieces):
+                cg.emit(f"{reg} = {inst.pack}({src}[{lo}], {src}[{hi}])")
+            row.append(regs)
+        out.append(row)
+    return out
+
+
+def _reduce(cg, plan, s, call, op: str, mt_count: int) -> None:
+    """``target = source.<op>(axis=1)`` by the fixed tree (module docstring)."""
+    src = cg.reg_tiles[call.args[0].name]
+    nt_count = plan.widths[call.args[0].name] // 8
+    dest = f"_mrr{len(cg.lines)}"
+    cg.emit(f"{dest} = cuda.local.array({2 * mt_count}, np.float32)")
+    fn = COMBINE[op]
+
+    def combine(left: str, right: str) -> str:
+        if fn is None:
+            return f"np.float32({left} + {right})"
+        return f"{fn}({left}, {right})"  # semantics.fmax / fmin as one select
+
+    for mt in range(mt_count):
+        for h in range(2):
+            rr = 2 * mt + h
+            v = {
+                (nt, b): f"{src}[{4 * (mt * nt_count + nt) + 2 * h + b}]"
+                for nt in range(nt_count)
+                for b in (0, 1)
+            }
+            d = nt_count // 2
+            step = 0
+            while d >= 1:  # the 8-column pieces' bits, highest first
+                for nt in range(d):
+                    for b in (0, 1):
+                        name = f"_mv{rr}_{step}_{nt}_{b}"
+                        cg.emit(f"{name} = {combine(v[nt, b], v[nt + d, b])}")
+                        v[nt, b] = name
+                d //= 2
+                step += 1
+            for b in (0, 1):
+                x = f"_mx{rr}_{b}"
+                cg.emit(f"{x} = np.float32({v[0, b]})")
+                for mask in (2, 1):  # column bits 2 and 1: threads of the group
+                    cg.emit(f"_my = _shfl_xor({x}, {mask})")
+                    if fn is None:  # a sum: IEEE addition commutes, bit for bit
+                        cg.emit(f"{x} = {combine(x, '_my')}")
+                        continue
+                    cg.emit(f"_mlow = (_mq & {mask}) == 0  # this thread has the lower index")
+                    low, high = f"_select(_mlow, {x}, _my)", f"_select(_mlow, _my, {x})"
+                    cg.emit(f"{x} = {combine(low, high)}")
+                v[0, b] = x
+            cg.emit(f"{dest}[{rr}] = {combine(v[0, 0], v[0, 1])}")
+    _assign(cg, s.target, dest, 2 * mt_count, ROW)

@@ -1,0 +1,184 @@
+"""The register row loop on CUDA (passes/row_loop.py, cuda/row_loop.py): flash
+attention's loop with every tile in registers. Which loops take it, the fixed-tree row
+reduction it emits against the language's tree bit for bit, PTX counts and ptxas
+reports (no GPU needed); tests/test_cuda_warp_sim.py runs whole kernels of it."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import types
+
+import numpy as np
+import pytest
+
+import tessera as ts
+from tessera import f16, f32, graph, group_id, kernel, mut, op, tile
+from tessera.kernel.targets import semantics
+from tessera.kernel.targets.cuda import mma, row_loop
+from tessera.kernel.targets.cuda.acc_layout import AccLayout
+
+NO_PTX = pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
+    reason="generated CUDA source and PTX need numba-cuda without its simulator",
+)
+
+
+@kernel(tile=(64,))
+def attention(
+    q: f16[M, 64], k: f16[N, 64], v: f16[N, 64], o: mut[f32[M, 64]], scale: f32,
+    BM: ts.constexpr, BN: ts.constexpr,
+):  # fmt: skip
+    m0 = group_id(0) * BM
+    qb = tile.load_block(q, (m0, 0), (BM, 64))
+    row_max = tile.full((BM,), -math.inf, f32)
+    row_sum = tile.zeros((BM,), f32)
+    acc = tile.zeros((BM, 64), f32)
+    for n0 in tile.range(0, N, BN):
+        kb = tile.load_block(k, (n0, 0), (BN, 64))
+        vb = tile.load_block(v, (n0, 0), (BN, 64))
+        s = tile.dot(qb, kb.T) * scale
+        new_max = max(row_max, s.max(axis=1))
+        p = math.exp(s - new_max[:, None])
+        rescale = math.exp(row_max - new_max)
+        row_sum = row_sum * rescale + p.sum(axis=1)
+        acc = acc * rescale[:, None] + tile.dot(p.astype(f16), vb)
+        row_max = new_max
+    tile.store_block(o, (m0, 0), acc / row_sum[:, None])
+
+
+@kernel(tile=(64,))
+def masked_attention(q: f16[M, 64], k: f16[N, 64], v: f16[N, 64], o: mut[f32[M, 64]]):
+    m0 = group_id(0) * 64
+    qb = tile.load_block(q, (m0, 0), (64, 64))
+    row_max = tile.full((64,), -math.inf, f32)
+    row_sum = tile.zeros((64,), f32)
+    acc = tile.zeros((64, 64), f32)
+    for n0 in tile.range(0, N, 64):
+        kb = tile.load_block(k, (n0, 0), (64, 64))
+        vb = tile.load_block(v, (n0, 0), (64, 64))
+        s = tile.where((tile.arange(64) + n0 < N)[None, :], tile.dot(qb, kb.T), -math.inf)
+        new_max = max(row_max, s.max(axis=1))
+        p = math.exp(s - new_max[:, None])
+        rescale = math.exp(row_max - new_max)
+        row_sum = row_sum * rescale + p.sum(axis=1)
+        acc = acc * rescale[:, None] + tile.dot(p.astype(f16), vb)
+        row_max = new_max
+    tile.store_block(o, (m0, 0), acc / row_sum[:, None])
+
+
+def _args(m=128, n=128):
+    q = np.zeros((m, 64), np.float16)
+    k = np.zeros((n, 64), np.float16)
+    return q, k, k.copy(), np.zeros((m, 64), np.float32)
+
+
+# ----------------------------------------------------------------------------- which loops
+@NO_PTX
+def test_flash_attention_runs_as_a_register_row_loop_with_a_warp_per_16_rows():
+    source = attention.inspect("cuda", *_args(), 0.125, 64, 64, grid=2, arch="sm_90")
+    assert "# register row loop: 4 warps of 16 rows" in source
+    # no tile of the loop, nor the output's, is in shared memory
+    for name in ("qb", "kb", "vb", "s", "p", "acc", "row_max", "row_sum", "new_max"):
+        assert f"v_{name} =" not in source and f"v_{name}[" not in source
+    meta = attention.metadata(*_args(), 0.125, 64, 64, grid=2, arch="sm_90")
+    assert meta["launch"]["block"] == [128, 1, 1] and meta["tile"] == [64]
+
+
+@NO_PTX
+def test_a_loop_with_lane_dependent_masks_keeps_the_general_path():
+    source = masked_attention.inspect("cuda", *_args(), grid=2, arch="sm_90")
+    assert "register row loop" not in source
+
+
+@NO_PTX
+def test_op_flash_attention_on_f16_takes_the_row_loop():
+    @graph.module("fa16")
+    def fa16(q, k, v):
+        return op.flash_attention(q, k, v)
+
+    q = np.zeros((256, 64), np.float16)
+    (k,) = fa16.kernels(q, q, q)
+    source = k.inspect("cuda", q, q, q, q.copy(), grid=(4,), arch="sm_80")
+    assert "register row loop: 4 warps of 16 rows" in source
+
+
+# ----------------------------------------------------------------------------- the tree
+class _Lines:
+    def __init__(self):
+        self.lines, self.indent, self.reg_tiles, self.reg_kinds = [], 1, {}, {}
+
+    def emit(self, line, loc=None):
+        self.lines.append("    " * self.indent + line)
+
+
+@pytest.mark.parametrize("op_name", ["sum", "max"])
+@pytest.mark.parametrize("width", [8, 32, 64])
+def test_the_row_reduction_is_the_languages_tree_bit_for_bit(op_name, width, rng):
+    """The emitted reduction of a 16 x width acc tile (one warp), run with NumPy vectors
+    for the 32 threads, against semantics.tree_reduce of every row."""
+    layout = AccLayout(mma.M16N8K16_F16, 16, width)
+    tile_values = (rng.standard_normal((16, width)) * 10).astype(np.float32)
+    tile_values[3, :4] = 0.0  # ties of the max between zeros
+    tile_values[5, 1] = -0.0
+    lane = np.arange(32)
+    g, t = lane // 4, lane % 4
+    regs = np.zeros((layout.registers, 32), np.float32)
+    for j in range(layout.jobs):
+        for i in range(4):
+            row, col = mma.M16N8K16_F16.c.position(0, i)
+            regs[4 * j + i] = tile_values[g + row, 8 * j + 2 * t + col]
+
+    class Plan:
+        widths = {"x": width}
+
+    cg = _Lines()
+    cg.reg_tiles["x"] = "_src"
+
+    class Call:
+        args = [type("N", (), {"name": "x"})()]
+
+    class Site:
+        target = "y"
+
+    row_loop._reduce(cg, Plan, Site, Call, op_name, 1)
+    fmax = semantics.fmax
+
+    def max32(a, b):  # semantics.fmax on the 32 threads' values
+        a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+        return np.where((a > b) | (a != a), a, b)
+
+    local = types.SimpleNamespace(array=lambda n, dtype: np.zeros((n, 32), dtype))
+    scope = {
+        "np": np,
+        "cuda": types.SimpleNamespace(local=local),
+        "_src": regs,
+        "_mq": t,
+        "_shfl_xor": lambda v, m: np.asarray(v)[lane ^ m],
+        "_select": lambda c, a, b: np.where(c, a, b).astype(np.float32),
+        "_max32": max32,
+    }
+    exec("def _run():\n" + "\n".join(cg.lines) + f"\n    return {cg.reg_tiles['y']}", scope)  # noqa: S102
+    got = scope["_run"]()  # (2 rows a thread, 32 threads)
+    for lane_ in range(32):
+        for h in range(2):
+            row = tile_values[lane_ // 4 + 8 * h].copy()
+            combine = (lambda a, b: np.float32(a + b)) if op_name == "sum" else fmax
+            want = semantics.tree_reduce(row, width, combine)
+            assert np.float32(got[h, lane_]).tobytes() == np.float32(want).tobytes()
+
+
+# ----------------------------------------------------------------------------- PTX, cubin
+@NO_PTX
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_the_row_loop_is_tensor_cores_ldmatrix_and_butterflies_in_ptx(arch):
+    ptx = attention.inspect("ptx", *_args(), 0.125, 64, 64, grid=2, arch=arch)
+    # per key block: Q K^T and P V, each 4 k16 steps x 8 n8 pieces of a warp's 16 rows
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 64
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 + 16  # Q once, K^T
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 16  # V
+    assert ptx.count("shfl.sync.bfly.b32") == 16  # max and sum: 2 rows x 2 halves x 2
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    meta = attention.metadata(*_args(), 0.125, 64, 64, grid=2, arch=arch)
+    assert meta["spill_bytes"] == 0
