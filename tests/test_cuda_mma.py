@@ -398,10 +398,10 @@ def test_f16_flash_attention_runs_both_products_on_tensor_cores(arch):
     x = np.zeros((128, 64), np.float16)
     args = (x, x, x, np.zeros((128, 64), np.float32), 0.125, 16, 16)
     source = attention_f16.inspect("cuda", *args, grid=8, arch=arch)
-    assert source.count("# on tensor cores: mma.sync.aligned.m16n8k16") == 2
+    assert "register row loop: 1 warps of 16 rows" in source  # test_cuda_row_loop.py
     ptx = attention_f16.inspect("ptx", *args, grid=8, arch=arch)
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
-    assert "cvt.rn.f16x2.f32" in ptx  # tiles in shared memory, packed for each fragment
+    assert "cvt.rn.f16x2.f32" in ptx  # P packed from its registers into A fragments
     assert attention_f16.inspect("cubin", *args, grid=8, arch=arch)[:4] == b"\x7fELF"
 
 
