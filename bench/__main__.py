@@ -27,6 +27,7 @@ BENCHES = (
     "gpu_launch",
     "gpu_rows",
     "gpu_gemm",
+    "gpu_attention",
     "rows",
     "softmax",
     "stencil",

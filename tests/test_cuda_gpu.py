@@ -138,6 +138,30 @@ def test_the_f64_main_loop_on_dmma_matches_numpy(m, k, n, offset):
     np.testing.assert_allclose(dc.copy_to_host(), want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("n, keys", [(256, 256), (192, 320)])
+def test_the_register_row_loop_attention_matches_float64(n, keys):
+    """op.flash_attention on f16 (test_cuda_row_loop.py: both products on tensor cores,
+    P rounded to f16) and the row loop's test kernel, on fresh data."""
+    from numba import cuda
+    from test_cuda_row_loop import attention
+
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((n, 64)).astype(np.float16)
+    k, v = (rng.standard_normal((keys, 64)).astype(np.float16) for _ in range(2))
+    q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
+    s = q64 @ k64.T / 8
+    p = np.exp(s - s.max(1, keepdims=True))
+    want = (p / p.sum(1, keepdims=True)) @ v64
+    out = ts.op.flash_attention(cuda.to_device(q), cuda.to_device(k), cuda.to_device(v))
+    np.testing.assert_allclose(out.copy_to_host().astype(np.float64), want, rtol=2e-2, atol=5e-3)
+    if keys % 64:  # the kernel has no mask: whole key blocks only (the op masks the rest)
+        return
+    o = cuda.device_array((n, 64), np.float32)
+    attention[n // 64](cuda.to_device(q), cuda.to_device(k), cuda.to_device(v), o, 0.125, 64, 64)
+    ts.synchronize()
+    np.testing.assert_allclose(o.copy_to_host(), want, rtol=2e-2, atol=5e-3)
+
+
 def test_tf32_dot_is_allowed_on_request_and_f32_stays_exact_to_ffma():
     from numba import cuda
     from test_cuda_mma import gemm_f32
