@@ -449,7 +449,7 @@ def test_the_emulator_catches_a_race_in_a_broken_loop(old, new, rng):
     [
         ("_ldsm4t(", "_ldsm4("),  # B fragments without .trans
         ("^ _mswa)", "^ 0)"),  # the reader forgets A's swizzle
-        ("_mfb0_0, _mfb0_1, _macc0", "_mfb0_1, _mfb0_0, _macc0"),  # B registers swapped
+        ("_mgb[2 * _mnt], _mgb[2 * _mnt + 1]", "_mgb[2 * _mnt + 1], _mgb[2 * _mnt]"),  # B swapped
     ],
 )
 def test_the_emulator_catches_a_wrong_layout_in_a_broken_loop(old, new, rng):

@@ -123,6 +123,9 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
         e(f"    {acc}[_mj] = {ops.init}")
     else:
         _accumulator(out, plan, acc, ops.acc, load=True)
+    if elem == 2:  # this thread's fragments of one k16 step
+        e(f"_mga = cuda.local.array({4 * (wm // inst.m)}, np.uint32)")
+        e(f"_mgb = cuda.local.array({4 * (wn // 16)}, np.uint32)")
     e(f"_mk0, _mk1, _mk2 = {ops.start}, {ops.stop}, {ops.step}")
     e(f"_mkt = np.int64({pysource.trip_count('_mk0', '_mk1', '_mk2')})")
     e(f"for _mi in range({1 - S}, _mkt):")
@@ -161,26 +164,28 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
 
 def _fragments_16(out, plan: Mainloop, inst, acc: str) -> None:
     """One k16 step: ldmatrix.x4 A fragments per m16 tile, ldmatrix.x4.trans B fragments
-    per pair of n8 tiles, one mma.sync per m16n8 tile."""
+    per pair of n8 tiles, one mma.sync per m16n8 tile; loops of constant extent over
+    local arrays (NVVM unrolls them: registers), so the source stays short."""
     wm, wn, row_a, row_b = plan.warp_m, plan.warp_n, plan.a_row_bytes, plan.b_row_bytes
     mt_count, nt_count = wm // inst.m, wn // inst.n
-    for mt in range(mt_count):
-        regs = ", ".join(f"_mfa{mt}_{r}" for r in range(4))
-        row = f"(_mwm * {wm} + {mt * inst.m} + _mlr) * {row_a}"
-        out.emit(f"{regs} = _ldsm4(_mrs + {row} + (((2 * _mkk + _mlh) ^ _mswa) * 16))")
-    for p in range(wn // 16):
-        regs = ", ".join(f"_mfb{p}_{r}" for r in range(4))
-        chunk = f"_mwn * {wn // 8} + {2 * p} + _mlh"
-        out.emit(
-            f"{regs} = _ldsm4t(_mrs + {plan.a_bytes} + (_mkk * {inst.k} + _mlr) * {row_b} + "
-            f"((({chunk}) ^ _mswb) * 16))"
-        )
-    for mt in range(mt_count):
-        for nt in range(nt_count):
-            p, h = divmod(nt, 2)
-            c = ", ".join(f"{acc}[{4 * (mt * nt_count + nt) + r}]" for r in range(4))
-            fa = ", ".join(f"_mfa{mt}_{r}" for r in range(4))
-            out.emit(f"{c} = {inst.name}({fa}, _mfb{p}_{2 * h}, _mfb{p}_{2 * h + 1}, {c})")
+    e = out.emit
+    e(f"for _mmt in range({mt_count}):  # A: one ldmatrix.x4 per m16 tile")
+    regs = ", ".join(f"_mga[4 * _mmt + {r}]" for r in range(4))
+    row = f"(_mwm * {wm} + {inst.m} * _mmt + _mlr) * {row_a}"
+    e(f"    {regs} = _ldsm4(_mrs + {row} + (((2 * _mkk + _mlh) ^ _mswa) * 16))")
+    e(f"for _mnp in range({wn // 16}):  # B: one ldmatrix.x4.trans per pair of n8 tiles")
+    regs = ", ".join(f"_mgb[4 * _mnp + {r}]" for r in range(4))
+    chunk = f"_mwn * {wn // 8} + 2 * _mnp + _mlh"
+    e(
+        f"    {regs} = _ldsm4t(_mrs + {plan.a_bytes} + (_mkk * {inst.k} + _mlr) * {row_b} + "
+        f"((({chunk}) ^ _mswb) * 16))"
+    )
+    e(f"for _mj in range({mt_count * nt_count}):  # one mma.sync per m16n8 tile")
+    e(f"    _mmt = _mj // {nt_count}")
+    e(f"    _mnt = _mj % {nt_count}")
+    c = ", ".join(f"{acc}[4 * _mj + {r}]" for r in range(4))
+    fa = ", ".join(f"_mga[4 * _mmt + {r}]" for r in range(4))
+    e(f"    {c} = {inst.name}({fa}, _mgb[2 * _mnt], _mgb[2 * _mnt + 1], {c})")
 
 
 def _fragments_64(out, plan: Mainloop, inst, acc: str) -> None:

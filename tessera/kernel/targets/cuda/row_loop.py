@@ -98,7 +98,7 @@ def emit(cg, plan, ring: str, staging: str) -> None:
     e(f"_mrs = _ms0 + (_mi % {S}) * {plan.stage_bytes}")
     names = {blk.stmt.target: blk for blk in plan.staged}
     stage_of = {b.name: offsets[f"s{k}"] for k, b in enumerate(plan.staged)}
-    packed: dict[str, list] = {}
+    packed: dict[str, str] = {}
     for s in loop.body:
         kind = plan.kinds.get(s.target)
         call = s.value if hasattr(s.value, "prim") else None
@@ -121,7 +121,7 @@ def emit(cg, plan, ring: str, staging: str) -> None:
 
 def _operands(cg, plan, staging: str, mt_count: int) -> dict:
     """Copy the operand blocks to shared memory once, load their A fragments; returns
-    name -> [mt][kk] -> four register names."""
+    name -> the local array of its fragments (four registers per (m16 tile, k16 step))."""
     e = cg.emit
     e(f"_mq0 = (np.int64(_saddr({staging})) + 127) // 128 * 128  # the operands, aligned")
     out, at = {}, 0
@@ -140,18 +140,17 @@ def _operands(cg, plan, staging: str, mt_count: int) -> dict:
         e("cuda.syncthreads()")
         swz = stage_copy.swizzle(2, b.row_bytes, "_mlr", "0")
         e(f"_mso{k} = {swz}")
-        frags = []
-        for mt in range(mt_count):
-            row = []
-            for kk in range(blk.cols // 16):
-                regs = [f"_mA{k}_{mt}_{kk}_{r}" for r in range(4)]
-                addr = (
-                    f"{base} + (_mwm * {plan.warp_m} + {mt * 16} + _mlr) * {b.row_bytes}"
-                    f" + ((({2 * kk} + _mlh) ^ _mso{k}) * 16)"
-                )
-                e(f"{', '.join(regs)} = _ldsm4({addr})")
-                row.append(regs)
-            frags.append(row)
+        k_steps = blk.cols // 16
+        frags = f"_mA{k}"
+        e(f"{frags} = cuda.local.array({mt_count * k_steps * 4}, np.uint32)")
+        e(f"for _mj in range({mt_count * k_steps}):  # (m16 row tile, k16 step)")
+        e(f"    _mmt, _mkk = _mj // {k_steps}, _mj % {k_steps}")
+        addr = (
+            f"{base} + (_mwm * {plan.warp_m} + 16 * _mmt + _mlr) * {b.row_bytes}"
+            f" + (((2 * _mkk + _mlh) ^ _mso{k}) * 16)"
+        )
+        regs = ", ".join(f"{frags}[4 * _mj + {r}]" for r in range(4))
+        e(f"    {regs} = _ldsm4({addr})")
         out[name] = frags
         at += b.bytes
     return out
@@ -194,26 +193,29 @@ def _product(cg, plan, inst, s, call, fragments, packed, names, stage_of, mt_cou
     start = cg.reg_tiles.get(init.name) if init is not None else None
     e(f"for _mj in range({mt_count * nt_count * 4}):")
     e(f"    {acc}[_mj] = {start + '[_mj]' if start else 'np.float32(0)'}")
-    for kk in range(k_steps):
-        for p in range(nt_count // 2):
-            regs = [f"_mb{p}_{r}" for r in range(4)]
-            if kind_b == STAGED_T:
-                row = f"({p * 16} + _ml8 + 8 * _mlh) * {row_bytes}"
-                addr = f"{base} + {row} + ((({2 * kk} + _mlq) ^ _msb) * 16)"
-                e(f"{', '.join(regs)} = _ldsm4({addr})")
-            else:
-                row = f"({kk * 16} + _mlr) * {row_bytes}"
-                addr = f"{base} + {row} + ((({2 * p} + _mlh) ^ _msb) * 16)"
-                e(f"{', '.join(regs)} = _ldsm4t({addr})")
-        for mt in range(mt_count):
-            if a.name in fragments:
-                fa = fragments[a.name][mt][kk]
-            else:
-                fa = packed[a.name][mt][kk]
-            for nt in range(nt_count):
-                p, h = divmod(nt, 2)
-                c = ", ".join(f"{acc}[{4 * (mt * nt_count + nt) + r}]" for r in range(4))
-                e(f"{c} = {inst.name}({', '.join(fa)}, _mb{p}_{2 * h}, _mb{p}_{2 * h + 1}, {c})")
+    bregs = f"_mbr{len(cg.lines)}"
+    e(f"{bregs} = cuda.local.array({2 * nt_count}, np.uint32)")
+    fa = fragments.get(a.name) or packed[a.name]  # (m16 tile, k16 step) -> 4 registers
+    e(f"for _mkk in range({k_steps}):  # k16 steps")
+    cg.indent += 1
+    e(f"for _mnp in range({nt_count // 2}):  # pairs of n8 pieces: one ldmatrix.x4")
+    if kind_b == STAGED_T:
+        row = f"(16 * _mnp + _ml8 + 8 * _mlh) * {row_bytes}"
+        addr = f"{base} + {row} + (((2 * _mkk + _mlq) ^ _msb) * 16)"
+        load = "_ldsm4"
+    else:
+        row = f"(16 * _mkk + _mlr) * {row_bytes}"
+        addr = f"{base} + {row} + (((2 * _mnp + _mlh) ^ _msb) * 16)"
+        load = "_ldsm4t"
+    regs = ", ".join(f"{bregs}[4 * _mnp + {r}]" for r in range(4))
+    e(f"    {regs} = {load}({addr})")
+    e(f"for _mj in range({mt_count * nt_count}):  # (m16 row tile, n8 piece)")
+    e(f"    _mmt, _mnt = _mj // {nt_count}, _mj % {nt_count}")
+    a_regs = ", ".join(f"{fa}[4 * (_mmt * {k_steps} + _mkk) + {r}]" for r in range(4))
+    b_regs = f"{bregs}[2 * _mnt], {bregs}[2 * _mnt + 1]"
+    c = ", ".join(f"{acc}[4 * _mj + {r}]" for r in range(4))
+    e(f"    {c} = {inst.name}({a_regs}, {b_regs}, {c})")
+    cg.indent -= 1
     _assign(cg, s.target, acc, mt_count * nt_count * 4, ACC)
 
 
@@ -228,24 +230,20 @@ def _assign(cg, target: str, regs: str, count: int, kind: str) -> None:
     cg.emit(f"    {held}[_mj] = {regs}[_mj]")
 
 
-def _pack(cg, plan, inst, s, mt_count) -> list:
+def _pack(cg, plan, inst, s, mt_count) -> str:
     """``target = source.astype(half)``: the source's C registers as A fragments of the
-    next product (per m16 row tile and k16 step: four .b32 registers)."""
+    next product: per (m16 row tile, k16 step) four .b32 registers, the C elements of the
+    step's two n8 pieces (rows g and g + 8) packed in pairs. Returns their local array."""
     src = cg.reg_tiles[plan.packed[s.target]]
     nt_count = plan.widths[s.target] // 8
-    out = []
-    for mt in range(mt_count):
-        row = []
-        for kk in range(nt_count // 2):
-            regs = [f"_mP{len(cg.lines)}_{mt}_{kk}_{r}" for r in range(4)]
-            pieces = []
-            for j in (2 * kk, 2 * kk + 1):
-                base = 4 * (mt * nt_count + j)
-                pieces += [(base, base + 1), (base + 2, base + 3)]
-            for reg, (lo, hi) in zip(regs, pieces):
-                cg.emit(f"{reg} = {inst.pack}({src}[{lo}], {src}[{hi}])")
-            row.append(regs)
-        out.append(row)
+    k_steps = nt_count // 2
+    out = f"_mP{len(cg.lines)}"
+    cg.emit(f"{out} = cuda.local.array({mt_count * k_steps * 4}, np.uint32)")
+    cg.emit(f"for _mj in range({mt_count * k_steps}):  # (m16 row tile, k16 step)")
+    cg.emit(f"    _mmt, _mkk = _mj // {k_steps}, _mj % {k_steps}")
+    cg.emit(f"    _mc = 4 * (_mmt * {nt_count} + 2 * _mkk)  # the step's first n8 piece")
+    for r, (lo, hi) in enumerate(((0, 1), (2, 3), (4, 5), (6, 7))):
+        cg.emit(f"    {out}[4 * _mj + {r}] = {inst.pack}({src}[_mc + {lo}], {src}[_mc + {hi}])")
     return out
 
 
