@@ -15,9 +15,12 @@ import pytest
 
 import tessera as ts
 from tessera import f16, f32, graph, group_id, kernel, mut, op, tile
-from tessera.kernel.targets import semantics
+from tessera.kernel import ir
+from tessera.kernel.pipeline import specialise
+from tessera.kernel.targets import TARGETS, semantics
 from tessera.kernel.targets.cuda import mma, row_loop
 from tessera.kernel.targets.cuda.acc_layout import AccLayout
+from tessera.kernel.targets.cuda.passes.row_loop import plan_row_loop
 
 NO_PTX = pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
@@ -93,15 +96,21 @@ def test_a_loop_with_lane_dependent_masks_keeps_the_general_path():
 
 
 @NO_PTX
-def test_op_flash_attention_on_f16_takes_the_row_loop():
-    @graph.module("fa16")
-    def fa16(q, k, v):
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_op_flash_attention_on_half_inputs_takes_the_row_loop(dtype):
+    import ml_dtypes
+
+    @graph.module(f"fa_{dtype}")
+    def fa(q, k, v):
         return op.flash_attention(q, k, v)
 
-    q = np.zeros((256, 64), np.float16)
-    (k,) = fa16.kernels(q, q, q)
+    q = np.zeros((256, 64), {"f16": np.float16, "bf16": ml_dtypes.bfloat16}[dtype])
+    (k,) = fa.kernels(q, q, q)
     source = k.inspect("cuda", q, q, q, q.copy(), grid=(4,), arch="sm_80")
     assert "register row loop: 4 warps of 16 rows" in source
+    ptx = k.inspect("ptx", q, q, q, q.copy(), grid=(4,), arch="sm_80")
+    assert f"mma.sync.aligned.m16n8k16.row.col.f32.{dtype}.{dtype}.f32" in ptx
+    assert "ld.local" not in ptx and "st.local" not in ptx
 
 
 # ----------------------------------------------------------------------------- the tree
@@ -182,3 +191,32 @@ def test_the_row_loop_is_tensor_cores_ldmatrix_and_butterflies_in_ptx(arch):
     assert "ld.local" not in ptx and "st.local" not in ptx
     meta = attention.metadata(*_args(), 0.125, 64, 64, grid=2, arch=arch)
     assert meta["spill_bytes"] == 0
+
+
+@kernel(tile=(128,))
+def tiny_blocks(q: f16[M, 16], k: f16[N, 16], v: f16[N, 16], o: mut[f32[M, 16]], flag: mut[f32[1]]):
+    m0 = group_id(0) * 16
+    qb = tile.load_block(q, (m0, 0), (16, 16))
+    acc = tile.zeros((16, 16), f32)
+    for n0 in tile.range(0, N, 16):
+        kb = tile.load_block(k, (n0, 0), (16, 16))
+        vb = tile.load_block(v, (n0, 0), (16, 16))
+        s = tile.dot(qb, kb.T)
+        acc = acc + tile.dot(s.astype(f16), vb)
+    tile.store_block(o, (m0, 0), acc)
+    if tile.linear_id() == 0:  # lane code: the block keeps its 128 threads
+        flag[0] = 1.0
+
+
+@NO_PTX
+def test_blocks_too_small_for_a_chunk_per_thread_keep_the_general_path():
+    """16 x 16 blocks are 32 chunks of 16 bytes: 128 threads cannot copy whole chunks
+    each, so no row loop; the same loop on one warp would be one."""
+    q = np.zeros((32, 16), np.float16)
+    args = (q, q, q, np.zeros((32, 16), np.float32), np.zeros(1, np.float32))
+    source = tiny_blocks.inspect("cuda", *args, grid=2)
+    assert "register row loop" not in source
+    bound = tiny_blocks.bind(TARGETS["cuda"], args, (2,))
+    kir = specialise(tiny_blocks.ir, bound.constexprs, TARGETS["cuda"].passes).kir
+    loop = next(s for s in kir.body if isinstance(s, ir.For))
+    assert plan_row_loop(kir, loop, 128) is None and plan_row_loop(kir, loop, 32) is not None

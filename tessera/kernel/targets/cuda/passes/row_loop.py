@@ -277,6 +277,10 @@ def plan_row_loop(kir: ir.KernelIR, loop: ir.For, threads: int, stages: int = DE
             plan.widths[name] = t.shape[1]
     if not _classify(loop, kir, plan) or not plan.staged:
         return None
+    # every thread copies whole 16-byte chunks (8 elements) of every block it stages
+    blocks = plan.staged + [operands[n] for n in operands]
+    if any((b.rows * b.cols // 8) % threads for b in blocks):
+        return None
     if any(plan.kinds.get(n) not in (ACC, ROW) for n in carried):
         return None
     used = [b for b in operands if b in _loop_reads(loop)]
