@@ -138,8 +138,10 @@ def test_the_f64_main_loop_on_dmma_matches_numpy(m, k, n, offset):
     np.testing.assert_allclose(dc.copy_to_host(), want, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("n, keys", [(256, 256), (192, 320)])
-def test_the_register_row_loop_attention_matches_float64(n, keys):
+@pytest.mark.parametrize(
+    "n, keys, causal", [(256, 256, False), (192, 320, False), (256, 200, True)]
+)
+def test_the_register_row_loop_attention_matches_float64(n, keys, causal):
     """op.flash_attention on f16 (test_cuda_row_loop.py: both products on tensor cores,
     P rounded to f16) and the row loop's test kernel, on fresh data."""
     from numba import cuda
@@ -150,11 +152,14 @@ def test_the_register_row_loop_attention_matches_float64(n, keys):
     k, v = (rng.standard_normal((keys, 64)).astype(np.float16) for _ in range(2))
     q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
     s = q64 @ k64.T / 8
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape, bool)), s, -np.inf)
     p = np.exp(s - s.max(1, keepdims=True))
     want = (p / p.sum(1, keepdims=True)) @ v64
-    out = ts.op.flash_attention(cuda.to_device(q), cuda.to_device(k), cuda.to_device(v))
+    dq, dk, dv = cuda.to_device(q), cuda.to_device(k), cuda.to_device(v)
+    out = ts.op.flash_attention(dq, dk, dv, causal=causal)
     np.testing.assert_allclose(out.copy_to_host().astype(np.float64), want, rtol=2e-2, atol=5e-3)
-    if keys % 64:  # the kernel has no mask: whole key blocks only (the op masks the rest)
+    if keys % 64 or causal:  # the kernel has no mask: whole key blocks only
         return
     o = cuda.device_array((n, 64), np.float32)
     attention[n // 64](cuda.to_device(q), cuda.to_device(k), cuda.to_device(v), o, 0.125, 64, 64)

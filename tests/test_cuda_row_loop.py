@@ -90,9 +90,26 @@ def test_flash_attention_runs_as_a_register_row_loop_with_a_warp_per_16_rows():
 
 
 @NO_PTX
-def test_a_loop_with_lane_dependent_masks_keeps_the_general_path():
+def test_masks_from_element_indices_are_computed_in_the_registers_loop():
+    """``tile.arange`` and arithmetic on it are index tiles: computed at each element
+    (``_e1``, the column), never stored."""
     source = masked_attention.inspect("cuda", *_args(), grid=2, arch="sm_90")
-    assert "register row loop" not in source
+    assert "register row loop" in source and "np.int64(_e1)" in source
+    assert "v__coll" not in source.split("register row loop")[1].split("_cp_wait_all()")[0]
+
+
+@NO_PTX
+def test_causal_op_flash_attention_takes_the_row_loop():
+    @graph.module("fa_causal")
+    def fa(q, k, v):
+        return op.flash_attention(q, k, v, causal=True)
+
+    q, k = np.zeros((256, 64), np.float16), np.zeros((200, 64), np.float16)
+    (kern,) = fa.kernels(q, k, k)
+    source = kern.inspect("cuda", q, k, k, q.copy(), grid=(4,), arch="sm_90")
+    assert "register row loop: 4 warps of 16 rows" in source
+    ptx = kern.inspect("ptx", q, k, k, q.copy(), grid=(4,), arch="sm_90")
+    assert "ld.local" not in ptx and "st.local" not in ptx
 
 
 @NO_PTX

@@ -41,6 +41,7 @@ class RegisterTiles:
         self.reg_index: str | None = None  # the register of the element being computed
         self.row_index: str | None = None  # ... and of its row
         self.reg_elements = False  # element loops run over the registers
+        self.index_tiles: dict[str, ir.Expr] = {}  # tiles computed from element indices
 
     def keep_registers(self, tiles: dict, kinds: dict, layout, epilogue) -> None:
         """After a register loop: ``tiles`` stay in registers for ``epilogue``."""
@@ -161,6 +162,14 @@ class RegisterTiles:
         self.emit("cuda.syncthreads()")
 
     def tile_read(self, name: str, shape: tuple[int, ...]) -> str:
+        value = self.index_tiles.get(name) if self.row_index is not None else None
+        if value is not None:  # an index tile: its value computed at the element
+            tail = self.element[len(self.element) - len(shape) :]
+            coords = ["0" if n == 1 else i for i, n in zip(tail, shape)]
+            if isinstance(value, ir.PrimCall) and value.prim is B.arange:
+                return f"np.int64({coords[0]})"
+            with self.moved_element(lambda _: coords):
+                return self.expr(value)
         regs = self.reg_tiles.get(name) if self.row_index is not None else None
         if regs is not None:
             if self.reg_kinds[name] == ACC:

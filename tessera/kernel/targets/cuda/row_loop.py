@@ -28,7 +28,7 @@ from .. import pysource
 from . import mma, stage_copy
 from .acc_layout import AccLayout
 from .passes.mainloop import WARP
-from .passes.row_loop import ACC, PACKED, REDUCTIONS, ROW, STAGED, STAGED_T
+from .passes.row_loop import ACC, INDEX, PACKED, REDUCTIONS, ROW, STAGED, STAGED_T
 
 COMBINE = {"sum": None, "max": "_max32", "min": "_min32"}
 
@@ -59,6 +59,7 @@ def emit(cg, plan, ring: str, staging: str) -> None:
     e(f"_mlq = ((_lane % {WARP}) // 8) % 2")
     fragments = _operands(cg, plan, staging, mt_count)
     cg.keep_registers({}, {}, layout, None)
+    cg.index_tiles = dict(plan.index)
     for name, init in plan.carried.items():
         t = cg.types[name]
         regs = cg.register_array(name, t, init.loc)
@@ -96,13 +97,14 @@ def emit(cg, plan, ring: str, staging: str) -> None:
     e("if _mi >= 0:")
     cg.indent += 1
     e(f"_mrs = _ms0 + (_mi % {S}) * {plan.stage_bytes}")
+    e(f"{cg.name(loop.var)} = np.int64(np.uint64(_mk0) + np.uint64(_mi) * np.uint64(_mk2))")
     names = {blk.stmt.target: blk for blk in plan.staged}
     stage_of = {b.name: offsets[f"s{k}"] for k, b in enumerate(plan.staged)}
     packed: dict[str, str] = {}
     for s in loop.body:
         kind = plan.kinds.get(s.target)
         call = s.value if hasattr(s.value, "prim") else None
-        if kind in (STAGED, STAGED_T):
+        if kind in (STAGED, STAGED_T, INDEX):  # in the stage; computed where read
             continue
         if call is not None and call.prim.name == "tile.dot":
             _product(cg, plan, inst, s, call, fragments, packed, names, stage_of, mt_count)
@@ -117,6 +119,7 @@ def emit(cg, plan, ring: str, staging: str) -> None:
     tiles = {n: cg.reg_tiles[n] for n in plan.carried}
     kinds = {n: plan.kinds[n] for n in plan.carried}
     cg.keep_registers(tiles, kinds, layout, plan.epilogue)
+    cg.index_tiles = {}
 
 
 def _operands(cg, plan, staging: str, mt_count: int) -> dict:

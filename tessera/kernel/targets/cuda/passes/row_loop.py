@@ -41,6 +41,7 @@ from ....passes import gemm_loops
 from .mainloop import DEFAULT_STAGES, WARP, Epilogue
 
 ACC, ROW, STAGED, STAGED_T, OPERAND, PACKED = "acc", "row", "staged", "staged_t", "a", "packed"
+INDEX = "index"  # a tile of element indices (tile.arange and scalar arithmetic on it)
 REDUCTIONS = {B.tile_sum: "sum", B.tile_max: "max", B.tile_min: "min"}
 _MOVES = (B.transpose, B.expand_dims)
 
@@ -72,6 +73,7 @@ class RowLoop:
     packed: dict[str, str] = field(default_factory=dict)  # packed A tile -> its acc tile
     sources: dict[str, str] = field(default_factory=dict)  # staged_t tile -> staged tile
     carried: dict[str, ir.Assign] = field(default_factory=dict)  # tile -> its fill before
+    index: dict[str, ir.Expr] = field(default_factory=dict)  # index tile -> its value
     epilogue: object = None  # mainloop.Epilogue: what after the loop runs on registers
 
     @property
@@ -120,10 +122,24 @@ def _block(s: ir.Stmt, kir: ir.KernelIR, dtype: D.DType | None) -> Block | None:
     return Block(s.target, array.name, offsets.items[0], offsets.items[1], rows, cols, s)
 
 
+def _index_only(value: ir.Expr, kinds: dict[str, str]) -> bool:
+    """Whether ``value`` reads no tile but index tiles (and scalars, constants): its value
+    at an element is arithmetic on the element's coordinates."""
+    for x in ir.walk_expr(value):
+        if isinstance(x, ir.PrimCall) and x.prim.collective:
+            return False
+        if isinstance(x, ir.Name) and isinstance(x.type, TileType):
+            if kinds.get(x.name) != INDEX:
+                return False
+    return True
+
+
 def _elementwise(value: ir.Expr, kinds: dict[str, str], widths, width, moved=False) -> bool:
     """Whether ``value`` reads only what a register element loop can: acc tiles of
     ``width`` columns at its element, row tiles at its row (through ``[:, None]`` where
-    the result is an acc tile), scalars."""
+    the result is an acc tile), index tiles anyhow, scalars."""
+    if _index_only(value, kinds):
+        return True
     if isinstance(value, ir.Name):
         kind = kinds.get(value.name)
         if isinstance(value.type, TileType) and kind is None:
@@ -178,6 +194,18 @@ def _classify(loop: ir.For, kir: ir.KernelIR, plan: RowLoop) -> bool:
             if not (isinstance(t, TileType) and t.dtype.name == "f32" and t.shape == (plan.bm,)):
                 return False
             kinds[s.target] = ROW
+        elif call is not None and call.prim is B.arange:
+            kinds[s.target] = INDEX
+            plan.index[s.target] = call
+        elif (
+            isinstance(t, TileType)
+            and not _reads_registers(s.value, kinds)
+            and _index_only(s.value, kinds)
+        ):
+            if s.target in kinds and kinds[s.target] != INDEX:
+                return False
+            kinds[s.target] = INDEX
+            plan.index[s.target] = s.value
         elif call is not None and call.prim is B.astype:
             src = call.args[0]
             if not (isinstance(src, ir.Name) and kinds.get(src.name) == ACC):
@@ -200,6 +228,13 @@ def _classify(loop: ir.For, kir: ir.KernelIR, plan: RowLoop) -> bool:
         else:
             return False
     return True
+
+
+def _reads_registers(value: ir.Expr, kinds: dict[str, str]) -> bool:
+    return any(
+        isinstance(x, ir.Name) and kinds.get(x.name) in (ACC, ROW, PACKED, OPERAND)
+        for x in ir.walk_expr(value)
+    )
 
 
 def _dot(call: ir.PrimCall, s: ir.Assign, kir: ir.KernelIR, plan: RowLoop) -> bool:
@@ -381,7 +416,7 @@ def plan_epilogue(kir: ir.KernelIR, plan: RowLoop) -> Epilogue:
         elementwise = (
             isinstance(s, ir.Assign)
             and isinstance(t, TileType)
-            and t.dtype.name == "f32"
+            and t.dtype.is_float
             and t.shape[0] == plan.bm
             and len(t.shape) <= 2
             and not (call is not None and call.prim.collective)
