@@ -240,6 +240,20 @@ def table(records: list[dict], baseline: str = "numba") -> str:
     return "\n".join(lines)
 
 
+def repeated(fn: Callable[[], object], sync: Callable[[], object], calls: int):
+    """A timed call: ``calls`` calls of ``fn`` then one ``sync()`` (a GPU's queue runs
+    them back to back); returns the last result."""
+
+    def timed():
+        out = None
+        for _ in range(calls):
+            out = fn()
+        sync()
+        return out
+
+    return timed
+
+
 def standalone(bench: str, run: Callable[[bool], list[Record]]) -> None:
     """``python -m bench.<name> [--quick]``: run one benchmark, save and print it."""
     import sys

@@ -15,7 +15,7 @@ import tessera
 from tessera import op
 from tessera.kernel.targets.cuda.streams import gpu_usable
 
-from .common import Case, Record, measure, standalone
+from .common import Case, Record, measure, repeated, standalone
 
 NAME = "gpu_attention"
 
@@ -38,18 +38,8 @@ def _size(n: int, calls: int, quick: bool) -> list[Record]:
     tq, tk, tv = (torch.from_numpy(x).cuda().view(1, 1, n, 64) for x in (q, k, v))
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
-    def repeat(fn, sync):
-        def timed():
-            out = None
-            for _ in range(calls):
-                out = fn()
-            sync()
-            return out
-
-        return timed
-
-    ours = repeat(lambda: op.flash_attention(dq, dk, dv), tessera.synchronize)
-    theirs = repeat(lambda: sdpa(tq, tk, tv), torch.cuda.synchronize)
+    ours = repeated(lambda: op.flash_attention(dq, dk, dv), tessera.synchronize, calls)
+    theirs = repeated(lambda: sdpa(tq, tk, tv), torch.cuda.synchronize, calls)
     cases = [
         Case(
             "tessera op.flash_attention",

@@ -17,7 +17,7 @@ import tessera
 from tessera import op
 from tessera.kernel.targets.cuda.streams import gpu_usable
 
-from .common import Case, Record, measure, standalone
+from .common import Case, Record, measure, repeated, standalone
 from .kernels import gemm_f16
 
 NAME = "gpu_gemm"
@@ -53,19 +53,6 @@ def _triton_gemm():
     return run
 
 
-def _repeat(fn, sync, calls: int):
-    """``calls`` calls of ``fn`` then one synchronisation; returns the last result."""
-
-    def timed():
-        out = None
-        for _ in range(calls):
-            out = fn()
-        sync()
-        return out
-
-    return timed
-
-
 def _size(s: int, calls: int, quick: bool) -> list[Record]:
     import torch
     from numba import cuda
@@ -85,7 +72,7 @@ def _size(s: int, calls: int, quick: bool) -> list[Record]:
         return dc
 
     def case(tool, fn, sync, host, atol):
-        timed = _repeat(fn, sync, calls)
+        timed = repeated(fn, sync, calls)
         return Case(tool, timed, lambda: host(timed()), want, 1e-2, atol, inner=calls)
 
     on_device, from_torch = (lambda x: x.copy_to_host()), (lambda x: x.cpu().numpy())
