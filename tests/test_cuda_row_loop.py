@@ -90,6 +90,12 @@ def test_flash_attention_runs_as_a_register_row_loop_with_a_warp_per_16_rows():
 
 
 @NO_PTX
+def test_before_sm_80_flash_attention_keeps_the_general_path():
+    source = attention.inspect("cuda", *_args(), 0.125, 64, 64, grid=2, arch="sm_75")
+    assert "register row loop" not in source and "_mma_" not in source
+
+
+@NO_PTX
 def test_masks_from_element_indices_are_computed_in_the_registers_loop():
     """``tile.arange`` and arithmetic on it are index tiles: computed at each element
     (``_e1``, the column), never stored."""

@@ -94,7 +94,9 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
         self.unstaged = {n for p in self.mainloops.values() for n in (p.a, p.b)}
         self.rings: dict[str, int] = {}  # shared staging rings of the main loops, bytes
         # other tile.range loops of blocks and products as register row loops
-        self.row_loops = plan_row_loops(kir, self.lanes, stages, self.mainloops)
+        self.row_loops = (
+            plan_row_loops(kir, self.lanes, stages, self.mainloops) if self.tensor_cores else {}
+        )
         for p in self.row_loops.values():  # in registers or stages, unless needed later
             self.unstaged |= set(p.kinds) - p.epilogue.shared
         self.init_registers(list(self.mainloops.values()) + list(self.row_loops.values()))
