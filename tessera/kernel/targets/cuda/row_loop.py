@@ -263,35 +263,29 @@ def _reduce(cg, plan, s, call, op: str, mt_count: int) -> None:
             return f"np.float32({left} + {right})"
         return f"{fn}({left}, {right})"  # semantics.fmax / fmin as one select
 
-    for mt in range(mt_count):
-        for h in range(2):
-            rr = 2 * mt + h
-            v = {
-                (nt, b): f"{src}[{4 * (mt * nt_count + nt) + 2 * h + b}]"
-                for nt in range(nt_count)
-                for b in (0, 1)
-            }
-            d = nt_count // 2
-            step = 0
-            while d >= 1:  # the 8-column pieces' bits, highest first
-                for nt in range(d):
-                    for b in (0, 1):
-                        name = f"_mv{rr}_{step}_{nt}_{b}"
-                        cg.emit(f"{name} = {combine(v[nt, b], v[nt + d, b])}")
-                        v[nt, b] = name
-                d //= 2
-                step += 1
-            for b in (0, 1):
-                x = f"_mx{rr}_{b}"
-                cg.emit(f"{x} = np.float32({v[0, b]})")
-                for mask in (2, 1):  # column bits 2 and 1: threads of the group
-                    cg.emit(f"_my = _shfl_xor({x}, {mask})")
-                    if fn is None:  # a sum: IEEE addition commutes, bit for bit
-                        cg.emit(f"{x} = {combine(x, '_my')}")
-                        continue
-                    cg.emit(f"_mlow = (_mq & {mask}) == 0  # this thread has the lower index")
-                    low, high = f"_select(_mlow, {x}, _my)", f"_select(_mlow, _my, {x})"
-                    cg.emit(f"{x} = {combine(low, high)}")
-                v[0, b] = x
-            cg.emit(f"{dest}[{rr}] = {combine(v[0, 0], v[0, 1])}")
+    e = cg.emit
+    work = f"_mvw{len(cg.lines)}"
+    e(f"{work} = cuda.local.array({2 * nt_count}, np.float32)  # a row's (piece, half) values")
+    e(f"for _mrr in range({2 * mt_count}):  # the thread's rows")
+    cg.indent += 1
+    e("_mmt, _mh = _mrr // 2, _mrr % 2")
+    e(f"for _mj in range({2 * nt_count}):")
+    e(f"    {work}[_mj] = {src}[4 * (_mmt * {nt_count} + _mj // 2) + 2 * _mh + _mj % 2]")
+    d = nt_count // 2
+    while d >= 1:  # the 8-column pieces' bits, highest first: (piece, half) + (d, 0)
+        e(f"for _mj in range({2 * d}):")
+        e(f"    {work}[_mj] = {combine(f'{work}[_mj]', f'{work}[_mj + {2 * d}]')}")
+        d //= 2
+    for b in (0, 1):
+        x = f"_mx{b}"
+        e(f"{x} = {work}[{b}]")
+        for mask in (2, 1):  # column bits 2 and 1: threads of the group
+            e(f"_my = _shfl_xor({x}, {mask})")
+            if fn is None:  # a sum: IEEE addition commutes, bit for bit
+                e(f"{x} = {combine(x, '_my')}")
+                continue
+            e(f"_mlow = (_mq & {mask}) == 0  # this thread has the lower index")
+            e(f"{x} = {combine(f'_select(_mlow, {x}, _my)', f'_select(_mlow, _my, {x})')}")
+    e(f"{dest}[_mrr] = {combine('_mx0', '_mx1')}")
+    cg.indent -= 1
     _assign(cg, s.target, dest, 2 * mt_count, ROW)
