@@ -47,6 +47,30 @@ def names(e: ir.Expr) -> set[str]:
     return {x.name for x in ir.walk_expr(e) if isinstance(x, ir.Name)}
 
 
+def names_read(s: ir.Stmt) -> set[str]:
+    """Every name ``s`` reads, in the statements nested in it too."""
+    out: set[str] = set()
+    for e in s.exprs():
+        out |= names(e)
+    for body in s.bodies():
+        for inner in ir.walk_stmts(body):
+            for e in inner.exprs():
+                out |= names(e)
+    return out
+
+
+def used_elsewhere(kir: ir.KernelIR, inside: set[int], held: set[str]) -> set[str]:
+    """The names of ``held`` that a statement of ``kir`` outside ``inside`` (ids) reads
+    or assigns: tiles a register loop holds that must also exist in shared memory."""
+    out: set[str] = set()
+    for s in ir.walk_stmts(kir.body):
+        if id(s) in inside or any(True for _ in s.bodies()):
+            continue
+        used = names_read(s) | ({s.target} if isinstance(s, ir.Assign) else set())
+        out |= used & held
+    return out
+
+
 def _load_parts(s: ir.Stmt, kir: ir.KernelIR):
     """(tile name, array name, offsets, shape) of ``x = tile.load_block(A, (i, j), shape)``
     of a 2-d global array with a zero fill, or None."""

@@ -108,58 +108,6 @@ def _cp16():
     return cp16
 
 
-def _ld16():
-    from llvmlite import ir
-    from numba import types
-    from numba.cuda.extending import intrinsic
-
-    @intrinsic
-    def ld16(typingctx, src, ok):
-        def codegen(context, builder, signature, args):
-            i64, b32 = ir.IntType(64), ir.IntType(32)
-            address = context.cast(builder, args[0], signature.args[0], types.int64)
-            flag = context.cast(builder, args[1], signature.args[1], types.uint32)
-            out = _asm(
-                builder,
-                ir.IntType(16),
-                [i64, b32],
-                "{ .reg .pred %p; setp.ne.b32 %p, $2, 0; mov.u16 $0, 0;\n @%p ld.u16 $0, [$1]; }",
-                "=h,l,r,~{memory}",
-                [address, flag],
-            )
-            return builder.zext(out, b32)
-
-        return types.uint32(src, ok), codegen
-
-    return ld16
-
-
-def _st16():
-    from llvmlite import ir
-    from numba import types
-    from numba.cuda.extending import intrinsic
-
-    @intrinsic
-    def st16(typingctx, dst, bits):
-        def codegen(context, builder, signature, args):
-            b32 = ir.IntType(32)
-            address = context.cast(builder, args[0], signature.args[0], types.uint32)
-            value = context.cast(builder, args[1], signature.args[1], types.uint32)
-            _asm(
-                builder,
-                ir.VoidType(),
-                [b32, ir.IntType(16)],
-                "st.shared.u16 [$0], $1;",
-                "r,h,~{memory}",
-                [address, builder.trunc(value, ir.IntType(16))],
-            )
-            return context.get_dummy_value()
-
-        return types.void(dst, bits), codegen
-
-    return st16
-
-
 def _ldsm4(trans: bool):
     from llvmlite import ir
     from numba import types
@@ -187,6 +135,70 @@ def _ldsm4(trans: bool):
     return ldsm
 
 
+def _load(bits: int):
+    """``_ld<bits>(src, ok)``: the ``bits``-wide element at global address ``src`` where
+    ``ok``, else 0 (a predicated load: a masked element never touches memory); 16-bit
+    elements come back as uint32, 64-bit ones as int64 (bits, not values)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    reg, move = ("h", "mov.u16") if bits == 16 else ("l", "mov.b64")
+    result = types.uint32 if bits == 16 else types.int64
+    text = f"{{ .reg .pred %p; setp.ne.b32 %p, $2, 0; {move} $0, 0;\n @%p ld.u{bits} $0, [$1]; }}"
+
+    @intrinsic
+    def load(typingctx, src, ok):
+        def codegen(context, builder, signature, args):
+            i64, b32 = ir.IntType(64), ir.IntType(32)
+            address = context.cast(builder, args[0], signature.args[0], types.int64)
+            flag = context.cast(builder, args[1], signature.args[1], types.uint32)
+            out = _asm(
+                builder,
+                ir.IntType(bits),
+                [i64, b32],
+                text,
+                f"={reg},l,r,~{{memory}}",
+                [address, flag],
+            )
+            return builder.zext(out, b32) if bits == 16 else out
+
+        return result(src, ok), codegen
+
+    return load
+
+
+def _store(bits: int):
+    """``_st<bits>(dst, value)``: ``st.shared.u<bits>`` of the value's low ``bits``."""
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    reg = "h" if bits == 16 else "l"
+    kind = types.uint32 if bits == 16 else types.int64
+
+    @intrinsic
+    def store(typingctx, dst, value):
+        def codegen(context, builder, signature, args):
+            address = context.cast(builder, args[0], signature.args[0], types.uint32)
+            v = context.cast(builder, args[1], signature.args[1], kind)
+            if bits == 16:
+                v = builder.trunc(v, ir.IntType(16))
+            _asm(
+                builder,
+                ir.VoidType(),
+                [ir.IntType(32), ir.IntType(bits)],
+                f"st.shared.u{bits} [$0], $1;",
+                f"r,{reg},~{{memory}}",
+                [address, v],
+            )
+            return context.get_dummy_value()
+
+        return types.void(dst, value), codegen
+
+    return store
+
+
 def _lds64():
     from llvmlite import ir
     from numba import types
@@ -202,56 +214,6 @@ def _lds64():
         return types.float64(address), codegen
 
     return lds64
-
-
-def _ld64():
-    from llvmlite import ir
-    from numba import types
-    from numba.cuda.extending import intrinsic
-
-    @intrinsic
-    def ld64(typingctx, src, ok):
-        def codegen(context, builder, signature, args):
-            i64, b32 = ir.IntType(64), ir.IntType(32)
-            address = context.cast(builder, args[0], signature.args[0], types.int64)
-            flag = context.cast(builder, args[1], signature.args[1], types.uint32)
-            return _asm(
-                builder,
-                i64,
-                [i64, b32],
-                "{ .reg .pred %p; setp.ne.b32 %p, $2, 0; mov.b64 $0, 0;\n @%p ld.u64 $0, [$1]; }",
-                "=l,l,r,~{memory}",
-                [address, flag],
-            )
-
-        return types.int64(src, ok), codegen
-
-    return ld64
-
-
-def _st64():
-    from llvmlite import ir
-    from numba import types
-    from numba.cuda.extending import intrinsic
-
-    @intrinsic
-    def st64(typingctx, dst, bits):
-        def codegen(context, builder, signature, args):
-            address = context.cast(builder, args[0], signature.args[0], types.uint32)
-            value = context.cast(builder, args[1], signature.args[1], types.int64)
-            _asm(
-                builder,
-                ir.VoidType(),
-                [ir.IntType(32), ir.IntType(64)],
-                "st.shared.u64 [$0], $1;",
-                "r,l,~{memory}",
-                [address, value],
-            )
-            return context.get_dummy_value()
-
-        return types.void(dst, bits), codegen
-
-    return st64
 
 
 def _shfl_xor():
@@ -328,11 +290,11 @@ def namespace() -> dict:
         "_saddr": _saddr(),
         "_gaddr": _gaddr(),
         "_cp16": _cp16(),
-        "_ld16": _ld16(),
-        "_st16": _st16(),
+        "_ld16": _load(16),
+        "_st16": _store(16),
         "_ldsm4": _ldsm4(False),
         "_ldsm4t": _ldsm4(True),
         "_lds64": _lds64(),
-        "_ld64": _ld64(),
-        "_st64": _st64(),
+        "_ld64": _load(64),
+        "_st64": _store(64),
     }

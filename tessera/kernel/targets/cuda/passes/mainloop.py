@@ -257,17 +257,6 @@ def _compound(s: ir.Stmt) -> bool:
     return any(True for _ in s.bodies())
 
 
-def _tile_names_read(s: ir.Stmt) -> set[str]:
-    names = set()
-    for e in s.exprs():
-        names |= gemm_loops.names(e)
-    for body in s.bodies():
-        for inner in ir.walk_stmts(body):
-            for e in inner.exprs():
-                names |= gemm_loops.names(e)
-    return names
-
-
 def _init(kir: ir.KernelIR, plan: Mainloop) -> ir.Assign | None:
     """acc's constant-filled definition before the loop, if nothing else there uses acc."""
     top = kir.body
@@ -282,7 +271,7 @@ def _init(kir: ir.KernelIR, plan: Mainloop) -> ir.Assign | None:
             if found is not None or not filled:
                 return None
             found = s
-        elif plan.acc in _tile_names_read(s) or any(
+        elif plan.acc in gemm_loops.names_read(s) or any(
             getattr(inner, "target", None) == plan.acc
             for body in s.bodies()
             for inner in ir.walk_stmts(body)
@@ -302,7 +291,7 @@ def plan_epilogue(kir: ir.KernelIR, plan: Mainloop) -> Epilogue:
     handled: set[int] = set()
     materialise = None
     for s in top[at + 1 :]:
-        reads = _tile_names_read(s) & live
+        reads = gemm_loops.names_read(s) & live
         target = getattr(s, "target", None)
         call = ir.prim_call(s)
         t = getattr(getattr(s, "value", None), "type", None)
@@ -313,7 +302,7 @@ def plan_epilogue(kir: ir.KernelIR, plan: Mainloop) -> Epilogue:
             continue
         if _compound(s):  # a compound statement: fine while it never meets a register tile
             written = {getattr(x, "target", None) for b in s.bodies() for x in ir.walk_stmts(b)}
-            if not ((_tile_names_read(s) | written) & ever):
+            if not ((gemm_loops.names_read(s) | written) & ever):
                 continue
             materialise = id(s)
             shared |= live
@@ -351,9 +340,5 @@ def plan_epilogue(kir: ir.KernelIR, plan: Mainloop) -> Epilogue:
     inside = {id(x) for x in plan.loop.body} | handled | {id(plan.loop)}
     if init is not None:
         inside.add(id(init))
-    for s in ir.walk_stmts(top):
-        if id(s) in inside or _compound(s):
-            continue
-        used = _tile_names_read(s) | ({s.target} if isinstance(s, ir.Assign) else set())
-        shared |= used & ever
+    shared |= gemm_loops.used_elsewhere(kir, inside, ever)
     return Epilogue(init, frozenset(handled), materialise, frozenset(ever), frozenset(shared))

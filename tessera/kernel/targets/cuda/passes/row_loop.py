@@ -396,7 +396,7 @@ def plan_epilogue(kir: ir.KernelIR, plan: RowLoop) -> Epilogue:
     handled: set[int] = set()
     materialise = None
     for s in top[at + 1 :]:
-        reads = _stmt_names(s) & live
+        reads = gemm_loops.names_read(s) & live
         call = ir.prim_call(s)
         t = kir.var_types.get(getattr(s, "target", None))
         if not reads and not any(True for _ in s.bodies()):
@@ -437,25 +437,10 @@ def plan_epilogue(kir: ir.KernelIR, plan: RowLoop) -> Epilogue:
             break
     inside = {id(x) for x in plan.loop.body} | handled | {id(plan.loop)}
     inside |= {id(x) for x in plan.carried.values()}
-    for s in ir.walk_stmts(top):
-        if id(s) in inside or any(True for _ in s.bodies()):
-            continue
-        used = _stmt_names(s) | ({s.target} if isinstance(s, ir.Assign) else set())
-        shared |= used & ever
+    shared |= gemm_loops.used_elsewhere(kir, inside, ever)
     plan.kinds.update(kinds)
     plan.widths.update(widths)
     return Epilogue(None, frozenset(handled), materialise, frozenset(ever), frozenset(shared))
-
-
-def _stmt_names(s: ir.Stmt) -> set[str]:
-    names: set[str] = set()
-    for e in s.exprs():
-        names |= gemm_loops.names(e)
-    for body in s.bodies():
-        for inner in ir.walk_stmts(body):
-            for e in inner.exprs():
-                names |= gemm_loops.names(e)
-    return names
 
 
 def plan_row_loops(kir: ir.KernelIR, threads: int, stages: int, mainloops: dict) -> dict:
