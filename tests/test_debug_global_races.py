@@ -213,7 +213,7 @@ def test_plain_read_of_an_element_other_lanes_add_to_atomically_is_a_race(debug)
     with pytest.raises(ts.RaceError) as info:
         atomic_then_plain_read[1](count, seen)
     text = str(info.value)
-    assert "atomic add" in text and at("atomic") in text and at("plain-read") in text
+    assert "atomic update" in text and at("atomic") in text and at("plain-read") in text
 
 
 def test_flat_kernel_instances_updating_one_element_race(debug):

@@ -72,6 +72,11 @@ class _NumbaCuda:
     def shfl_down_sync(mask, value, delta):
         return value
 
+    class atomic:  # noqa: N801 - numba-cuda's spelling
+        @staticmethod
+        def max(array, index, value):
+            return array[index]
+
 
 cuda = _NumbaCuda()
 
@@ -192,3 +197,28 @@ def k_far(x: f32[n], y: mut[f32[n]]):
 def test_a_name_near_nothing_gets_no_suggestion():
     err = str(compile_error(k_far))
     assert "name 'zzqqxx' is not defined" in err and "did you mean" not in err
+
+
+def k_atomic_cas(x: f32[n], y: mut[f32[n]]):
+    atomicCAS(y, 0, 0.0, 1.0)  # noqa: F821  # E:atomicCAS
+
+
+def k_numba_atomic_max(x: f32[n], y: mut[f32[n]]):
+    cuda.atomic.max(y, 0, x[0])
+
+
+def k_xoroshiro(x: f32[n], y: mut[f32[n]]):
+    lane = tile.linear_id()
+    y[lane] = xoroshiro128p_uniform_float32(x, lane)  # noqa: F821  # E:xoroshiro128p_uniform_float32
+
+
+@pytest.mark.parametrize(
+    "fn, want",
+    [
+        (k_atomic_cas, "did you mean tile.atomic_cas?"),
+        (k_numba_atomic_max, "did you mean tile.atomic_max?"),
+        (k_xoroshiro, "did you mean tile.rand? (tile.rand(seed, offset) is a uniform f32"),
+    ],
+)
+def test_cuda_atomic_and_random_spellings_suggest_the_languages(fn, want):
+    assert want in str(compile_error(fn, **GROUP))

@@ -35,7 +35,34 @@ CUDA_SPELLINGS: dict[str, tuple[str, str]] = {
     "syncthreads": ("tbarrier", ""),
     "__syncthreads": ("tbarrier", ""),
     "atomicAdd": ("tile.atomic_add", ""),
+    "atomicSub": ("tile.atomic_add", "; add the negated value"),
+    **{
+        f"atomic{op.title()}": (f"tile.atomic_{op.lower()}", "")
+        for op in ("Max", "Min", "And", "Or", "Xor")
+    },
+    "atomicExch": ("tile.atomic_xchg", ""),
+    "atomic_exch": ("tile.atomic_xchg", ""),
+    "atomicCAS": ("tile.atomic_cas", ""),
+    "atomic_compare_and_swap": ("tile.atomic_cas", ""),
+    # numba-cuda's random numbers: the language has one counter-based generator
+    **{
+        f"xoroshiro128p_{kind}_float{bits}": (
+            "tile.rand",
+            "; tile.rand(seed, offset) is a uniform f32 in [0, 1), a pure function of its "
+            "arguments (no state array): give each draw its own offset",
+        )
+        for kind in ("uniform", "normal")
+        for bits in (32, 64)
+    },
+    "create_xoroshiro128p_states": (
+        "tile.rand",
+        "; tile.rand(seed, offset) needs no state array: pass the seed to the kernel",
+    ),
 }
+# numba-cuda's ``cuda.atomic.<name>`` → the language's ``tile.atomic_<op>``
+_NUMBA_ATOMICS = {"add": "add", "sub": "add", "max": "max", "min": "min", "and_": "and"}
+_NUMBA_ATOMICS.update({"or_": "or", "xor": "xor", "exch": "xchg", "cas": "cas"})
+_NUMBA_ATOMICS.update({"compare_and_swap": "cas", "nanmax": "max", "nanmin": "min"})
 
 # NumPy's spellings of what the ``math`` module and the builtins do in a kernel
 _NUMPY_RENAMES = {
@@ -140,6 +167,8 @@ def call_hint(fn: object, text: str) -> str:
     """The hint after "cannot call 'text' in a kernel": the language's spelling of a
     NumPy function or a CUDA intrinsic."""
     last = text.rsplit(".", 1)[-1]
+    if text.rsplit(".", 2)[-2:-1] == ["atomic"] and last in _NUMBA_ATOMICS:
+        return f"; did you mean tile.atomic_{_NUMBA_ATOMICS[last]}?"
     hint = _cuda(last)
     if hint is not None:
         return "; " + hint

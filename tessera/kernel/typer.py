@@ -17,7 +17,7 @@ from .. import dtypes as D
 from ..errors import KernelError, internal_errors
 from ..tile.blocks import Block, broadcast
 from ..tile.mathfns import MATH
-from ..tile.primitives import RuleError
+from ..tile.primitives import BITWISE_ATOMICS, RuleError
 from . import ir
 from .ir import ArrayType, ScalarType, TileType
 
@@ -395,6 +395,8 @@ class Typer:
                 described.append(tuple(dims))
             else:  # dtype, axis, axisopt, flag: constants
                 described.append(a.value)
+        if prim.atomic is not None:
+            self.atomic_operand(e, array)
         if prim.result == "i64":
             return I64
         if prim.result == "element":
@@ -404,6 +406,15 @@ class Typer:
         if prim.result == "rule":
             return self.rule_result(e, described, operands)
         return None
+
+    def atomic_operand(self, e: ir.PrimCall, array: ArrayType) -> None:
+        """The array element types an atomic update takes: real numbers; integers for
+        the bitwise ones."""
+        prim = e.prim
+        if array.dtype.kind == "c":
+            raise self.error(e, f"{prim.name} needs a real array, not {array.dtype.name}")
+        if prim.atomic in BITWISE_ATOMICS and not array.dtype.is_int:
+            raise self.error(e, f"{prim.name} needs an integer array, not {array.dtype.name}")
 
     def rule_result(self, e: ir.PrimCall, described: list, operands: list) -> ir.Type | None:
         """The result a tile primitive's declared rule gives (a dtype of None: the

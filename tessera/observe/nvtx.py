@@ -25,14 +25,16 @@ MMA = frozenset({"tile.dot"})
 REDUCE = frozenset(
     {
         "reduce_sum", "reduce_max", "reduce_min", "tile.sum", "tile.max", "tile.min",
-        "t.sum", "t.max", "t.min", "tile.prefix_sum", "tile.atomic_add",
+        "t.sum", "t.max", "t.min", "tile.prefix_sum", "tile.atomic_add", "tile.atomic_max",
+        "tile.atomic_min", "tile.atomic_and", "tile.atomic_or", "tile.atomic_xor",
+        "tile.atomic_xchg", "tile.atomic_cas",
     }
 )  # fmt: skip
 
 
 def phase(kind: str, primitives: frozenset[str]) -> str:
     """The NVTX phase of something observed: a collective is ``comm``; a launch is
-    ``mma`` if its kernel calls ``tile.dot``, else ``reduce`` if it reduces, scans or adds
+    ``mma`` if its kernel calls ``tile.dot``, else ``reduce`` if it reduces, scans or updates
     atomically, else ``copy``; anything else (compiling, tuning, a graph module's host
     work) is ``host``."""
     if kind == "collective":

@@ -82,6 +82,7 @@ class Primitive:
     method: bool = False  # spelled ``t.name(...)`` on a tile ``t`` (its first argument)
     rule: object = None  # result "rule": f(described arguments) -> result (tessera/tile/blocks.py)
     statement: bool = False  # gives no value (with a rule that only checks its arguments)
+    atomic: str | None = None  # atomics: the update, one of ATOMIC_OPS
 
     @property
     def signature(self) -> str:
@@ -209,14 +210,46 @@ copy_wait = declare(
     grouped_only=True,
 )
 # ----------------------------------------------------------------------------- memory
-atomic_add = declare(
-    "tile.atomic_add",
-    "a:array index:index value:number",
-    "element",
-    "Atomic read-modify-write on global or shared memory; returns the old value.",
-    varying=True,
-    writes=True,
+# The atomic updates: ``old = a[i]; a[i] = update(old, value)`` as one indivisible step,
+# the old value returned (docs/language.md, "Atomics"). "and", "or" and "xor" take
+# integers; "cas" stores ``new`` only where the element's bits equal ``expected``'s.
+ATOMIC_OPS = ("add", "max", "min", "and", "or", "xor", "xchg", "cas")
+BITWISE_ATOMICS = ("and", "or", "xor")
+
+
+def _atomic(op: str, doc: str, args: str = "a:array index:index value:number") -> Primitive:
+    return declare(f"tile.atomic_{op}", args, "element", doc, varying=True, writes=True, atomic=op)
+
+
+atomic_add = _atomic(
+    "add", "Atomic read-modify-write on global or shared memory; returns the old value."
 )
+atomic_max = _atomic("max", "Atomic `a[i] = max(a[i], value)` (a NaN wins); returns the old value.")
+atomic_min = _atomic("min", "Atomic `a[i] = min(a[i], value)` (a NaN wins); returns the old value.")
+atomic_and = _atomic(
+    "and",
+    "Atomic bitwise and into `a[i]` (integers); returns the old value.",
+    "a:array index:index value:int",
+)
+atomic_or = _atomic(
+    "or",
+    "Atomic bitwise or into `a[i]` (integers); returns the old value.",
+    "a:array index:index value:int",
+)
+atomic_xor = _atomic(
+    "xor",
+    "Atomic bitwise xor into `a[i]` (integers); returns the old value.",
+    "a:array index:index value:int",
+)
+atomic_xchg = _atomic("xchg", "Atomic exchange: `a[i] = value`; returns the old value.")
+atomic_cas = _atomic(
+    "cas",
+    "Atomic compare-and-swap: `a[i] = new` if `a[i]` has the bits of `expected`; returns the "
+    "old value.",
+    "a:array index:index expected:number new:number",
+)
+ATOMICS = (atomic_add, atomic_max, atomic_min, atomic_and, atomic_or, atomic_xor, atomic_xchg)
+ATOMICS += (atomic_cas,)
 # ----------------------------------------------------------------------------- reductions
 reduce_sum = declare(
     "reduce_sum",
@@ -328,7 +361,8 @@ shuffle_up = declare(
 # spelled out, not gathered at run time, so that type checkers see every primitive (a test
 # keeps this list equal to the declarations above)
 __all__ += ["linear_id", "id", "group_id", "group_linear_id", "group_count", "group_tile_count"]
-__all__ += ["tbarrier", "copy_wait", "atomic_add", "reduce_sum", "reduce_max", "reduce_min"]
+__all__ += ["tbarrier", "copy_wait", "reduce_sum", "reduce_max", "reduce_min"]
+__all__ += [p.name.removeprefix("tile.") for p in ATOMICS] + ["ATOMICS", "ATOMIC_OPS"]
 __all__ += ["sum", "max", "min", "prefix_sum", "shuffle", "shuffle_xor", "shuffle_down"]
 __all__ += ["shuffle_up"]
 

@@ -413,7 +413,7 @@ class SourceEmitter(TileSource):
             if e.op == "~" and concrete(t).dtype == D.bool_:
                 return f"(not {self.expr(e.operand)})"
             operand = self.conv(self.expr(e.operand), e.operand.type, t)
-            if e.op == "-":
+            if e.op == "-" and concrete(t).dtype.is_int:  # wraps at the type's width
                 return self.arith(self.const(0, t), "-", operand, t)
             return self.wrap(f"({e.op}{operand})", t)
         if isinstance(e, ir.Compare):

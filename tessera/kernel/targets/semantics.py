@@ -61,6 +61,36 @@ def tree_reduce(s, m, combine):
     return s[0]
 
 
+def bit_and(a, b):
+    return a & b
+
+
+def bit_or(a, b):
+    return a | b
+
+
+def bit_xor(a, b):
+    return a ^ b
+
+
+def replace(a, b):
+    return b
+
+
+# Each atomic update's new value from the old one and the value given (primitives.py's
+# ATOMIC_OPS but "cas", which compares bits); integers wrap, 16-bit floats are updated
+# in f32 and rounded once when stored.
+ATOMIC_UPDATE = {
+    "add": add,
+    "max": fmax,
+    "min": fmin,
+    "and": bit_and,
+    "or": bit_or,
+    "xor": bit_xor,
+    "xchg": replace,
+}
+
+
 def bf16_bits(bits):
     """The bits of a float32 (as uint32) rounded to a bfloat16 (uint16): round to nearest
     even; a NaN keeps its payload's top bits, and gets the quiet bit only where
@@ -113,6 +143,7 @@ def jitted() -> types.SimpleNamespace:
         fmin=jit(fmin),
         add=jit(add),
         add_i64=jit(add_i64),
+        **{f"atomic_{op}": jit(fn) for op, fn in ATOMIC_UPDATE.items()},
         tree_reduce=jit(tree_reduce),
         bf16_bits=jit(bf16_bits),
     )

@@ -19,6 +19,7 @@ from ...typer import concrete
 from ..common_lowerings import COMMON_LOWERINGS
 from ..pysource import combine, ctor, subgroup_source
 from ..target import lowerings_table
+from . import atomics
 
 LOWERINGS, lowering = lowerings_table()
 
@@ -33,23 +34,24 @@ def _copy_wait(cg, call, site):
     cg.emit("# cp_async.wait(): copies complete eagerly on the CPU", call.loc)
 
 
-@lowering(P.atomic_add)
-def _atomic_add(cg, call, site):
+@lowering(*P.ATOMICS)
+def _atomic(cg, call, site):
     """An LLVM atomic on a global array (groups run on several cores); a plain
-    read-modify-write on a shared array, which only its group's core touches."""
-    array, index, value = call.args
+    read-modify-write on a shared array, which only its group's core touches (atomics.py)."""
+    array, index, *values = call.args
     at = cg.types[array.name]
     target_t = ScalarType(D.f32 if at.dtype in D.COMPUTED_IN_F32 else at.dtype)
-    v = cg.conv(cg.expr(value), value.type, target_t)
+    vs = [cg.conv(cg.expr(v), v.type, target_t) for v in values]
     idx = cg.index(index.items, array, call.loc)
     idx = idx if len(index.items) == 1 else f"({idx})"
-    args = f"{cg.name(array.name)}, {idx}, {v}"
-    kind = "_plain_add" if at.space == "shared" else "_atomic_add"
+    args = ", ".join([cg.name(array.name), idx, *vs])
+    sixteen_bit = at.dtype in (D.f16, D.bf16)
+    fn = atomics.name(call.prim.atomic, at.space == "shared", sixteen_bit)
     if at.dtype == D.f16:
-        return f"{kind}_16({args}, _h2f, _f2h)"
+        return f"{fn}({args}, _h2f, _f2h)"
     if at.dtype == D.bf16:
-        return f"{kind}_16({args}, _b2f, _f2b)"
-    return f"{kind}({args})"
+        return f"{fn}({args}, _b2f, _f2b)"
+    return f"{fn}({args})"
 
 
 @lowering(P.reduce_sum, P.reduce_max, P.reduce_min)

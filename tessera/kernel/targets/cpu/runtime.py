@@ -1,13 +1,9 @@
 """Run-time support the generated CPU code calls: 16-bit float conversions, atomics, the
-fixed reduction tree and NaN-propagating min/max.
+fixed reduction tree and NaN-propagating min/max (the atomics: atomics.py).
 
 Numba's CPU target has no float16 arithmetic, so f16 and bf16 arrays travel as uint16
 and every value is converted at loads and stores (f16 through LLVM's ``half``, bf16 with
-integer round-to-nearest-even). Atomics on global arrays are LLVM ``atomicrmw``
-instructions, so they are correct when groups run on several cores at once; atomics on a
-shared array are plain read-modify-writes, because a group's shared memory belongs to the
-one core that runs the group's lanes one after another (a locked instruction there would
-only cost time: about 6× on a shared-memory histogram).
+integer round-to-nearest-even).
 
 Everything here is made by Numba, so it is defined on first use (:func:`namespace`): a
 process that only loads cached kernels never imports Numba.
@@ -22,7 +18,7 @@ import numpy as np
 
 from .. import integers, own_math
 from ..semantics import jitted
-from . import microkernel
+from . import atomics, microkernel
 
 
 @functools.cache
@@ -114,81 +110,6 @@ def _definitions() -> dict:
     @numba.njit(**_JIT)
     def round_bf16(value):
         return b2f(f2b(np.float32(value)))
-
-    def _element_pointer(context, builder, aryty, ary_value, idxty, idx_value):
-        ary = context.make_array(aryty)(context, builder, ary_value)
-        if isinstance(idxty, types.BaseTuple):
-            inds = cgutils.unpack_tuple(builder, idx_value)
-        else:
-            inds = [idx_value]
-        return cgutils.get_item_pointer2(
-            context,
-            builder,
-            data=ary.data,
-            shape=cgutils.unpack_tuple(builder, ary.shape),
-            strides=cgutils.unpack_tuple(builder, ary.strides),
-            layout=aryty.layout,
-            inds=inds,
-            wraparound=False,
-        )
-
-    @intrinsic
-    def atomic_add(typingctx, ary, idx, value):
-        """``old = a[idx]; a[idx] += value`` as one LLVM atomicrmw; returns ``old``."""
-        dtype = ary.dtype
-        sig = dtype(ary, idx, dtype)
-        op = "fadd" if isinstance(dtype, types.Float) else "add"
-
-        def codegen(context, builder, signature, args):
-            ptr = _element_pointer(
-                context, builder, signature.args[0], args[0], signature.args[1], args[1]
-            )
-            return builder.atomic_rmw(op, ptr, args[2], "seq_cst")
-
-        return sig, codegen
-
-    @intrinsic
-    def compare_exchange(typingctx, ary, idx, expected, new):
-        """Atomically ``if a[idx] == expected: a[idx] = new``; returns the previous value."""
-        dtype = ary.dtype
-        sig = dtype(ary, idx, dtype, dtype)
-
-        def codegen(context, builder, signature, args):
-            ptr = _element_pointer(
-                context, builder, signature.args[0], args[0], signature.args[1], args[1]
-            )
-            pair = builder.cmpxchg(ptr, args[2], args[3], "seq_cst", "seq_cst")
-            return builder.extract_value(pair, 0)
-
-        return sig, codegen
-
-    @numba.njit(**_JIT)
-    def atomic_add_16(ary, idx, value, to_f32, from_f32):
-        """Atomic add on a 16-bit float stored as uint16: compare-and-swap until no other
-        lane changed the element in between; returns the old value as f32."""
-        old = ary[idx]
-        while True:
-            new = from_f32(to_f32(old) + np.float32(value))
-            prev = compare_exchange(ary, idx, old, new)
-            if prev == old:
-                return to_f32(old)
-            old = prev
-
-    @numba.njit(**_JIT)
-    def plain_add(ary, idx, value):
-        """``old = a[idx]; a[idx] += value`` for memory no other core touches (a group's
-        shared arrays); integers wrap as the atomic does; returns ``old``."""
-        old = ary[idx]
-        ary[idx] = old + value
-        return old
-
-    @numba.njit(**_JIT)
-    def plain_add_16(ary, idx, value, to_f32, from_f32):
-        """:func:`plain_add` on a 16-bit float stored as uint16, rounded once as the
-        atomic rounds; returns the old value as f32."""
-        old = to_f32(ary[idx])
-        ary[idx] = from_f32(old + np.float32(value))
-        return old
 
     @functools.cache
     def stack_array(shape: tuple[int, ...], dtype_name: str):
@@ -297,10 +218,7 @@ def namespace() -> dict:
         "_f2b": d["f2b"],
         "_round_f16": d["round_f16"],
         "_round_bf16": d["round_bf16"],
-        "_atomic_add": d["atomic_add"],
-        "_atomic_add_16": d["atomic_add_16"],
-        "_plain_add": d["plain_add"],
-        "_plain_add_16": d["plain_add_16"],
+        **atomics.definitions(),
         "_fmax": semantics.fmax,
         "_fmin": semantics.fmin,
         "_add": semantics.add,

@@ -22,35 +22,30 @@ from ...typer import concrete
 from ..common_lowerings import COMMON_LOWERINGS
 from ..pysource import combine, ctor, subgroup_source
 from ..target import lowerings_table
-from . import mma
+from . import atomics, mma
 
 LOWERINGS, lowering = lowerings_table()
-ATOMIC_DTYPES = (D.f16, D.f32, D.f64, D.i32, D.i64, D.u32, D.u64)  # CUDA's own atomics
-NARROW_ATOMIC_DTYPES = (D.bf16, D.i8, D.i16, D.u8, D.u16)  # compare-and-swap loops
 SHFL_TYPES = {D.i32: "np.int32", D.i64: "np.int64", D.f32: "np.float32", D.f64: "np.float64"}
 
 
-@lowering(P.atomic_add)
-def _atomic_add(cg, call, site):
-    array, index, value = call.args
+@lowering(*P.ATOMICS)
+def _atomic(cg, call, site):
+    """CUDA's own atomic where it has one, else a compare-and-swap loop (atomics.py)."""
+    array, index, *values = call.args
     dtype = cg.types[array.name].dtype
-    v = cg.conv(cg.expr(value), value.type, ScalarType(D.f32 if dtype == D.bf16 else dtype))
-    idx = cg.index(index.items, array, call.loc)
-    idx = idx if len(index.items) == 1 else f"({idx})"
-    name = cg.name(array.name)
-    if dtype in NARROW_ATOMIC_DTYPES:  # compare-and-swap loops (atomics.py)
-        return f"_atomic_add_{dtype.name}({name}, {idx}, {v})"
-    if dtype not in ATOMIC_DTYPES:
-        supported = ", ".join(d.name for d in ATOMIC_DTYPES + NARROW_ATOMIC_DTYPES)
+    op = call.prim.atomic
+    if dtype.name not in atomics.DTYPES:
         raise KernelError(
             cg.kir.name,
-            f"tile.atomic_add on {dtype.name} is not supported on the CUDA target "
-            f"(supported: {supported})",
+            f"{call.prim.name} on {dtype.name} is not supported on the CUDA target "
+            f"(supported: {', '.join(atomics.DTYPES)})",
             call.loc,
         )
-    if dtype == D.f16:
-        return f"np.float32(cuda.atomic.add({name}, {idx}, np.float16({v})))"
-    return f"cuda.atomic.add({name}, {idx}, {v})"
+    given = ScalarType(D.f32 if dtype in (D.f16, D.bf16) else dtype)
+    vs = [cg.conv(cg.expr(v), v.type, given) for v in values]
+    idx = cg.index(index.items, array, call.loc)
+    idx = idx if len(index.items) == 1 else f"({idx})"
+    return atomics.call(op, dtype.name, cg.name(array.name), idx, vs)
 
 
 @lowering(P.tbarrier)

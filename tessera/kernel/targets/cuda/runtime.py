@@ -65,6 +65,7 @@ def _quiet(fn):
     return quiet
 
 
+@functools.cache
 def _bf16_conversions(cuda, simulated: bool) -> dict:
     """``_b2f`` (uint16 bits → f32), ``_f2b`` (f32 → uint16 bits, the language's
     rounding) and ``_round_bf16`` (both) for generated CUDA code: device functions on
@@ -148,7 +149,7 @@ def namespace(async_copies: bool) -> dict:
     names.update(_own_math(cuda, simulated))
     if not simulated:
         names.update(rounding.functions())
-    names.update(atomics.namespace(cuda, simulated, names["_b2f"], names["_f2b"]))
+    names.update(atomics.namespace(simulated, names["_b2f"], names["_f2b"]))
     names.update(printf.namespace(simulated))
     names["_shaped"] = shared_memory.shaped_view(simulated)
     # dynamic shared arrays take dtype instances (the simulator needs .itemsize)

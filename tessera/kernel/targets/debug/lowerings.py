@@ -58,19 +58,42 @@ def _group_tile_count(c, call, site):
     return lambda f: size
 
 
-@lowering(P.atomic_add)
-def _atomic_add(c, call, site):
-    array, index, value = call.args
-    name, loc = array.name, call.loc
+def _same_bits(a, b) -> bool:
+    """Whether two values of one NumPy dtype have the same bits (what ``atomic_cas``
+    compares: -0.0 is not 0.0, a NaN matches itself)."""
+    return np.asarray(a).tobytes() == np.asarray(b).astype(np.asarray(a).dtype).tobytes()
+
+
+@lowering(*P.ATOMICS)
+def _atomic(c, call, site):
+    """``old = a[i]; a[i] = update(old, ...)``: the lanes run one at a time, so an atomic
+    is a plain read-modify-write, rounded to the element's dtype once when stored."""
+    array, index, *values = call.args
+    name, loc, op = array.name, call.loc, call.prim.atomic
     dtype = c.types[name].dtype
     where = c.indices(index.items)
-    v = convert(c.expr(value), value.type, ScalarType(D.f32 if dtype in HALF else dtype))
+    given = ScalarType(D.f32 if dtype in HALF else dtype)
+    vs = [convert(c.expr(v), v.type, given) for v in values]
     to_compute = np.float32 if dtype in HALF else None
+    what = f"atomic {op}"
+    combine = semantics.ATOMIC_UPDATE.get(op)
+    fenced = op in ("xchg", "cas")  # they order memory (races.py)
 
     def run(frame):
-        amount = v(frame)
-        with np.errstate(all="ignore"):  # the sum is rounded to the element's dtype once
-            old = frame.vars[name].atomic_add(where(frame), amount, frame.who(loc))
+        args = [v(frame) for v in vs]
+        if op == "cas":
+            expected, new = args
+
+            def update(old):
+                return new if _same_bits(old, expected) else old
+        else:
+            (value,) = args
+
+            def update(old):
+                return combine(old, value)
+
+        with np.errstate(all="ignore"):  # the result is rounded to the element's dtype once
+            old = frame.vars[name].atomic(where(frame), update, frame.who(loc), what, fenced)
         return to_compute(old) if to_compute is not None else old
 
     return run

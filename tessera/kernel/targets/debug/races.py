@@ -1,7 +1,7 @@
 """Race detection on global memory for the debug target (docs/debugging.md).
 
 Two accesses to one element of a ``mut`` argument conflict when at least one writes and
-they are not both atomic adds, and they are not ordered:
+they are not both atomic updates, and they are not ordered:
 
 * by two different lanes of one group in the same *epoch*: between two ``tbarrier()``,
   or the end of a tile statement (after which CUDA waits for the group too). A tile
@@ -29,15 +29,39 @@ from .runtime import ATOMIC, READ, WRITE, CheckedArray, Who, _fmt
 
 class Clock:
     """The launch's epoch counter: moved on at every barrier, after every tile statement
-    and at every new group."""
+    and at every new group; and what the groups' fenced atomics order (:meth:`fence`)."""
 
-    __slots__ = ("epoch",)
+    __slots__ = ("epoch", "phase", "seen", "released")
 
     def __init__(self) -> None:
         self.epoch = 0
+        # Vector clocks of the fenced atomics (a lock taken with atomic_cas, released with
+        # atomic_xchg): each group's phase (moved on at each of its fenced atomics), what
+        # each group has acquired of the others' phases, and what each location released.
+        self.phase: dict = {}
+        self.seen: dict = {}
+        self.released: dict = {}
 
     def tick(self) -> None:
         self.epoch += 1
+
+    def fence(self, group, location) -> None:
+        """``group``'s fenced atomic at ``location``: it acquires what was released
+        there, then releases all it has seen and its own accesses so far."""
+        seen = self.seen.setdefault(group, {})
+        released = self.released.setdefault(location, {})
+        for g, phase in released.items():
+            if seen.get(g, -1) < phase:
+                seen[g] = phase
+        for g, phase in seen.items():
+            if released.get(g, -1) < phase:
+                released[g] = phase
+        released[group] = self.phase.get(group, 0)
+        self.phase[group] = self.phase.get(group, 0) + 1
+
+    def ordered(self, earlier, later, phase: int) -> bool:
+        """Whether group ``later`` has acquired group ``earlier``'s accesses of ``phase``."""
+        return self.seen.get(later, {}).get(earlier, -1) >= phase
 
 
 # What is known of one element is one list, ``[epoch, *lanes, *groups]``: two records of
@@ -60,31 +84,34 @@ def _record(cell: list, at: int) -> list:
     return [None if who is None else {sole: who} for who in cell[at + 1 : at + 4]]
 
 
-def _other(accesses: dict | None, me):
-    """One access in ``accesses`` by an agent other than ``me``, or None."""
+def _other(accesses: dict | None, me, ordered=None):
+    """One access in ``accesses`` by an agent other than ``me`` (and, given ``ordered``,
+    not ordered before ``me``'s), or None."""
     if accesses:
         for agent, who in accesses.items():
-            if agent != me:
+            if agent != me and (ordered is None or not ordered(agent)):
                 return who
     return None
 
 
-def _conflict(record: list, me, kind: str, same_bits) -> tuple[Who, str] | None:
+def _conflict(record: list, me, kind: str, same_bits, ordered=None) -> tuple[Who, str] | None:
     """The earlier access that ``me``'s access of ``kind`` races with, if any."""
     writers, readers, atomics = record
     if kind == READ:
         if writers and me not in writers:
-            return next(iter(writers.values())), WRITE
-        other = _other(atomics, me)
+            other = _other(writers, me, ordered)
+            if other is not None:
+                return other, WRITE
+        other = _other(atomics, me, ordered)
         return (other, ATOMIC) if other is not None else None
-    other = _other(writers, me)
+    other = _other(writers, me, ordered)
     if other is not None and (kind == ATOMIC or not same_bits()):
         return other, WRITE
-    other = _other(readers, me)
+    other = _other(readers, me, ordered)
     if other is not None:
         return other, READ
     if kind == WRITE:
-        other = _other(atomics, me)
+        other = _other(atomics, me, ordered)
         if other is not None:
             return other, ATOMIC
     return None
@@ -120,6 +147,8 @@ class GlobalArray(CheckedArray):
         super().__init__(name, data, "global")
         self.clock = clock
         self.cells: dict[tuple[int, ...], list] = {}  # element → what is known of it
+        # element → group → the phase of its last access, once a fenced atomic has run
+        self.phases: dict[tuple[int, ...], dict] = {}
 
     def _log(self, idx: tuple[int, ...], who: Who, kind: str, value=None) -> None:
         cell = self.cells.get(idx)
@@ -139,18 +168,29 @@ class GlobalArray(CheckedArray):
                 stored = self.data[idx]
                 return stored.tobytes() == stored.dtype.type(value).tobytes()
 
-            found = _conflict(_record(cell, _GROUPS), group, kind, same_bits)
+            ordered = None
+            if self.clock.seen:  # a fenced atomic ran: groups it orders do not race
+                phases = self.phases.get(idx, {})
+
+                def ordered(other) -> bool:
+                    return self.clock.ordered(other, group, phases.get(other, 0))
+
+            found = _conflict(_record(cell, _GROUPS), group, kind, same_bits, ordered)
             if found is None:
                 found = _conflict(_record(cell, _LANES), lane, kind, same_bits)
             if found is not None:
                 raise self._race(idx, found, who, kind)
         _note(cell, _LANES, lane, kind, who)
         _note(cell, _GROUPS, group, kind, who)
+        if self.clock.phase:
+            self.phases.setdefault(idx, {})[group] = self.clock.phase.get(group, 0)
 
     def _race(self, idx, found: tuple[Who, str], who: Who, kind: str) -> RaceError:
         other, other_kind = found
         if other.group != who.group:
-            why = "by different groups, which no barrier orders (use tile.atomic_add)"
+            why = (
+                "by different groups, which no barrier orders (use an atomic: tile.atomic_add, ...)"
+            )
         else:
             why = "with no tbarrier() between them"
         return RaceError(
@@ -173,9 +213,11 @@ class GlobalArray(CheckedArray):
         self._log(idx, who, WRITE, value)
         self.data[idx] = value
 
-    def atomic_add(self, index: tuple, value: object, who: Who) -> object:
+    def atomic(self, index: tuple, update, who: Who, what: str, fenced: bool = False) -> object:
         idx = self.check_index(index, who)
         self._log(idx, who, ATOMIC)
         old = self.data[idx]
-        self.data[idx] = old + value
+        self.data[idx] = update(old)
+        if fenced:
+            self.clock.fence(who.group, (self.name, idx))
         return old

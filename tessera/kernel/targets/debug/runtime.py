@@ -4,7 +4,7 @@ and reads of asynchronous copies that have not completed.
 Every access names who made it (group, lane, source line), so a report can name both
 sides of a race. Shared-memory accesses are logged per *epoch*, the stretch between two
 barriers: two different lanes touching one element in an epoch, at least one writing,
-is a race. Atomic adds only race with plain accesses, not with each other.
+is a race. Atomic updates only race with plain accesses, not with each other.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ....errors import (
     UninitializedReadError,
 )
 
-READ, WRITE, ATOMIC = "read", "write", "atomic add"
+READ, WRITE, ATOMIC = "read", "write", "atomic update"
 
 
 @dataclass(frozen=True, slots=True)  # no __dict__: cheap to keep (races.py)
@@ -68,10 +68,12 @@ class CheckedArray:
     def store(self, index: tuple, value: object, who: Who) -> None:
         self.data[self.check_index(index, who)] = value
 
-    def atomic_add(self, index: tuple, value: object, who: Who) -> object:
+    def atomic(self, index: tuple, update, who: Who, what: str, fenced: bool = False) -> object:
+        """``old = a[index]; a[index] = update(old)`` as one step; returns ``old``
+        (``fenced``: ``atomic_xchg``/``atomic_cas``, which order memory: races.py)."""
         idx = self.check_index(index, who)
         old = self.data[idx]
-        self.data[idx] = old + value
+        self.data[idx] = update(old)
         return old
 
 
@@ -199,19 +201,19 @@ class SharedArray(CheckedArray):
         self._written(idx)
         self.data[idx] = value
 
-    def atomic_add(self, index: tuple, value: object, who: Who) -> object:
+    def atomic(self, index: tuple, update, who: Who, what: str, fenced: bool = False) -> object:
         idx = self.check_index(index, who)
-        self._check_pending(idx, who, "atomic add")
+        self._check_pending(idx, who, what)
         if not self.written[idx]:
             raise UninitializedReadError(
                 who.kernel,
-                f"atomic add to shared array '{self.name}' element {_fmt(idx)}, which no "
+                f"{what} of shared array '{self.name}' element {_fmt(idx)}, which no "
                 f"lane has written since the group started ({who.describe()})",
                 (("", who.loc),),
             )
         self._log(idx, who, ATOMIC)
         old = self.data[idx]
-        self.data[idx] = old + value
+        self.data[idx] = update(old)
         return old
 
     def read_all(self, who: Who) -> np.ndarray:
