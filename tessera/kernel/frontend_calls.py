@@ -247,6 +247,14 @@ class CallLowering:
         if arg.kind == "index":
             pre, items = self.indices(scope, node)
             return pre, ir.Tuple(self.loc(scope, node), items)
+        if arg.kind == "tiles":  # each index tile a variable of its own, as tile arguments
+            pre, items = self.indices(scope, node)
+            for k, item in enumerate(items):
+                if not isinstance(item, (ir.Name, ir.Const)):
+                    name = self.fresh("index")
+                    pre.append(ir.Assign(item.loc, name, item))
+                    items[k] = ir.Name(item.loc, name)
+            return pre, ir.Tuple(self.loc(scope, node), items)
         if arg.kind in ("array", "shared"):
             array = self.array_ref(scope, node)
             if arg.kind == "shared" and array.name not in self.shared_vars:

@@ -231,6 +231,13 @@ class Typer:
                 node, f"'{name.name}' has {at.ndim} dims but is indexed with {len(indices)}"
             )
         for i in indices:
+            if isinstance(self.expr(i, final), TileType):
+                raise self.error(
+                    i,
+                    f"an index into '{name.name}' is a tile: read the array at a tile of "
+                    f"indices with tile.gather({name.name}, (i, ...)) and write it with "
+                    "tile.scatter",
+                )
             if not self.scalar(i, final).dtype.is_int:
                 raise self.error(
                     i,
@@ -388,6 +395,8 @@ class Typer:
                     operands.append(t)
                 else:
                     raise self.error(a, f"{prim.name}({arg.name}) needs a tile, not {t}")
+            elif arg.kind == "tiles":
+                described.append(self.index_tiles(e, a, final))
             elif arg.kind == "shape":
                 dims = [fold_int(d) for d in a.items]
                 if any(d is None for d in dims):
@@ -406,6 +415,18 @@ class Typer:
         if prim.result == "rule":
             return self.rule_result(e, described, operands)
         return None
+
+    def index_tiles(self, e: ir.PrimCall, index: ir.Tuple, final: bool) -> tuple:
+        """The index tiles of a gather or scatter: integer tiles (or values), one per dim
+        of the array; described as (how many, their broadcast shape or None)."""
+        shapes = []
+        for item in index.items:
+            t = self.expr(item, final)
+            if not isinstance(t, (TileType, ScalarType)) or not t.dtype.is_int:
+                raise self.error(item, f"{e.prim.name}: an index needs integers, not {t}")
+            if isinstance(t, TileType):
+                shapes.append(t.shape)
+        return len(index.items), broadcast(*shapes) if shapes else None
 
     def atomic_operand(self, e: ir.PrimCall, array: ArrayType) -> None:
         """The array element types an atomic update takes: real numbers; integers for

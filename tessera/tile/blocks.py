@@ -23,8 +23,8 @@ from typing import NamedTuple
 from .. import dtypes as D
 from .primitives import RuleError, declare
 
-__all__ = ["Block", "arange", "broadcast", "dot", "expand_dims", "full", "load_block"]
-__all__ += ["store_block", "where", "zeros"]
+__all__ = ["Block", "arange", "broadcast", "dot", "expand_dims", "full", "gather", "load_block"]
+__all__ += ["scatter", "store_block", "where", "zeros"]
 
 
 class Block(NamedTuple):
@@ -82,6 +82,33 @@ def _store(dst, offset, t, mask):
             raise RuleError(f"the mask must be a bool tile, not {mask.dtype.name}")
         if broadcast(mask.shape, t.shape) != t.shape:
             raise RuleError(f"a mask of shape {mask.shape} does not cover a tile {t.shape}")
+    return None
+
+
+def _index_shape(what: str, ndim: int, index: tuple, mask) -> tuple[int, ...]:
+    count, shape = index
+    if count != ndim:
+        raise RuleError(
+            f"{what} of a {ndim}-d array needs {ndim} indices, one per dim, not {count}"
+        )
+    if shape is None:
+        raise RuleError(f"{what} needs a tile of indices (one block: tile.load_block/store_block)")
+    if mask is not None:
+        if mask.dtype != D.bool_:
+            raise RuleError(f"the mask must be a bool tile, not {mask.dtype.name}")
+        shape = broadcast(mask.shape, shape)
+    return _shape(shape)
+
+
+def _gather(src, index, mask, other):
+    dtype, ndim = src
+    return Block(dtype, _index_shape("tile.gather", ndim, index, mask))
+
+
+def _scatter(dst, index, t, mask):
+    shape = _index_shape("tile.scatter", dst[1], index, mask)
+    if broadcast(shape, t.shape) != t.shape:
+        raise RuleError(f"indices of shape {shape} do not cover a tile {t.shape}")
     return None
 
 
@@ -188,6 +215,29 @@ store_block = declare(
     "elements outside the array, or where `mask` is False, are not written.",
     tile=True,
     rule=_store,
+    collective=True,
+    grouped_only=True,
+    writes=True,
+    statement=True,
+)
+gather = _tile(
+    "tile.gather",
+    "src:array index:tiles mask:tile=None other:value=0",
+    _gather,
+    "The tile of `src[i0, i1, ...]` for index tiles `(i0, i1, ...)`, one per dim of `src`, "
+    "broadcast together (and with `mask`); an element whose index is outside the array, or "
+    "where `mask` is False, reads `other`.",
+    collective=True,
+    grouped_only=True,
+)
+scatter = declare(
+    "tile.scatter",
+    "dst:array index:tiles t:tile mask:tile=None",
+    "rule",
+    "Writes each element of `t` to `dst[i0, i1, ...]` at its index tiles' element; indices "
+    "outside the array, or where `mask` is False, are not written.",
+    tile=True,
+    rule=_scatter,
     collective=True,
     grouped_only=True,
     writes=True,

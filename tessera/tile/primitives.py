@@ -32,8 +32,9 @@ from ..errors import TesseraError
 #   shape   a constant shape: one int or a tuple of them
 #   dtype   a dtype (f32, f16, ...)
 #   axisopt a constant axis of a tile, or None
+#   tiles   one integer tile (or value) per dim of an array: a gather's or scatter's index
 ARG_KINDS = ARG_KINDS_SCALAR = ("axis", "flag", "value", "number", "int", "index", "array")
-ARG_KINDS += ("shared", "tile", "operand", "shape", "dtype", "axisopt")
+ARG_KINDS += ("shared", "tile", "operand", "shape", "dtype", "axisopt", "tiles")
 # Result rules (what the typer gives the call): i64; ``value``: the type of the first
 # value/number argument; ``element``: the element type of the array argument; ``rule``:
 # the declaration's own ``rule`` function (tile values); None: a statement, no value.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ... import dtypes as D
 from ...tile import blocks as B
 from ...tile import primitives as P
-from ..ir import ScalarType
+from ..ir import ScalarType, TileType
 from .pysource import ctor
 from .target import lowerings_table
 from .tile_source import ELEMENTWISE_LOWERINGS
@@ -158,5 +158,56 @@ def _store_block(cg, call, site):
         )
         cg.emit(f"if {inside}:")
         cg.emit(f"    {array}[{index}] = {value}")
+
+    cg.element_loops(t.type.shape, body)
+
+
+def _indexed(cg, index, mask, array: str) -> tuple[str, str]:
+    """Emit the current element's array position (``_p<d>``, i64) from the index tiles of
+    a gather or scatter; (the array index, the condition to touch it)."""
+    conds = []
+    for d, item in enumerate(index.items):
+        if isinstance(item.type, TileType):
+            code = cg.tile_read(item.name, item.type.shape)
+            code = cg.conv(code, ScalarType(item.type.dtype), ScalarType(D.i64))
+        else:
+            code = cg.conv(cg.expr(item), item.type, ScalarType(D.i64))
+        cg.emit(f"_p{d} = {code}")
+        conds.append(f"0 <= _p{d} < {array}.shape[{d}]")
+    if mask is not None:
+        conds.append(cg.tile_read(mask.name, mask.type.shape))
+    position = ", ".join(f"np.uint64(_p{d})" for d in range(len(index.items)))
+    return position, " and ".join(conds)
+
+
+@common(B.gather)
+def _gather(cg, call, site):
+    """Each element reads its own position (``other`` outside the array or masked)."""
+    src, index, mask, other = call.args
+    t, array = call.type, cg.name(src.name)
+    cg.emit(f"_fv = {cg.conv(cg.expr(other), other.type, ScalarType(t.dtype))}", call.loc)
+    dest, dtype = cg.name(site.target), cg.types[src.name].dtype
+
+    def body():
+        position, inside = _indexed(cg, index, mask, array)
+        element = cg.load_storage(f"{array}[{position}]", dtype)
+        cg.emit(f"{dest}[{', '.join(cg.element)}] = {element} if {inside} else _fv")
+
+    cg.element_loops(t.shape, body)
+
+
+@common(B.scatter)
+def _scatter(cg, call, site):
+    dst, index, t, mask = call.args
+    array = cg.name(dst.name)
+    cg.emit(f"# tile.scatter({dst.name}, ...)", call.loc)
+
+    def body():
+        position, inside = _indexed(cg, index, mask, array)
+        value = cg.store_code(
+            cg.tile_read(t.name, t.type.shape), t.type.dtype, cg.types[dst.name].dtype
+        )
+        cg.emit(f"if {inside}:")
+        cg.emit(f"    {array}[{position}] = {value}")
 
     cg.element_loops(t.type.shape, body)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from .... import dtypes as D
+from ....errors import RaceError
 from ....tile import blocks as B
 from ....tile import primitives as P
-from ...ir import ScalarType
+from ...ir import ScalarType, TileType
 from ...typer import concrete
 from .. import semantics
 from ..target import lowerings_table
@@ -273,6 +274,80 @@ def _store_block(c, call, site):
                 continue
             with np.errstate(all="ignore"):
                 array.store(pos, to_storage(values[index]), who)
+        return None
+
+    return _group_once(compute)
+
+
+def _index_reader(c, index, mask, loc):
+    """``positions(frame, shape)``: each element's array position (a tuple of ints) and
+    whether it is touched, from the index tiles of a gather or scatter."""
+    items = []
+    for item in index.items:
+        if isinstance(item.type, TileType):
+            items.append(lambda f, name=item.name: f.vars[name])
+        else:
+            items.append(c.expr(item))
+
+    def positions(frame, shape, extent):
+        idx = [np.broadcast_to(np.asarray(get(frame), np.int64), shape) for get in items]
+        keep = np.broadcast_to(frame.vars[mask.name], shape) if mask is not None else None
+        for element in np.ndindex(*shape):
+            pos = tuple(int(i[element]) for i in idx)
+            inside = all(0 <= p < n for p, n in zip(pos, extent))
+            yield element, pos if inside and (keep is None or keep[element]) else None
+
+    return positions
+
+
+@lowering(B.gather)
+def _gather(c, call, site):
+    src, index, mask, other = call.args
+    name, t, loc = src.name, call.type, call.loc
+    positions = _index_reader(c, index, mask, loc)
+    fill = convert(c.expr(other), other.type, ScalarType(t.dtype))
+    to_compute = np.float32 if t.dtype in HALF else None
+
+    def compute(frame, run):
+        array, who = frame.vars[name], run.group_who(loc)
+        out = np.empty(t.shape, compute_type(t.dtype))
+        for element, pos in positions(frame, t.shape, array.shape):
+            value = array.load(pos, who) if pos is not None else fill(frame)
+            out[element] = to_compute(value) if to_compute is not None else value
+        return out
+
+    return _group_once(compute)
+
+
+@lowering(B.scatter)
+def _scatter(c, call, site):
+    """Two elements written to one position must carry the same bits: which one lands is
+    the target's choice (CUDA's threads race), so anything else is a ``RaceError``."""
+    dst, index, t, mask = call.args
+    name, loc = dst.name, call.loc
+    positions = _index_reader(c, index, mask, loc)
+    to_storage = tiles.storage_of(t.type.dtype, c.types[name].dtype)
+
+    def compute(frame, run):
+        array, who = frame.vars[name], run.group_who(loc)
+        values = frame.vars[t.name]
+        written: dict = {}
+        for element, pos in positions(frame, values.shape, array.shape):
+            if pos is None:
+                continue
+            with np.errstate(all="ignore"):
+                value = to_storage(values[element])
+            bits = np.asarray(value).tobytes()
+            first = written.setdefault(pos, (element, bits))
+            if first[1] != bits:
+                raise RaceError(
+                    who.kernel,
+                    f"tile.scatter writes different values to element {pos} of '{name}' "
+                    f"(from the tile's elements {first[0]} and {element}): which one lands "
+                    "differs between targets",
+                    (("", loc),),
+                )
+            array.store(pos, value, who)
         return None
 
     return _group_once(compute)
