@@ -72,6 +72,11 @@ class _NumbaCuda:
     def shfl_down_sync(mask, value, delta):
         return value
 
+    class cg:  # noqa: N801 - numba-cuda's cooperative groups
+        @staticmethod
+        def this_grid():
+            return None
+
     class atomic:  # noqa: N801 - numba-cuda's spelling
         @staticmethod
         def max(array, index, value):
@@ -222,3 +227,14 @@ def k_xoroshiro(x: f32[n], y: mut[f32[n]]):
 )
 def test_cuda_atomic_and_random_spellings_suggest_the_languages(fn, want):
     assert want in str(compile_error(fn, **GROUP))
+
+
+def k_grid_sync(x: f32[n], y: mut[f32[n]]):
+    g = cuda.cg.this_grid()
+    g.sync()
+
+
+def test_grid_synchronisation_is_refused_with_what_to_write_instead():
+    err = str(compile_error(k_grid_sync, **GROUP))
+    assert "cannot call 'cuda.cg.this_grid' in a kernel; grid-wide synchronisation" in err
+    assert "launch a second kernel for the rest" in err

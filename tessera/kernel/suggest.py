@@ -121,7 +121,20 @@ def _primitive_names() -> dict[str, str]:
     return out
 
 
+# CUDA features the language does not have, and what to write instead
+NOT_IN_LANGUAGE = {
+    "this_grid": (
+        "grid-wide synchronisation (a cooperative launch) is not in the language: end the "
+        "kernel where the grid would sync and launch a second kernel for the rest (one "
+        "launch finishes every group before the next launch starts, on every target)"
+    ),
+}
+NOT_IN_LANGUAGE["grid_sync"] = NOT_IN_LANGUAGE["sync_grid"] = NOT_IN_LANGUAGE["this_grid"]
+
+
 def _cuda(word: str) -> str | None:
+    if word in NOT_IN_LANGUAGE:
+        return NOT_IN_LANGUAGE[word]
     if word in CUDA_SPELLINGS:
         spelling, note = CUDA_SPELLINGS[word]
         if spelling == "tbarrier":
