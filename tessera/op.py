@@ -21,6 +21,7 @@ import numpy as _np
 
 from . import dtypes as _dtypes
 from .arrays import is_device_array as _is_device_array
+from .ops import fft as _fft
 from .ops.module import Module as _Module
 from .ops.module import apply as _apply
 from .ops.plan import operands as _operands
@@ -319,6 +320,33 @@ def flash_attention(q, k, v, causal=False, scale=None):
         "causal": _flag("flash_attention", causal, "causal"),
     }
     return _apply("attention", [q, k, v], attrs)
+
+
+# ----------------------------------------------------------------------------- FFT
+# numpy.fft's functions, computed by kernels of the language (ops/fft.py; docs/ops.md)
+
+
+def fft(x, n=None, axis=-1, norm=None):
+    """The discrete Fourier transform of ``x`` along ``axis``, as ``numpy.fft.fft``:
+    ``n`` points (cropped or zero-padded), ``norm`` "backward" (default), "ortho" or
+    "forward"; complex64 for f16/f32/complex64 input, complex128 otherwise."""
+    return _fft.run("fft", x, n, axis, norm, inverse=False, real_in=False, real_out=False)
+
+
+def ifft(x, n=None, axis=-1, norm=None):
+    """The inverse of :func:`fft` (``1/n`` scaled by default), as ``numpy.fft.ifft``."""
+    return _fft.run("ifft", x, n, axis, norm, inverse=True, real_in=False, real_out=False)
+
+
+def rfft(x, n=None, axis=-1, norm=None):
+    """The transform of a real ``x``: its first ``n // 2 + 1`` points (``numpy.fft.rfft``)."""
+    return _fft.run("rfft", x, n, axis, norm, inverse=False, real_in=True, real_out=False)
+
+
+def irfft(x, n=None, axis=-1, norm=None):
+    """The real signal of ``n`` points (default ``2 * (len - 1)``) whose :func:`rfft` is
+    ``x``, as ``numpy.fft.irfft``."""
+    return _fft.run("irfft", x, n, axis, norm, inverse=True, real_in=False, real_out=True)
 
 
 # ----------------------------------------------------------------------------- composites

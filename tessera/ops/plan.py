@@ -32,19 +32,19 @@ def run(lowered: Lowered, arrays: list, fresh: bool = False) -> list:
     they are assigned to (aliasing.py: as if every input were read before any output is
     written). ``fresh``: no result is (a view of) an argument."""
     graph = lowered.graph
-    memory = _memory(arrays)
-    arrays = list(arrays) + [memory.from_host(c) for c in graph.captured]
+    buffers = memory(arrays)
+    arrays = list(arrays) + [buffers.from_host(c) for c in graph.captured]
     aliasing.check_writable(graph, arrays)
     env: dict[int, object] = {}
     for inp, a in zip(graph.inputs, arrays):
         env[id(inp)] = np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a
     direct = aliasing.direct_outputs(lowered, arrays, env)
     with _stream_scope(arrays):
-        _launch(lowered, env, direct, memory)
+        _launch(lowered, env, direct, buffers)
     results, writes = [], []
     for i, value in enumerate(graph.outputs):
         if isinstance(value, Const):
-            results.append(memory.from_host(np.full((), value.value)))
+            results.append(buffers.from_host(np.full((), value.value)))
             continue
         array = env[id(value)]
         if i in graph.written:
@@ -53,12 +53,11 @@ def run(lowered: Lowered, arrays: list, fresh: bool = False) -> list:
                 writes.append((target, array))
             array = target
         elif fresh and any(aliasing.overlap(array, a) for a in arrays):
-            array = aliasing.private_copy(memory, array)
+            array = aliasing.private_copy(buffers, array)
         results.append(array)
     targets = [arrays[index] for index in graph.written.values()]
     writes = [  # every value is read before any output is written
-        (t, aliasing.private_copy(memory, a) if any(aliasing.overlap(a, u) for u in targets) else a)
-        for t, a in writes
+        (t, aliasing.private_copy(buffers, a) if _overlaps(a, targets) else a) for t, a in writes
     ]
     for target, array in writes:
         aliasing.assign(target, array)
@@ -92,7 +91,11 @@ def _matrix(shape: tuple[int, ...]) -> tuple[int, int]:
     return rows, shape[-1]
 
 
-def _memory(arrays: list):
+def _overlaps(array, others: list) -> bool:
+    return any(aliasing.overlap(array, other) for other in others)
+
+
+def memory(arrays: list):
     """Where the graph's buffers live: beside device arrays, the target that runs them
     makes them (``Target.empty``); beside host arrays, NumPy."""
     if any(is_device_array(a) for a in arrays):
@@ -130,4 +133,4 @@ def operands(name: str, args: tuple) -> kinds.Operands:
     return out
 
 
-__all__ = ["Input", "c_contiguous", "operands", "run"]
+__all__ = ["Input", "c_contiguous", "memory", "operands", "run"]

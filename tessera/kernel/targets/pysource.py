@@ -97,6 +97,9 @@ class SourceEmitter(TileSource):
         # with bounds checks on: (array, axis, rank, loc) of each checked index, by site
         self.check_sites: list[tuple[str, int, int, object]] = []
         self.assert_sites: list[tuple[str, object]] = []  # (message, loc) of each assert
+        # the code of each weak float literal emitted, and its Python value: one that
+        # meets an f64 becomes that f64 exactly, not the f32 of a lone literal (conv)
+        self.weak_literals: dict[str, float] = {}
 
     # ------------------------------------------------------------------ target hooks
     def collective(self, s: ir.Stmt) -> None:
@@ -339,6 +342,8 @@ class SourceEmitter(TileSource):
         s, d = concrete(src).dtype, concrete(dst).dtype
         if s == d:
             return code
+        if d == D.f64 and src.weak and code in self.weak_literals:  # the literal's value
+            return self.const(self.weak_literals[code], dst)
         if d == D.bool_:
             return f"({code} != 0)"
         if d in HALF:
@@ -398,7 +403,10 @@ class SourceEmitter(TileSource):
     def expr(self, e: ir.Expr) -> str:
         t = e.type
         if isinstance(e, ir.Const):
-            return self.const(e.value, t)
+            code = self.const(e.value, t)
+            if t.weak and t.dtype.is_float:
+                self.weak_literals[code] = e.value
+            return code
         if isinstance(e, ir.Name):
             if e.name == "grid_groups":
                 return "s_grid_groups"

@@ -384,7 +384,8 @@ def argument_types(args: tuple) -> tuple[str, ...]:
 # The sources the compiled code depends on besides the generated text: this driver, the
 # runtime namespace and the Tessera modules whose functions it lends to the generated code
 # (tests/test_disk_cache.py checks that this list covers cpu_runtime.namespace()).
-RUNTIME_SOURCES = ("program.py", "runtime.py", "native.py", "microkernel.py", "vector_width.py")
+RUNTIME_SOURCES = ("program.py", "runtime.py", "atomics.py", "native.py", "microkernel.py")
+RUNTIME_SOURCES += ("vector_width.py",)
 RUNTIME_SOURCES += ("../semantics.py", "../integers.py", "../own_math.py")
 
 

@@ -28,7 +28,10 @@ def compile_expr(c, e: ir.Expr):
     """The closure for expression ``e`` (``c`` is the statement compiler)."""
     t = e.type
     if isinstance(e, ir.Const):
-        return _const(e.value, t)
+        fn = _const(e.value, t)
+        if t.weak and t.dtype.is_float:  # one that meets an f64 is that f64 exactly
+            fn.literal = float(e.value)
+        return fn
     if isinstance(e, ir.Name):
         name = e.name
         if isinstance(t, TileType):  # inside an elementwise tile statement

@@ -77,6 +77,11 @@ def to_bf16(value) -> object:
 
 
 def convert(fn, src: ir.Type, dst: ir.Type):
-    """``fn`` followed by the conversion from ``src`` to ``dst`` (if any)."""
+    """``fn`` followed by the conversion from ``src`` to ``dst`` (if any); a weak float
+    literal that meets an f64 is that f64 exactly (not the f32 of a lone literal)."""
+    literal = getattr(fn, "literal", None)
+    if literal is not None and getattr(src, "weak", False) and concrete(dst).dtype == D.f64:
+        value = np.float64(literal)
+        return lambda f: value
     c = converter(src, dst)
     return fn if c is None else (lambda f: c(fn(f)))

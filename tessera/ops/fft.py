@@ -1,0 +1,315 @@
+"""The discrete Fourier transforms of the operator layer (``op.fft``, ``op.ifft``,
+``op.rfft``, ``op.irfft``; docs/ops.md, "FFT"): NumPy's ``numpy.fft`` functions, computed
+by kernels of the language on every target.
+
+A transform of length ``n`` along the last axis runs each row through:
+
+* a *load* kernel: the input converted to the complex dtype of the result (NumPy's: f16
+  and f32 → complex64; f64, integers and bool → complex128), cropped or zero-padded to
+  ``n`` (irfft: the Hermitian spectrum of ``n`` points rebuilt from ``n // 2 + 1``);
+* for ``n`` a power of two, ``log2(n)`` Stockham radix-2 passes (autosorting: each pass
+  reads one buffer and writes the other in natural order, so no bit reversal), one lane
+  per butterfly; the twiddle ``exp(±iπk/p)`` computed in f64 and rounded once;
+* for other ``n``, Bluestein's algorithm: the transform as a circular convolution with
+  the chirp ``exp(±iπt²/n)`` of power-of-two length ``m ≥ 2n - 1``, done with the passes
+  above (three transforms of length ``m``);
+* the scale of ``norm`` (``"backward"``: 1 forward, ``1/n`` inverse; ``"ortho"``:
+  ``1/√n``; ``"forward"``: ``1/n`` forward) in the last kernel, then rfft's first
+  ``n // 2 + 1`` columns or irfft's real part.
+
+Other axes are moved last (NumPy arrays; device arrays take the last axis). The kernels
+are made on first use, per complex dtype.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from .. import dtypes as D
+from .. import tile
+from ..arrays import is_device_array
+from ..decorators import kernel
+from ..dtypes import complex64, complex128, dtype_constexpr, f64, i64, mut
+from . import kinds, plan
+from .tensor import OpTypeError, current, op_error
+
+NORMS = ("backward", "ortho", "forward")
+
+
+@functools.cache
+def kernels(ct: D.DType) -> dict:
+    """The transform's kernels for complex dtype ``ct`` (complex64 or complex128)."""
+    rt = D.COMPLEX_PARTS[ct]
+
+    @kernel
+    def load_real(x: T[rows, m], y: mut[ct[rows, n]], T: dtype_constexpr):
+        i = tile.linear_id()
+        if i < rows * n:
+            r, j = i // n, i % n
+            v = complex(rt(0.0), rt(0.0))
+            if j < m:
+                v = complex(rt(x[r, j]), rt(0.0))
+            y[r, j] = v
+
+    @kernel
+    def load_complex(x: ct[rows, m], y: mut[ct[rows, n]]):
+        i = tile.linear_id()
+        if i < rows * n:
+            r, j = i // n, i % n
+            v = complex(rt(0.0), rt(0.0))
+            if j < m:
+                v = x[r, j]
+            y[r, j] = v
+
+    @kernel
+    def load_hermitian(x: ct[rows, m], y: mut[ct[rows, n]]):
+        # the spectrum of a real signal of n points from its first n // 2 + 1
+        i = tile.linear_id()
+        if i < rows * n:
+            r, j = i // n, i % n
+            k = j if j <= n // 2 else n - j
+            v = complex(rt(0.0), rt(0.0))
+            if k < m:
+                v = x[r, k]
+            if j > n // 2:
+                v = v.conjugate()
+            y[r, j] = v
+
+    @kernel
+    def radix2(x: ct[rows, n], y: mut[ct[rows, n]], p: i64, sign: f64, scale: rt):
+        # one Stockham pass: sub-transforms of length p become ones of length 2p
+        i = tile.linear_id()
+        half = n // 2
+        if i < rows * half:
+            r, b = i // half, i % half
+            k = b % p
+            angle = sign * math.pi * f64(k) / f64(p)
+            w = complex(rt(math.cos(angle)), rt(math.sin(angle)))
+            u0 = x[r, b]
+            u1 = x[r, b + half] * w
+            j = (b - k) * 2 + k
+            y[r, j] = (u0 + u1) * scale
+            y[r, j + p] = (u0 - u1) * scale
+
+    @kernel
+    def scaled(x: ct[rows, n], y: mut[ct[rows, n]], scale: rt):
+        i = tile.linear_id()
+        if i < rows * n:
+            y[i // n, i % n] = x[i // n, i % n] * scale
+
+    @kernel
+    def chirp_in(x: ct[rows, n], y: mut[ct[rows, m]], sign: f64):
+        # Bluestein: x_j exp(sign iπ j²/n), zero-padded to m
+        i = tile.linear_id()
+        if i < rows * m:
+            r, j = i // m, i % m
+            v = complex(rt(0.0), rt(0.0))
+            if j < n:
+                angle = sign * math.pi * f64((j * j) % (2 * n)) / f64(n)
+                v = x[r, j] * complex(rt(math.cos(angle)), rt(math.sin(angle)))
+            y[r, j] = v
+
+    @kernel
+    def chirp_filter(y: mut[ct[one, m]], n: i64, sign: f64):
+        # Bluestein: exp(-sign iπ t²/n) at t and at m - t, for t < n; zero between
+        j = tile.linear_id()
+        if j < m:
+            t = j if j < n else m - j
+            v = complex(rt(0.0), rt(0.0))
+            if t < n:
+                angle = -sign * math.pi * f64((t * t) % (2 * n)) / f64(n)
+                v = complex(rt(math.cos(angle)), rt(math.sin(angle)))
+            y[0, j] = v
+
+    @kernel
+    def multiply_rows(x: ct[rows, m], h: ct[one, m], y: mut[ct[rows, m]]):
+        i = tile.linear_id()
+        if i < rows * m:
+            y[i // m, i % m] = x[i // m, i % m] * h[0, i % m]
+
+    @kernel
+    def chirp_out(x: ct[rows, m], y: mut[ct[rows, n]], sign: f64, scale: rt):
+        i = tile.linear_id()
+        if i < rows * n:
+            r, k = i // n, i % n
+            angle = sign * math.pi * f64((k * k) % (2 * n)) / f64(n)
+            y[r, k] = x[r, k] * complex(rt(math.cos(angle)), rt(math.sin(angle))) * scale
+
+    @kernel
+    def first_columns(x: ct[rows, n], y: mut[ct[rows, m]]):
+        i = tile.linear_id()
+        if i < rows * m:
+            y[i // m, i % m] = x[i // m, i % m]
+
+    @kernel
+    def real_part(x: ct[rows, n], y: mut[T[rows, n]], T: dtype_constexpr):
+        i = tile.linear_id()
+        if i < rows * n:
+            y[i // n, i % n] = T(x[i // n, i % n].real)
+
+    return dict(locals())
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+class _Transform:
+    """One call: the rows, the memory they live in, the kernels of their dtype."""
+
+    def __init__(self, op: str, rows: int, ct: D.DType, memory):
+        self.op, self.rows, self.ct, self.memory = op, rows, ct, memory
+        self.k = kernels(ct)
+
+    def empty(self, n: int, dtype: D.DType | None = None):
+        return self.memory.empty((self.rows, n), (dtype or self.ct).np_dtype)
+
+    def launch(self, name: str, count: int, *args) -> None:
+        if count > 0:
+            self.k[name][count](*args)
+
+    def transform(self, a, n: int, sign: float, scale: float):
+        """The length-``n`` DFT of the rows of ``a`` (complex, ``(rows, n)``), times
+        ``scale``; may write ``a``."""
+        if _power_of_two(n):
+            return self.stockham(a, n, sign, scale)
+        m = 1 << (2 * n - 2).bit_length()  # a power of two >= 2n - 1
+        chirped = self.empty(m)
+        self.launch("chirp_in", self.rows * m, a, chirped, sign)
+        spectrum = self.stockham(chirped, m, -1.0, 1.0)
+        h = self.memory.empty((1, m), self.ct.np_dtype)
+        self.k["chirp_filter"][m](h, n, sign)
+        h_spectrum = _Transform(self.op, 1, self.ct, self.memory).stockham(h, m, -1.0, 1.0)
+        self.launch("multiply_rows", self.rows * m, spectrum, h_spectrum, spectrum)
+        convolved = self.stockham(spectrum, m, 1.0, 1.0 / m)
+        out = self.empty(n)
+        self.launch("chirp_out", self.rows * n, convolved, out, sign, scale)
+        return out
+
+    def stockham(self, a, n: int, sign: float, scale: float):
+        """Radix-2 passes over ``a``; the result (``a`` or a second buffer)."""
+        if n == 1:
+            if scale != 1.0:
+                self.launch("scaled", self.rows, a, a, scale)
+            return a
+        b = self.empty(n)
+        p = 1
+        while p < n:
+            last = p * 2 == n
+            self.launch("radix2", self.rows * (n // 2), a, b, p, sign, scale if last else 1.0)
+            a, b = b, a
+            p *= 2
+        return a
+
+
+def _norm_scale(op: str, norm, n: int, inverse: bool) -> float:
+    if norm is None:
+        norm = "backward"
+    if norm not in NORMS:
+        raise op_error(op, f"norm={norm!r} is not one of {', '.join(map(repr, NORMS))}")
+    if norm == "ortho":
+        return 1.0 / math.sqrt(n)
+    return 1.0 / n if (norm == "backward") == inverse else 1.0
+
+
+def _complex_dtype(op: str, dtype: np.dtype) -> D.DType:
+    """NumPy's result dtype of a transform of ``dtype``."""
+    if dtype.kind == "c":
+        return complex64 if dtype == np.complex64 else complex128
+    if dtype.kind in "biu" or dtype == np.float64:
+        return complex128
+    if dtype in (np.float16, np.float32):
+        return complex64
+    raise op_error(op, f"takes arrays of numbers, not {dtype}", OpTypeError)
+
+
+def _length(op: str, n, default: int) -> int:
+    if n is None:
+        n = default
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise op_error(op, f"n must be an int, not {type(n).__name__}", OpTypeError)
+    if n < 1:
+        raise op_error(op, f"invalid number of data points ({n}): n must be at least 1")
+    return int(n)
+
+
+def run(op: str, x, n, axis, norm, inverse: bool, real_in: bool, real_out: bool):
+    """``numpy.fft.<op>(x, n, axis, norm)`` with the language's kernels."""
+    if current() is not None:
+        raise op_error(
+            op,
+            "the transforms run on arrays, not on the tensors of a traced module: call "
+            "it outside the module (its result is an array)",
+            OpTypeError,
+        )
+    given_arrays = plan.operands(f"op.{op}", (x,))
+    a, kind = given_arrays[0], given_arrays.kind
+    shape = tuple(int(d) for d in a.shape)
+    if not shape:
+        raise op_error(op, "takes an array of at least one dim, not a number")
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise op_error(op, f"axis must be an int, not {type(axis).__name__}", OpTypeError)
+    if not -len(shape) <= axis < len(shape):
+        raise op_error(op, f"axis {axis} is out of range for an array of {len(shape)} dims")
+    axis = int(axis) % len(shape)
+    dtype = np.dtype(a.dtype)
+    if real_in and dtype.kind == "c":
+        raise op_error(op, f"takes a real array, not {dtype} (use op.fft)", OpTypeError)
+    ct = _complex_dtype(op, dtype)
+    given = shape[axis]
+    if real_out:  # irfft: n output points from n // 2 + 1 input points
+        length = _length(op, n, 2 * (given - 1))
+    else:
+        length = _length(op, n, given)
+    if given == 0 and not real_out:
+        raise op_error(op, f"invalid number of data points (0) along axis {axis}")
+    device = is_device_array(a)
+    if device and axis != len(shape) - 1:
+        raise op_error(op, "a device array is transformed along its last axis (axis=-1)")
+    if not device:
+        a = np.ascontiguousarray(np.moveaxis(np.asarray(a), axis, -1))
+    lead = a.shape[:-1]
+    rows = math.prod(lead)
+    rows_a = a.reshape((rows, given))
+    t = _Transform(op, rows, ct, plan.memory(a))
+    if real_out:
+        if given == 0:
+            raise op_error(op, "invalid number of data points (0): irfft needs at least one")
+        if dtype.kind != "c":  # a real spectrum: its imaginary parts are 0
+            spectrum = t.empty(given)
+            t.launch("load_real", rows * given, rows_a, spectrum, _loaded_dtype(dtype))
+            rows_a = spectrum
+        full = t.empty(length)
+        t.launch("load_hermitian", rows * length, rows_a, full)
+    else:
+        full = t.empty(length)
+        if dtype.kind == "c":
+            t.launch("load_complex", rows * length, rows_a, full)
+        else:
+            t.launch("load_real", rows * length, rows_a, full, _loaded_dtype(dtype))
+    sign = 1.0 if inverse else -1.0
+    out = t.transform(full, length, sign, _norm_scale(op, norm, length, inverse))
+    if real_in:  # rfft: the first n // 2 + 1 columns
+        half = t.empty(length // 2 + 1)
+        t.launch("first_columns", rows * (length // 2 + 1), out, half)
+        out = half
+    if real_out:  # irfft: the real part, as NumPy: f16 in gives f16 out
+        real_t = D.f16 if dtype == np.float16 else D.COMPLEX_PARTS[ct]
+        real = t.empty(length, real_t)
+        t.launch("real_part", rows * length, out, real, real_t)
+        out = real
+    out = out.reshape((*lead, out.shape[-1]))
+    if not device:
+        out = np.moveaxis(out, -1, axis)
+    return kinds.give_back(kind, out)
+
+
+def _loaded_dtype(dtype: np.dtype) -> D.DType:
+    """The language's dtype of the arrays the load kernel reads."""
+    return D.from_numpy(dtype)
+
+
+__all__ = ["NORMS", "kernels", "run"]
