@@ -24,6 +24,7 @@ def autotune(
     *,
     tile=None,
     shared=None,
+    num_warps=None,
     prune: Callable | None = None,
     strategy: object = "grid",
     budget: int | None = None,
@@ -37,8 +38,9 @@ def autotune(
 ) -> Callable[[Callable], Autotuned]:
     """Declare a kernel tuned over ``space`` (see docs/autotune.md for every option).
 
-    ``tile``/``shared`` may be functions of the config; ``check`` compares each config's
-    outputs with the first valid one's (exact for integers, ``rtol``/``atol`` for floats);
+    ``tile``/``shared``/``num_warps`` may be functions of the config; ``check`` compares
+    each config's outputs with the first valid one's (exact for integers, ``rtol``/``atol``
+    for floats);
     ``measure(run, config) -> list of seconds`` replaces the default timing; ``flops``
     is every config's ``@kernel(flops=...)``, so profiles and metrics show GFLOP/s.
     """
@@ -46,6 +48,7 @@ def autotune(
     options = dict(
         tile=tile,
         shared=shared,
+        num_warps=num_warps,
         prune_rule=prune,
         strategy=strategy,
         budget=budget,

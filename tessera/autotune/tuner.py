@@ -48,6 +48,7 @@ class Autotuned:
         *,
         tile,
         shared,
+        num_warps,
         prune_rule,
         strategy,
         budget,
@@ -68,7 +69,7 @@ class Autotuned:
             raise AutotuneError(f"kernel '{self.name}': prune= removed every config")
         self.space = {k: list(v) for k, v in space.items()}
         self.key_names = list(key or [])
-        self.tile, self.shared = tile, shared
+        self.tile, self.shared, self.num_warps = tile, shared, num_warps
         self.strategy = make_strategy(strategy, budget)
         self.check, self.rtol, self.atol = check, rtol, atol
         if scope not in ("world", "rank"):
@@ -116,10 +117,12 @@ class Autotuned:
             try:
                 tile = self.tile(c) if callable(self.tile) else self.tile
                 shared = self.shared(c) if callable(self.shared) else self.shared
+                warps = self.num_warps(c) if callable(self.num_warps) else self.num_warps
                 self._kernels[c] = Kernel(
                     self.fn,
                     tile=tile,
                     shared=shared,
+                    num_warps=warps,
                     target=self.target,
                     flops=self.flops,
                     constants=dict(c.items()),

@@ -410,6 +410,7 @@ class KernelIR:
     tile_shape: tuple[int, ...]
     shared_budget: int | None
     loc: SourceLoc
+    num_warps: int | None = None  # @kernel(num_warps=...): a tile-only kernel's CUDA warps
     var_types: dict[str, Type] = field(default_factory=dict)
     allocs: list[SharedAlloc] = field(default_factory=list)
     symbols: list[str] = field(default_factory=list)

@@ -73,6 +73,7 @@ class Kernel(Launchable):
         boundscheck: bool | None = None,
         constants: dict[str, object] | None = None,
         flops: Callable[..., float] | None = None,
+        num_warps: int | None = None,
         enclosing: dict | None = None,
         source: SourceText | None = None,
     ):
@@ -101,9 +102,10 @@ class Kernel(Launchable):
             raise KernelError(
                 self.name, f"shared={shared!r} must be a number of bytes", info.decorator_loc
             )
+        _check_num_warps(self.name, num_warps, tile, info)
         if self.constants:  # names the body reads as compile-time constants (autotuning)
             info = dataclasses.replace(info, globals={**info.globals, **self.constants})
-        self.options = KernelOptions(tile, shared)
+        self.options = KernelOptions(tile, shared, num_warps)
         with internal_errors(self.name, info.decorator_loc):  # (or the statement's)
             self.params = parse_params(
                 self.name, info.fn_node, names, info.filename, info.line_offset
@@ -294,10 +296,26 @@ class Kernel(Launchable):
         return self.inspect("meta", *args, grid=grid, arch=arch)
 
 
-OPTIONS = ("tile", "shared", "target", "boundscheck", "flops")
+OPTIONS = ("tile", "shared", "target", "boundscheck", "flops", "num_warps")
 
 
 @entry_point
+def _check_num_warps(name: str, num_warps, tile, info) -> None:
+    """``num_warps=``: a power of two from 1 to 32, of a grouped kernel."""
+    if num_warps is None:
+        return
+    if type(num_warps) is not int or num_warps not in (1, 2, 4, 8, 16, 32):
+        raise KernelError(
+            name, f"num_warps={num_warps!r} must be 1, 2, 4, 8, 16 or 32", info.decorator_loc
+        )
+    if tile is None:
+        raise KernelError(
+            name,
+            "num_warps= is an option of grouped kernels (@kernel(tile=...))",
+            info.decorator_loc,
+        )
+
+
 def kernel(*args: object, **options: object):
     """Declare a kernel: ``@kernel`` (flat) or ``@kernel(tile=(128,), shared=8 * KiB)``.
 

@@ -39,6 +39,7 @@ from .typer import TypeConflict, Typer, fold_int
 class KernelOptions:
     tile: tuple[int, ...] | None
     shared: int | None
+    num_warps: int | None = None  # the CUDA block's warps for a tile-only kernel
 
 
 @dataclasses.dataclass
@@ -68,6 +69,7 @@ def front(
         grouped=grouped,
         tile_shape=tuple(options.tile or ()),
         shared_budget=options.shared,
+        num_warps=options.num_warps,
         loc=loc,
         allocs=fe.allocs,
         symbols=symbols,
@@ -222,7 +224,7 @@ def _source_hash(
     digest.update(ast.unparse(info.fn_node).encode())
     for helper in helpers:
         digest.update(ast.unparse(helper.source_info().fn_node).encode())
-    digest.update(repr((options.tile, options.shared)).encode())
+    digest.update(repr((options.tile, options.shared, options.num_warps)).encode())
     return digest.hexdigest()
 
 

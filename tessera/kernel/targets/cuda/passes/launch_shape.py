@@ -16,10 +16,11 @@ from __future__ import annotations
 import math
 
 from ..... import dtypes as D
+from .....errors import KernelError
 from .....tile import primitives as P
 from .... import ir
 from ....passes import gemm_loops
-from .mainloop import WARP, match
+from .mainloop import SHAPES, WARP, match, threads_refusal
 from .row_loop import plan_row_loop
 
 # the ids and barriers a tile-only kernel may use (everything else of primitives.py is
@@ -46,6 +47,8 @@ def tile_only(kir: ir.KernelIR) -> bool:
 def threads_for(kir: ir.KernelIR, tensor_cores: bool, stages: int) -> int:
     """The threads of one block of ``kir`` (grouped) on the CUDA target."""
     lanes = math.prod(kir.tile_shape)
+    if kir.num_warps is not None:
+        return _asked(kir, tensor_cores, stages, kir.num_warps)
     if not tensor_cores or not tile_only(kir):
         return lanes
     for s in kir.body:  # a row loop: a warp for every 16 rows of its block
@@ -66,3 +69,44 @@ def threads_for(kir: ir.KernelIR, tensor_cores: bool, stages: int) -> int:
                 return warps * WARP
             warps //= 2
     return lanes
+
+
+def _asked(kir: ir.KernelIR, tensor_cores: bool, stages: int, warps: int) -> int:
+    """``@kernel(num_warps=W)``: W warps for a tile-only kernel, whose register loops
+    must divide among them (a KernelError naming both otherwise)."""
+    if not tile_only(kir):
+        raise KernelError(
+            kir.name,
+            f"num_warps={warps} is for tile-only kernels; this one has lane code (ids, "
+            f"shuffles, atomics, tshared arrays, copies or prints), so it runs a thread per "
+            f"declared lane ({math.prod(kir.tile_shape)})",
+            kir.loc,
+        )
+    threads = warps * WARP
+    if not tensor_cores:  # the shared-memory path: any number of threads shares a tile
+        return threads
+    for s in ir.walk_stmts(kir.body):
+        if not isinstance(s, ir.For):
+            continue
+        rows = plan_row_loop(kir, s, threads, stages)
+        if rows is not None and rows.bm != 16 * warps:
+            raise KernelError(
+                kir.name,
+                f"num_warps={warps} does not divide the row loop's block of {rows.bm} rows "
+                f"(a warp takes 16 rows: num_warps={max(rows.bm // 16, 1)})",
+                s.loc,
+            )
+        g = gemm_loops.find(s, kir)
+        if g is None or g.dtype not in SHAPES or match(s, kir, threads, stages) is not None:
+            continue
+        # a loop the register path takes with other warps, but not with these
+        runs = any(match(s, kir, w * WARP, stages) for w in (1, 2, 4, 8, 16, 32))
+        why = threads_refusal(g, threads) if runs else None
+        if why is not None:
+            raise KernelError(
+                kir.name,
+                f"num_warps={warps} cannot run this GEMM loop in registers: {why} "
+                "(docs/targets.md, 'Register GEMM main loop')",
+                s.loc,
+            )
+    return threads

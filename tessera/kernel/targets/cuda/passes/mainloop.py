@@ -184,6 +184,28 @@ def warp_grid(m: int, n: int, warps: int, shape: Shape = SHAPES[D.f16]) -> tuple
     return None if best is None else best[1]
 
 
+def threads_refusal(g: gemm_loops.GemmLoop, threads: int) -> str | None:
+    """Why ``threads`` cannot run GEMM loop ``g`` as this main loop, or None."""
+    shape = SHAPES[g.dtype]
+    warps = threads // WARP
+    if warp_grid(g.m, g.n, warps, shape) is None:
+        return f"{warps} warps do not divide the block {g.m} x {g.n} into warp tiles"
+    # whole 16-byte chunks per thread for the copies; a register budget for acc
+    per_chunk = 16 // shape.element
+    if (g.m * g.k // per_chunk) % threads or (g.k * g.n // per_chunk) % threads:
+        return (
+            f"the blocks {g.m} x {g.k} and {g.k} x {g.n} do not split into whole 16-byte "
+            f"copies for {threads} threads"
+        )
+    held = g.m * g.n // threads * (ACCUMULATORS[g.dtype].itemsize // 4)
+    if held > MAX_ACC_REGISTERS:
+        return (
+            f"each of {threads} threads would hold {held} accumulator registers of the "
+            f"{g.m} x {g.n} block, over the {MAX_ACC_REGISTERS} the loop allows"
+        )
+    return None
+
+
 def match(
     loop: ir.For, kir: ir.KernelIR, threads: int, default_stages: int = DEFAULT_STAGES
 ) -> Mainloop | None:
@@ -203,12 +225,7 @@ def match(
     if shape.element == 8 and min(bk, bn) * 8 < 128:
         return None
     grid = warp_grid(bm, bn, threads // WARP, shape)
-    # whole 16-byte chunks per thread for the copies; a register budget for acc
-    per_chunk = 16 // shape.element
-    chunks_a, chunks_b = bm * bk // per_chunk, bk * bn // per_chunk
-    if grid is None or chunks_a % threads or chunks_b % threads:
-        return None
-    if bm * bn // threads * (acc_dtype.itemsize // 4) > MAX_ACC_REGISTERS:
+    if threads_refusal(g, threads) is not None:
         return None
     prefetch = loop.prefetch if isinstance(loop.prefetch, int) else None
     stages = max(2, prefetch + 1) if prefetch is not None else default_stages
