@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..dtypes import COMPLEX_PARTS
 from ..errors import SourceLoc
-from . import ir
+from . import ir, literals
 from .func import Func
 from .scope import Scope
 
@@ -409,6 +409,9 @@ class ValueLowering:
         constant, so a component used twice is computed once and expressions stay small."""
         if isinstance(value, (ir.Name, ir.Const)):
             return value
+        number = literals.folded(value)  # a literal's part: stays a (weak) literal
+        if number is not None:
+            return number
         t = self.fresh("c")
         pre.append(ir.Assign(loc, t, value))
         return ir.Name(loc, t)

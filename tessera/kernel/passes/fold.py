@@ -1,4 +1,5 @@
-"""Compile-time choices: string comparisons folded, branches on constants removed.
+"""Compile-time choices: string comparisons folded, branches on constants removed, and
+arithmetic of float literals done in double precision, as Python does it.
 
 A kernel chooses among variants with compile-time values, as Triton kernels do
 (``ACTIVATION: constexpr = "leaky_relu"`` ... ``if ACTIVATION == "leaky_relu":``). Strings
@@ -14,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...errors import KernelError
-from .. import ir
+from .. import ir, literals
 
 
 def fold_constants(kir: ir.KernelIR) -> None:
@@ -55,6 +56,10 @@ def _expr(kir: ir.KernelIR, e: ir.Expr) -> ir.Expr:
             if e.op not in ("==", "!="):
                 raise KernelError(kir.name, "strings compare only with == and !=", e.loc)
             return ir.Const(e.loc, (a.value == b.value) == (e.op == "=="))
+    if isinstance(e, (ir.BinOp, ir.UnaryOp)):
+        number = literals.folded(e)
+        if number is not None:
+            return number
     if isinstance(e, ir.UnaryOp) and e.op == "not" and _is_bool(e.operand):
         return ir.Const(e.loc, not e.operand.value)
     if isinstance(e, ir.BoolOp) and all(_is_bool(v) for v in e.values):
