@@ -5,8 +5,9 @@
 also a cast (``f32(x)``); outside, calling it converts a Python value to NumPy's scalar.
 
 Storage decisions (see docs/language.md): ``f16`` arrays are NumPy ``float16``; ``bf16``
-arrays are ``ml_dtypes.bfloat16`` (the type JAX uses). On the CPU both compute in f32 and
-round back when stored.
+arrays are ``ml_dtypes.bfloat16`` (the type JAX uses), ``f8e4m3``/``f8e5m2`` arrays
+``ml_dtypes.float8_e4m3fn``/``float8_e5m2``. All compute in f32 and round back when
+stored.
 """
 
 from __future__ import annotations
@@ -78,10 +79,17 @@ u16 = _dt("u16", np.uint16, "u")
 u32 = _dt("u32", np.uint32, "u")
 u64 = _dt("u64", np.uint64, "u")
 bool_ = _dt("bool_", np.bool_, "b")
-# 16-bit floats: held and computed in f32, rounded to 16 bits when stored (docs/language.md)
-COMPUTED_IN_F32 = (f16, bf16)
+# 8-bit floats (OCP FP8 as ml_dtypes has them): float8_e4m3fn (no infinities, 448 the
+# largest) and float8_e5m2 (IEEE-like, 57344 the largest)
+f8e4m3 = _dt("f8e4m3", ml_dtypes.float8_e4m3fn, "f")
+f8e5m2 = _dt("f8e5m2", ml_dtypes.float8_e5m2, "f")
+FP8 = (f8e4m3, f8e5m2)
+# 16- and 8-bit floats: held and computed in f32, rounded to their width when stored
+# (docs/language.md)
+COMPUTED_IN_F32 = (f16, bf16, f8e4m3, f8e5m2)
 
 ALL_DTYPES: tuple[DType, ...] = (f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, bool_)
+ALL_DTYPES += FP8
 # complex arrays: a kernel reads and writes their elements as complex numbers, which it
 # computes with as pairs of floats (docs/language.md, "Small value types")
 complex64 = _dt("complex64", np.complex64, "c")

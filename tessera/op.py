@@ -17,6 +17,7 @@ import itertools
 import math as _math
 import numbers as _numbers
 
+import ml_dtypes as _ml_dtypes
 import numpy as _np
 
 from . import dtypes as _dtypes
@@ -349,6 +350,55 @@ def irfft(x, n=None, axis=-1, norm=None):
     return _fft.run("irfft", x, n, axis, norm, inverse=True, real_in=False, real_out=True)
 
 
+# ----------------------------------------------------------------------------- quantization
+# 8-bit floats with explicit scales (docs/ops.md, "Quantization"): per tensor (a number)
+# or per channel (a vector along ``axis``); written with the ops, so they fuse.
+
+
+def quantize(x, scale, dtype="f8e4m3", axis=None):
+    """``x / scale`` saturated to ``dtype``'s largest finite value and rounded to it
+    (f8e4m3 or f8e5m2; NaN stays NaN). ``scale``: a number, or with ``axis`` a vector of
+    one scale per index along that axis (per-channel). Computed in f32 (f64 for f64)."""
+    dt = _dtype_named(dtype)
+    if dt not in _dtypes.FP8:
+        raise _error("quantize", f"dtype={dt.name} is not an 8-bit float (f8e4m3, f8e5m2)")
+    largest = float(_ml_dtypes.finfo(dt.np_dtype).max)
+    wide = _wide(x)
+    scaled = div(wide, _scale("quantize", scale, x, axis))
+    return cast(clip(scaled, -largest, largest), dt)
+
+
+def dequantize(q, scale, dtype="f32", axis=None):
+    """``q`` (8-bit floats) converted to ``dtype`` and multiplied by ``scale`` (a number,
+    or with ``axis`` a vector of one scale per index along that axis)."""
+    return mul(cast(q, dtype), _scale("dequantize", scale, q, axis))
+
+
+def _wide(x):
+    """``x`` in f32 (f64 stays f64): the scaled value is rounded once, to 8 bits."""
+    dtype = getattr(x, "dtype", None)
+    named = _dtypes.from_numpy(_np.dtype(dtype)) if isinstance(dtype, _np.dtype) else dtype
+    return x if named in (_dtypes.f32, _dtypes.f64) else cast(x, _dtypes.f32)
+
+
+def _scale(op: str, scale, x, axis):
+    """A per-tensor scale as it is; a per-channel one shaped to broadcast along ``axis``."""
+    if axis is None:
+        if tuple(getattr(scale, "shape", _np.shape(scale))) != ():
+            raise _error(op, "a scale per channel needs axis= (the channels' axis)")
+        return scale
+    shape = tuple(getattr(x, "shape", ()))
+    if isinstance(axis, bool) or not _is_int(axis) or not -len(shape) <= axis < len(shape):
+        raise _error(op, f"axis={axis!r} is not an axis of an array of {len(shape)} dims")
+    axis = int(axis) % len(shape)
+    count = tuple(getattr(scale, "shape", _np.shape(scale)))
+    if count != (shape[axis],):
+        raise _error(
+            op, f"a per-channel scale along axis {axis} has {shape[axis]} values, not {count}"
+        )
+    return reshape(scale, tuple(shape[axis] if d == axis else 1 for d in range(len(shape))))
+
+
 # ----------------------------------------------------------------------------- composites
 # Normalisations are written with the ops above, so they trace into nodes that fuse with
 # their neighbours and differentiate through the ops' adjoints; called on arrays they run
@@ -418,7 +468,8 @@ __all__ = [
     "flash_attention", "gelu", "greater", "greater_equal", "layernorm", "less", "less_equal", "log",
     "log_softmax", "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "neg",
     "not_equal", "pow", "relu", "reshape", "rmsnorm", "sigmoid", "silu", "softmax", "sqrt",
-    "sub", "sum", "tanh", "transpose", "where",
+    "sub", "sum", "tanh", "transpose", "where", "fft", "ifft", "rfft", "irfft", "quantize",
+    "dequantize",
 ]  # fmt: skip
 
 

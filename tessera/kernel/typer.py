@@ -434,6 +434,12 @@ class Typer:
         prim = e.prim
         if array.dtype.kind == "c":
             raise self.error(e, f"{prim.name} needs a real array, not {array.dtype.name}")
+        if array.dtype in D.FP8:
+            raise self.error(
+                e,
+                f"{prim.name} on {array.dtype.name} is not supported (no target has 8-bit "
+                "float atomics): update an f32 array and convert it after",
+            )
         if prim.atomic in BITWISE_ATOMICS and not array.dtype.is_int:
             raise self.error(e, f"{prim.name} needs an integer array, not {array.dtype.name}")
 

@@ -113,6 +113,7 @@ def _scatter(dst, index, t, mask):
 
 
 _DOT_INPUTS = {D.f16: D.f32, D.bf16: D.f32, D.f32: D.f32, D.f64: D.f64, D.i8: D.i32}
+_DOT_INPUTS.update({D.f8e4m3: D.f32, D.f8e5m2: D.f32})  # products exact in f32
 
 
 def _dot(a, b, acc, allow_tf32):
@@ -125,7 +126,8 @@ def _dot(a, b, acc, allow_tf32):
         )
     if a.dtype != b.dtype or a.dtype not in _DOT_INPUTS:
         raise RuleError(
-            f"tile.dot takes two f16, bf16, f32, f64 or i8 tiles of one dtype, not "
+            f"tile.dot takes two f16, bf16, f8e4m3, f8e5m2, f32, f64 or i8 tiles of one "
+            "dtype, not "
             f"{a.dtype.name} and {b.dtype.name}"
         )
     out = Block(_DOT_INPUTS[a.dtype], (a.shape[0], b.shape[1]))
@@ -247,8 +249,8 @@ dot = _tile(
     "tile.dot",
     "a:tile b:tile acc:tile=None allow_tf32:flag=False",
     _dot,
-    "`acc + a @ b` for 2-d tiles (M, K) and (K, N): f16/bf16/f32 in, f32 out; f64 in, f64 "
-    "out; i8 in, i32 out.",
+    "`acc + a @ b` for 2-d tiles (M, K) and (K, N): f16/bf16/f8e4m3/f8e5m2/f32 in, f32 out; "
+    "f64 in, f64 out; i8 in, i32 out.",
     collective=True,
     grouped_only=True,
 )

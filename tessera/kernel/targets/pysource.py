@@ -18,6 +18,8 @@ from __future__ import annotations
 import linecache
 import math
 
+import numpy as np
+
 from ... import dtypes as D
 from ...errors import KernelError
 from ...tile import primitives as P
@@ -29,6 +31,14 @@ from .target import Target
 from .tile_source import TileSource
 
 HALF = D.COMPUTED_IN_F32
+# the runtime's conversions of the floats held in f32 and stored as their bits: (bits to
+# f32, f32 to bits, f32 rounded to the type and back)
+NARROW_FLOATS = {
+    D.f16: ("_h2f", "_f2h", "_round_f16"),
+    D.bf16: ("_b2f", "_f2b", "_round_bf16"),
+    D.f8e4m3: ("_e4m3_f32", "_f32_e4m3", "_round_e4m3"),
+    D.f8e5m2: ("_e5m2_f32", "_f32_e5m2", "_round_e5m2"),
+}
 SMALL = 2**32  # constant range bounds this small cannot overflow Numba's range
 NARROW_INT = {D.i8, D.i16, D.i32, D.u8, D.u16, D.u32, D.u64}
 
@@ -225,17 +235,17 @@ class SourceEmitter(TileSource):
     def half_to_f32(self, code: str, dtype: D.DType) -> str:
         if not self.bits(dtype):
             return f"np.float32({code})"
-        return f"_h2f({code})" if dtype == D.f16 else f"_b2f({code})"
+        return f"{NARROW_FLOATS[dtype][0]}({code})"
 
     def f32_to_half(self, code: str, dtype: D.DType) -> str:
         if not self.bits(dtype):
             return f"{self.storage(dtype)}({code})"
-        return f"_f2h({code})" if dtype == D.f16 else f"_f2b({code})"
+        return f"{NARROW_FLOATS[dtype][1]}({code})"
 
     def round_half(self, code: str, dtype: D.DType) -> str:
         if not self.bits(dtype):
             return f"np.float32({self.storage(dtype)}(np.float32({code})))"
-        return f"_round_f16({code})" if dtype == D.f16 else f"_round_bf16({code})"
+        return f"{NARROW_FLOATS[dtype][2]}({code})"
 
     # ------------------------------------------------------------------ naming
     def name(self, n: str) -> str:
@@ -388,10 +398,10 @@ class SourceEmitter(TileSource):
             return "True" if value else "False"
         if dtype.is_float:
             v = float(value)
-            if dtype == D.f16:
-                v = float(D.f16.np_dtype.type(v))
-            elif dtype == D.bf16:
-                v = float(D.bf16.np_dtype.type(v))
+            if dtype in D.FP8:  # as a value is rounded: to f32, then to 8 bits
+                v = float(np.float32(v).astype(dtype.np_dtype))
+            elif dtype in HALF:
+                v = float(dtype.np_dtype.type(v))
             text = (
                 repr(v)
                 if math.isfinite(v)

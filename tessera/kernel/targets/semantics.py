@@ -104,6 +104,73 @@ def bf16_bits(bits):
     return np.uint16((bits + rounding) >> np.uint32(16))
 
 
+# The 8-bit floats (OCP FP8, as ml_dtypes defines them): f8e4m3 is float8_e4m3fn (4
+# exponent bits, 3 mantissa bits, bias 7, no infinities: 0x7F is NaN, 448 the largest),
+# f8e5m2 is float8_e5m2 (5 and 2, bias 15, IEEE infinities and NaNs, 57344 the largest).
+# A value is rounded to nearest even; one past the largest after rounding (and an
+# infinity) becomes NaN in f8e4m3 and infinity in f8e5m2, as ml_dtypes converts.
+F8_FORMATS = {"f8e4m3": (4, 3, True), "f8e5m2": (5, 2, False)}  # ebits, mbits, finite-only
+
+
+def f8_bits(bits, ebits, mbits, finite):
+    """The bits of a float32 (as uint32) rounded to an 8-bit float's code (uint8)."""
+    sign = (bits >> np.uint32(24)) & np.uint32(0x80)
+    a = bits & np.uint32(0x7FFFFFFF)
+    nan = np.uint32(0x7F) if finite else np.uint32(0x7E)
+    inf = np.uint32(0x7F) if finite else np.uint32(0x7C)
+    if a > np.uint32(0x7F800000):
+        return np.uint8(sign | nan)
+    if a == np.uint32(0x7F800000):
+        return np.uint8(sign | inf)
+    e32 = np.int64(a >> np.uint32(23))
+    if e32 == 0:  # zero or an f32 subnormal: far below the smallest 8-bit value
+        return np.uint8(sign)
+    m32 = np.int64(a & np.uint32(0x7FFFFF))
+    bias = (1 << (ebits - 1)) - 1
+    exponent = e32 - 127
+    if exponent >= 1 - bias:  # a normal 8-bit value
+        shift = 23 - mbits
+        code = ((exponent + bias) << mbits) | (m32 >> shift)
+        rest = m32 & ((1 << shift) - 1)
+    else:  # subnormal: the significand with its leading one, shifted further
+        shift = 23 - mbits + (1 - bias - exponent)
+        if shift > 24:
+            return np.uint8(sign)
+        full = m32 | (1 << 23)
+        code = full >> shift
+        rest = full & ((1 << shift) - 1)
+    half = 1 << (shift - 1)
+    if rest > half or (rest == half and (code & 1) == 1):
+        code += 1
+    largest = 0x7E if finite else 0x7B
+    if code > largest:
+        return np.uint8(sign | inf)
+    return np.uint8(sign | np.uint32(code))
+
+
+def f8_value_bits(code, ebits, mbits, finite):
+    """The float32 bits (uint32) of an 8-bit float's code: exact."""
+    c = np.uint32(code)
+    sign = (c & np.uint32(0x80)) << np.uint32(24)
+    e = np.int64((c >> np.uint32(mbits)) & np.uint32((1 << ebits) - 1))
+    m = np.int64(c & np.uint32((1 << mbits) - 1))
+    top = (1 << ebits) - 1
+    if (finite and e == top and m == (1 << mbits) - 1) or (not finite and e == top and m != 0):
+        return sign | np.uint32(0x7FC00000)
+    if not finite and e == top:
+        return sign | np.uint32(0x7F800000)
+    bias = (1 << (ebits - 1)) - 1
+    if e == 0:
+        if m == 0:
+            return sign
+        e = 1  # subnormal: normalise the significand
+        while (m & (1 << mbits)) == 0:
+            m <<= 1
+            e -= 1
+        m &= (1 << mbits) - 1
+    return sign | np.uint32(((e - bias + 127) << 23) | (m << (23 - mbits)))
+
+
 COMBINE = {"sum": add, "max": fmax, "min": fmin}  # each group reduction's combine
 
 
@@ -146,4 +213,6 @@ def jitted() -> types.SimpleNamespace:
         **{f"atomic_{op}": jit(fn) for op, fn in ATOMIC_UPDATE.items()},
         tree_reduce=jit(tree_reduce),
         bf16_bits=jit(bf16_bits),
+        f8_bits=jit(f8_bits),
+        f8_value_bits=jit(f8_value_bits),
     )

@@ -17,6 +17,7 @@ from .lowerings import LOWERINGS
 from .program import CheckedProgram, CpuProgram
 
 _BITS = np.dtype(np.uint16)
+_BYTE = np.dtype(np.uint8)  # 8-bit floats travel as their bits
 
 
 class CpuTarget(Target):
@@ -24,6 +25,8 @@ class CpuTarget(Target):
         return not any(is_device_array(a) for a in args)
 
     def storage(self, dtype: D.DType) -> np.dtype | None:
+        if dtype in D.FP8:
+            return _BYTE
         return _BITS if dtype in D.COMPUTED_IN_F32 else None
 
     def build(self, spec, grid_ndim: int, key: tuple, options: BuildOptions, call_args: tuple):

@@ -17,8 +17,11 @@ import math
 import numpy as np
 
 from .. import integers, own_math
+from ..semantics import F8_FORMATS as _SEMANTICS_FORMATS
 from ..semantics import jitted
 from . import atomics, microkernel
+
+_FP8_SHORT = {"f8e4m3": "e4m3", "f8e5m2": "e5m2"}  # the runtime's names: _e4m3_f32, ...
 
 
 @functools.cache
@@ -102,6 +105,27 @@ def _definitions() -> dict:
         if index < 0 or index >= extent:
             raise IndexError(site, index, extent)
         return index
+
+    f8_bits, f8_value_bits = _SEMANTICS.f8_bits, _SEMANTICS.f8_value_bits
+
+    def f8_conversions(ebits: int, mbits: int, finite: bool):
+        @numba.njit(**_JIT)
+        def to_f32(code):
+            return bits_f32(f8_value_bits(code, ebits, mbits, finite))
+
+        @numba.njit(**_JIT)
+        def from_f32(value):
+            return f8_bits(f32_bits(np.float32(value)), ebits, mbits, finite)
+
+        @numba.njit(**_JIT)
+        def rounded(value):
+            return to_f32(from_f32(value))
+
+        return to_f32, from_f32, rounded
+
+    fp8 = {
+        name: f8_conversions(*fmt) for name, fmt in _SEMANTICS_FORMATS.items()
+    }  # f8e4m3 and f8e5m2: (to f32, from f32, rounded)
 
     @numba.njit(**_JIT)
     def round_f16(value):
@@ -218,6 +242,9 @@ def namespace() -> dict:
         "_f2b": d["f2b"],
         "_round_f16": d["round_f16"],
         "_round_bf16": d["round_bf16"],
+        **{f"_{short}_f32": d["fp8"][name][0] for name, short in _FP8_SHORT.items()},
+        **{f"_f32_{short}": d["fp8"][name][1] for name, short in _FP8_SHORT.items()},
+        **{f"_round_{short}": d["fp8"][name][2] for name, short in _FP8_SHORT.items()},
         **atomics.definitions(),
         "_fmax": semantics.fmax,
         "_fmin": semantics.fmin,

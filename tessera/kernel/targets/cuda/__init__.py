@@ -32,6 +32,8 @@ class CudaTarget(Target):
         return any(is_device_array(a) for a in args)
 
     def storage(self, dtype: D.DType) -> np.dtype | None:
+        if dtype in D.FP8:  # numba-cuda has no 8-bit float: their bits
+            return np.dtype(np.uint8)
         return _BITS if dtype == D.bf16 else None
 
     def check_arrays(self, kernel: str, params: list, args: tuple) -> None:

@@ -15,6 +15,7 @@ import ctypes
 import numpy as np
 
 from ....arrays import BF16, DeviceArg, device_info
+from ....dtypes import FP8
 from . import driver as driver_module
 from .abi import COMPLEX, arg_layouts
 
@@ -160,6 +161,12 @@ def stream_handle(stream, driver) -> int:
     return handle
 
 
+FP8_DTYPES = tuple(d.np_dtype for d in FP8)
+
+
 def storage_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype a kernel's code sees for a GPU array of ``dtype`` (bf16 as its bits)."""
+    """The dtype a kernel's code sees for a GPU array of ``dtype`` (bf16 and the 8-bit
+    floats as their bits)."""
+    if dtype in FP8_DTYPES:
+        return np.dtype(np.uint8)
     return np.dtype(np.uint16) if dtype == BF16 else dtype

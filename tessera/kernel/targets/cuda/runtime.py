@@ -102,6 +102,54 @@ def _bf16_conversions(cuda, simulated: bool) -> dict:
     return {"_b2f": b2f_device, "_f2b": f2b_device, "_round_bf16": round_bf16_device}
 
 
+@functools.cache
+def _fp8_conversions(cuda, simulated: bool) -> dict:
+    """``_e4m3_f32``/``_f32_e4m3``/``_round_e4m3`` and the same for e5m2: the 8-bit floats'
+    codes (uint8) to and from f32 with the language's rounding (semantics.py), as device
+    functions on the GPU, NumPy under the simulator."""
+    names = {}
+    jitted = semantics.jitted()
+    for name, (ebits, mbits, finite) in semantics.F8_FORMATS.items():
+        short = name[2:]
+        if simulated:
+
+            def to_f32(code, fmt=(ebits, mbits, finite)):
+                return np.uint32(semantics.f8_value_bits(code, *fmt)).view(np.float32)
+
+            def from_f32(value, fmt=(ebits, mbits, finite)):
+                return semantics.f8_bits(np.float32(value).view(np.uint32), *fmt)
+
+            def rounded(value, to_f32=to_f32, from_f32=from_f32):
+                return to_f32(from_f32(value))
+
+        else:
+            to_f32, from_f32, rounded = _fp8_device(cuda, jitted, ebits, mbits, finite)
+        names.update({f"_{short}_f32": to_f32, f"_f32_{short}": from_f32})
+        names[f"_round_{short}"] = rounded
+    return names
+
+
+def _fp8_device(cuda, jitted, ebits: int, mbits: int, finite: bool):
+    from numba.cuda import libdevice
+
+    value_bits, code_of = jitted.f8_value_bits, jitted.f8_bits
+
+    @cuda.jit(device=True, inline="always")
+    def to_f32(code):
+        return libdevice.int_as_float(np.int32(value_bits(code, ebits, mbits, finite)))
+
+    @cuda.jit(device=True, inline="always")
+    def from_f32(value):
+        bits = np.uint32(libdevice.float_as_int(np.float32(value)))
+        return code_of(bits, ebits, mbits, finite)
+
+    @cuda.jit(device=True, inline="always")
+    def rounded(value):
+        return to_f32(from_f32(value))
+
+    return to_f32, from_f32, rounded
+
+
 def _own_math(cuda, simulated: bool) -> dict:
     """The language's own math functions (own_math.py), with the target's bit casts and
     fused multiply-add (libdevice's ``fmaf``: ``fma.rn.f32``)."""
@@ -146,6 +194,7 @@ def namespace(async_copies: bool) -> dict:
         )
     )
     names.update(_bf16_conversions(cuda, simulated))
+    names.update(_fp8_conversions(cuda, simulated))
     names.update(_own_math(cuda, simulated))
     if not simulated:
         names.update(rounding.functions())

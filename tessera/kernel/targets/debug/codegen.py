@@ -20,7 +20,7 @@ from .. import printing
 from ..target import Target
 from . import codegen_expr, tiles
 from .runtime import Who
-from .values import HALF, convert, converter, to_bf16
+from .values import HALF, convert, converter, to_narrow
 
 BREAK, CONTINUE = "break", "continue"
 
@@ -154,11 +154,10 @@ class Compiler:
     def store_value(self, e: ir.Expr, dtype: D.DType):
         if dtype in HALF:
             as_f32 = convert(self.expr(e), e.type, ScalarType(D.f32))
-            storage = np.float16 if dtype == D.f16 else to_bf16
 
             def rounded(frame):
                 with np.errstate(over="ignore"):  # overflow to inf is the rounding rule
-                    return storage(np.float32(as_f32(frame)))
+                    return to_narrow(np.float32(as_f32(frame)), dtype)
 
             return rounded
         return convert(self.expr(e), e.type, ScalarType(dtype))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import math
 
-import ml_dtypes
 import numpy as np
 
 from .... import dtypes as D
@@ -30,7 +29,7 @@ from .codegen import Compiler, Frame
 from .races import Clock, GlobalArray
 from .runtime import CheckedArray, SharedArray, Who
 
-_STORAGE = {D.f16.name: np.float16, D.bf16.name: ml_dtypes.bfloat16}
+_STORAGE = {d.name: d.np_dtype.type for d in D.COMPUTED_IN_F32}
 
 
 class DebugProgram:

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .... import dtypes as D
 from ....errors import OutOfBoundsError
 from ... import ir
 from ...ir import ScalarType
-from .values import HALF, compute_type, converter, to_bf16
+from .values import HALF, compute_type, converter, to_narrow
 
 
 def at_element(shape: tuple[int, ...], element: tuple[int, ...]) -> tuple[int, ...]:
@@ -95,11 +94,10 @@ def storage_of(src, dst_dtype):
     array of ``dst_dtype`` stores: the rounding and conversions of scalar stores."""
     to_dst = converter(ScalarType(src), ScalarType(dst_dtype)) or (lambda v: v)
     if dst_dtype in HALF:
-        storage = np.float16 if dst_dtype == D.f16 else to_bf16
 
         def rounded(v):
             with np.errstate(over="ignore"):  # overflow to inf is the rounding rule
-                return storage(np.float32(to_dst(v)))
+                return to_narrow(np.float32(to_dst(v)), dst_dtype)
 
         return rounded
     return to_dst

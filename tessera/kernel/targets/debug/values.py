@@ -60,14 +60,23 @@ def converter(src: ir.Type, dst: ir.Type):
 def cast_function(d: D.DType, from_half: bool = False):
     if d == D.bool_:
         return lambda v: np.bool_(v != 0)
-    if d == D.f16:
-        return lambda v: np.float32(np.float16(np.float32(v)))
-    if d == D.bf16:
-        return lambda v: np.float32(to_bf16(v))
+    if d in HALF:
+        return lambda v: np.float32(to_narrow(v, d))
     if from_half and d == D.f32:
         return None
     target = d.np_dtype.type
     return lambda v: target(v)
+
+
+def to_narrow(value, dtype: D.DType) -> object:
+    """A value rounded to a float stored narrower than f32 (f16, bf16, f8e4m3, f8e5m2),
+    as that type's NumPy scalar, with the language's rules (semantics.py)."""
+    if dtype == D.f16:
+        return np.float16(np.float32(value))
+    if dtype == D.bf16:
+        return to_bf16(value)
+    bits = np.float32(value).view(np.uint32)
+    return np.uint8(semantics.f8_bits(bits, *semantics.F8_FORMATS[dtype.name])).view(dtype.np_dtype)
 
 
 def to_bf16(value) -> object:
