@@ -15,6 +15,7 @@ import pytest
 
 from tessera import (
     KernelError,
+    LaunchError,
     KiB,
     f8e4m3,
     f8e5m2,
@@ -193,3 +194,9 @@ def test_the_docs_per_column_quantization_keeps_f8e4m3_precision(rng):
     # half a unit in the last place of 3 mantissa bits, or of the smallest normal's
     step = np.maximum(np.abs(x / s), 2.0**-6) * 2.0**-4 * s
     assert np.all(np.abs(y - x) <= step)
+
+
+def test_a_scalar_past_f8e4m3s_range_is_a_launch_error_not_nan():
+    a = np.zeros((16, 16), E4M3)
+    with pytest.raises(LaunchError, match=r"parameter 's' is f8e4m3; 1000.0 is out of its range"):
+        dot8[1, 1](a, a, np.zeros((16, 16), np.float32), np.zeros((16, 16), E5M2), 1000.0)

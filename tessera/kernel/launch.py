@@ -402,13 +402,14 @@ def _convert_scalar(kernel, p: ParamSpec, value) -> np.generic:
     try:
         with np.errstate(over="ignore"):
             converted = dtype.np_dtype.type(value)
-        if np.isinf(converted) and not np.isinf(value):
+        finite = np.isfinite(value)  # f8e4m3, which has no infinity, overflows to NaN
+        if finite and not np.isfinite(np.float32(converted)):
             raise OverflowError
     except OverflowError:
         raise LaunchError(
             kernel, f"parameter '{p.name}' is {dtype.name}; {value!r} is out of its range"
         ) from None
-    if dtype in COMPUTED_IN_F32:  # rounded to 16 bits, computed in f32
+    if dtype in COMPUTED_IN_F32:  # rounded to 16 or 8 bits, computed in f32
         return np.float32(converted)
     return converted
 
