@@ -23,6 +23,7 @@ from tessera import (
     cp_async,
     f16,
     f32,
+    group_id,
     group_linear_id,
     i8,
     i32,
@@ -362,3 +363,17 @@ def test_copies_into_a_shared_sub_array_compile_to_cp_async(arch):
     A, out = np.zeros((8, 16), np.float32), np.zeros(8, np.float32)
     ptx = staged_rows.inspect("ptx", A, out, grid=2, arch=arch)
     assert "cp.async" in ptx
+
+
+@kernel(tile=(128,), shared=160 * KiB)
+def wide_tiles(x: f32[M, N], y: mut[f32[M, N]]):
+    a = tile.load_block(x, (group_id(0) * 128, 0), (128, 64))  # 32 KiB
+    b = tile.load_block(x, (group_id(0) * 128, 64), (128, 64))  # 32 KiB
+    tile.store_block(y, (group_id(0) * 128, 0), a * 2.0 + b)
+
+
+def test_tiles_past_48_kib_build_in_dynamic_shared_memory_for_sm_90():
+    x = np.zeros((256, 128), np.float32)
+    ptx = wide_tiles.inspect("ptx", x, x, grid=2, arch="sm_90")
+    assert ".extern .shared" in ptx
+    assert wide_tiles.metadata(x, x, grid=2, arch="sm_90")["shared_bytes"] > 64 * 1024

@@ -107,18 +107,3 @@ def test_autotune_sweeps_num_warps(rng):
     tuned_gemm[2, 2](a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-4)
     assert {cfg["W"] for cfg in tuned_gemm.configs} == {1, 2}
-
-
-@kernel(tile=(128,), shared=160 * KiB)
-def wide_tiles(x: f32[M, N], y: mut[f32[M, N]]):
-    a = tile.load_block(x, (group_id(0) * 128, 0), (128, 64))  # 32 KiB
-    b = tile.load_block(x, (group_id(0) * 128, 64), (128, 64))  # 32 KiB
-    tile.store_block(y, (group_id(0) * 128, 0), a * 2.0 + b)
-
-
-@PTX
-def test_tiles_past_48_kib_build_in_dynamic_shared_memory_for_sm_90():
-    x = np.zeros((256, 128), np.float32)
-    ptx = wide_tiles.inspect("ptx", x, x, grid=2, arch="sm_90")
-    assert ".extern .shared" in ptx
-    assert wide_tiles.metadata(x, x, grid=2, arch="sm_90")["shared_bytes"] > 64 * 1024

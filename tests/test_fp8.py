@@ -15,8 +15,8 @@ import pytest
 
 from tessera import (
     KernelError,
-    LaunchError,
     KiB,
+    LaunchError,
     f8e4m3,
     f8e5m2,
     f32,
