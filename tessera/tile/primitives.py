@@ -363,7 +363,8 @@ shuffle_up = declare(
 # keeps this list equal to the declarations above)
 __all__ += ["linear_id", "id", "group_id", "group_linear_id", "group_count", "group_tile_count"]
 __all__ += ["tbarrier", "copy_wait", "reduce_sum", "reduce_max", "reduce_min"]
-__all__ += [p.name.removeprefix("tile.") for p in ATOMICS] + ["ATOMICS", "ATOMIC_OPS"]
+__all__ += ["atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor"]
+__all__ += ["atomic_xchg", "atomic_cas", "ATOMICS", "ATOMIC_OPS"]
 __all__ += ["sum", "max", "min", "prefix_sum", "shuffle", "shuffle_xor", "shuffle_down"]
 __all__ += ["shuffle_up"]
 
