@@ -34,6 +34,7 @@ BENCHES = (
     "axpy_tiled",
     "cpu_traps",
     "launch",
+    "capture",
     "bandwidth",
     "warm_start",
     "dist_allreduce",

@@ -10,6 +10,7 @@ See README.md for a first kernel and docs/language.md for the language.
 
 from . import dist, graph, observe, op, threads, tile
 from .autotune import AutotuneError, autotune
+from .capture import jit
 from .config import config
 from .decorators import kernel
 from .dtypes import (
@@ -40,6 +41,8 @@ from .dtypes import (
 from .errors import (
     AsyncCopyError,
     CacheWarning,
+    CaptureError,
+    CaptureWarning,
     DivergenceError,
     InternalError,
     KernelArithmeticError,
@@ -80,6 +83,8 @@ __all__ = [
     "AsyncCopyError",
     "AutotuneError",
     "CacheWarning",
+    "CaptureError",
+    "CaptureWarning",
     "DivergenceError",
     "InternalError",
     "KernelArithmeticError",
@@ -125,6 +130,7 @@ __all__ = [
     "i32",
     "i64",
     "index_launch",
+    "jit",
     "kernel",
     "metrics",
     "mut",

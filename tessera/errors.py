@@ -209,6 +209,16 @@ class CacheWarning(TesseraWarning):
     the kernel is compiled instead, so the warning costs time, never correctness."""
 
 
+class CaptureError(TesseraError):
+    """A ``tessera.jit(capture_graph=True)`` step cannot be captured or replayed as
+    called: the message names the function, the parameter, op or kernel, and why."""
+
+
+class CaptureWarning(TesseraWarning):
+    """A ``tessera.jit`` step runs eagerly instead of from a captured graph (its capture
+    failed, or its shapes changed past ``max_graphs``); said once per cause."""
+
+
 class AutotuneError(TesseraError):
     """No config of a sweep could run (the message lists every reason)."""
 

@@ -57,6 +57,8 @@ class LaunchRecord:
     seconds: float  # its run time, compilation during it left out
     compiled: bool  # it built its program (False: the program came from the cache)
     compile_seconds: float = 0.0  # compilation during the run (a lazily compiled variant)
+    program: object = None  # what ran: ``program.run(args, grid, parallel)`` runs it again
+    parallel: bool = True
 
 
 @dataclass(slots=True)
@@ -117,7 +119,16 @@ def run_launch(kernel, target, program, args: tuple, grid: tuple, parallel: bool
                 o.leave()
     compiling = _compile_total[0] - compiled_before
     record = LaunchRecord(
-        kernel, target, grid, args, start, end - start - compiling, built, compiling
+        kernel,
+        target,
+        grid,
+        args,
+        start,
+        end - start - compiling,
+        built,
+        compiling,
+        program,
+        parallel,
     )
     for o in _listening:
         o.launch(record)

@@ -381,17 +381,22 @@ def _wide(x):
     return x if named in (_dtypes.f32, _dtypes.f64) else cast(x, _dtypes.f32)
 
 
+def _shape(value) -> tuple:
+    shape = getattr(value, "shape", None)
+    return tuple(shape) if shape is not None else _np.shape(value)
+
+
 def _scale(op: str, scale, x, axis):
     """A per-tensor scale as it is; a per-channel one shaped to broadcast along ``axis``."""
     if axis is None:
-        if tuple(getattr(scale, "shape", _np.shape(scale))) != ():
+        if _shape(scale) != ():
             raise _error(op, "a scale per channel needs axis= (the channels' axis)")
         return scale
     shape = tuple(getattr(x, "shape", ()))
     if isinstance(axis, bool) or not _is_int(axis) or not -len(shape) <= axis < len(shape):
         raise _error(op, f"axis={axis!r} is not an axis of an array of {len(shape)} dims")
     axis = int(axis) % len(shape)
-    count = tuple(getattr(scale, "shape", _np.shape(scale)))
+    count = _shape(scale)
     if count != (shape[axis],):
         raise _error(
             op, f"a per-channel scale along axis {axis} has {shape[axis]} values, not {count}"

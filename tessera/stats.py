@@ -12,6 +12,9 @@ _counters = {
     "launches": 0,
     "autotune_trials": 0,
     "stream_waits": 0,
+    "graph_captures": 0,
+    "graph_replays": 0,
+    "graph_input_copies": 0,
 }
 
 
@@ -21,6 +24,7 @@ def bump(name: str, n: int = 1) -> None:
 
 
 def stats() -> dict[str, int]:
-    """A snapshot of the counters: compiles, disk_cache_hits, launches, autotune_trials."""
+    """A snapshot of the counters: compiles, disk_cache_hits, launches, autotune_trials,
+    stream_waits, graph_captures, graph_replays, graph_input_copies."""
     with _lock:
         return dict(_counters)

@@ -178,12 +178,39 @@ class GradModule(Module):
 
     @entry_point
     def __call__(self, *args):
+        traced = [a for a in args if isinstance(a, Tensor)]
+        if traced:  # inside a traced function: the adjoint joins its graph
+            return self._inline(traced[0].tracer, args)
         with stage("graph module", self.name):
             lowered, arrays = self.lowered(args)
             results = give_back_all(arrays.kind, plan.run(lowered, arrays, fresh=True))
         value = results.pop(0) if self.with_value else None
         grads = tuple(results) if self.many else results[0]
         return (value, grads) if self.with_value else grads
+
+    def _inline(self, tracer: Tracer, args: tuple):
+        """``graph.grad`` called on the tensors of a function being traced (``tessera.jit``,
+        a module): ``fn`` and its adjoint are recorded into that function's graph."""
+        if any(not isinstance(a, Tensor) or a.tracer is not tracer for a in args):
+            raise TesseraError(
+                f"graph.grad of '{self.name}' inside a traced function takes the tensors "
+                "of that function only"
+            )
+        for i in self.argnums:
+            if not isinstance(i, int) or not -len(args) <= i < len(args):
+                raise TesseraError(
+                    f"graph.grad of '{self.name}': argnums={self.argnums!r} names no "
+                    f"argument of the {len(args)} given"
+                )
+        result = self.fn(*args)
+        if not isinstance(result, Tensor) or result.tracer is not tracer:
+            raise TesseraError(
+                f"graph.grad of '{self.name}': the function must return a scalar tensor "
+                f"it computed, not {type(result).__name__}"
+            )
+        grads = backward(tracer, result, [args[i] for i in self.argnums])
+        grads = tuple(grads) if self.many else grads[0]
+        return (result, grads) if self.with_value else grads
 
 
 def _parameters(fn) -> tuple[list[str], str | None]:

@@ -13,6 +13,7 @@ different indices). A read-only argument that is assigned is refused before anyt
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import numpy as np
 
@@ -31,6 +32,30 @@ def run(lowered: Lowered, arrays: list, fresh: bool = False) -> list:
     """Launch ``lowered`` on ``arrays``; the graph's outputs, written into the arguments
     they are assigned to (aliasing.py: as if every input were read before any output is
     written). ``fresh``: no result is (a view of) an argument."""
+    results, finish = start(lowered, arrays, fresh)
+    finish.run()
+    return results
+
+
+@dataclasses.dataclass
+class Finish:
+    """What a run does after its launches: outputs computed aside copied into the
+    arguments they are assigned to, each read first (privately where it overlaps one)."""
+
+    buffers: object  # where the graph's buffers live (:func:`memory`)
+    writes: list  # (argument, value, whether the value is copied aside first)
+
+    def run(self) -> None:
+        pending = [
+            (t, aliasing.private_copy(self.buffers, a) if private else a)
+            for t, a, private in self.writes
+        ]
+        for target, array in pending:  # every value is read before any output is written
+            aliasing.assign(target, array)
+
+
+def start(lowered: Lowered, arrays: list, fresh: bool = False) -> tuple[list, Finish]:
+    """:func:`run` but its last step, which it returns (``tessera.jit`` replays it)."""
     graph = lowered.graph
     buffers = memory(arrays)
     arrays = list(arrays) + [buffers.from_host(c) for c in graph.captured]
@@ -56,12 +81,7 @@ def run(lowered: Lowered, arrays: list, fresh: bool = False) -> list:
             array = aliasing.private_copy(buffers, array)
         results.append(array)
     targets = [arrays[index] for index in graph.written.values()]
-    writes = [  # every value is read before any output is written
-        (t, aliasing.private_copy(buffers, a) if _overlaps(a, targets) else a) for t, a in writes
-    ]
-    for target, array in writes:
-        aliasing.assign(target, array)
-    return results
+    return results, Finish(buffers, [(t, a, _overlaps(a, targets)) for t, a in writes])
 
 
 def _launch(lowered: Lowered, env: dict, direct: dict, memory) -> None:
@@ -133,4 +153,4 @@ def operands(name: str, args: tuple) -> kinds.Operands:
     return out
 
 
-__all__ = ["Input", "c_contiguous", "memory", "operands", "run"]
+__all__ = ["Finish", "Input", "c_contiguous", "memory", "operands", "run", "start"]

@@ -249,6 +249,27 @@ class Tensor:
             "traced: the graph is recorded once, for every value; use op.where(c, a, b)",
         )
 
+    def _host_value(self, what: str):
+        made_by = f"op.{self.value.op}" if isinstance(self.value, Node) else "an argument"
+        raise self.tracer.fail(
+            self.value.op if isinstance(self.value, Node) else "input",
+            f"{what} of a traced tensor (made by {made_by}) would be read once, when "
+            f"'{self.tracer.graph.name}' is traced, never on later calls or replays: "
+            "return the tensor and read the array after the call",
+        )
+
+    def __float__(self) -> float:
+        self._host_value("float()")
+
+    def __int__(self) -> int:
+        self._host_value("int()")
+
+    def __index__(self) -> int:
+        self._host_value("an index")
+
+    def __array__(self, *args, **kwargs):
+        self._host_value("a NumPy conversion")
+
     __hash__ = object.__hash__
 
     def __setitem__(self, index, value) -> None:
