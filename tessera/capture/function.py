@@ -105,7 +105,7 @@ class JitFunction(Module):
 
     def _run(self, lowered, operands) -> list:
         target = resolve(setting("target"), tuple(operands), self.name)
-        if not self.capture_graph or target.name == "debug":
+        if not self.capture_graph or not target.replays:
             return plan.run(lowered, operands, fresh=True)
         key = (tuple((shape_of(a), a.dtype.str) for a in operands), target.name)
         entry = self._entry(key)
@@ -145,7 +145,7 @@ class JitFunction(Module):
             return entry
 
     def _capture(self, entry: _Entry, lowered, operands, target) -> capture.Graph | None:
-        if target.name == "cuda" and not all(_on_device(a) for a in operands):
+        if target.device_arrays and not all(_on_device(a) for a in operands):
             host = next(n for n, a in zip(self._names(operands), operands) if not _on_device(a))
             raise CaptureError(
                 f"tessera.jit '{self.name}': parameter '{host}' is a host array; a captured "

@@ -53,6 +53,7 @@ class Target:
     stages: tuple[str, ...] = ()  # inspection stages beyond the pass dumps
     dump_stages: tuple[str, ...] = ()  # the stages TESSERA_DUMP can write (cheap ones)
     device_arrays: bool = False  # accepts GPU arrays as arguments
+    replays: bool = True  # tessera.jit may replay recorded launches (docs/capture.md)
 
     # ------------------------------------------------------------------ hooks
     def accepts(self, args: tuple) -> bool:

@@ -21,4 +21,5 @@ DEBUG = DebugTarget(
     "debug",
     "the reference interpreter with sanitizers",
     lowerings=LOWERINGS,
+    replays=False,  # every call of a jit step runs eagerly, with the sanitizers
 )
