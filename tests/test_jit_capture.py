@@ -6,7 +6,9 @@ address; new shapes recaptured (up to max_graphs) or refused (shapes="fixed").""
 
 from __future__ import annotations
 
+import runpy
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -249,3 +251,31 @@ def test_the_seeds_train_step_runs_as_written():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         train_step(x)
+
+
+def test_the_mlp_examples_training_replayed_gives_its_losses_bit_for_bit():
+    mlp = runpy.run_path(str(Path(__file__).parent.parent / "examples" / "mlp_training.py"))
+    want = mlp["train"](steps=6)
+    step = mlp["step"]
+
+    @jit(capture_graph=True)
+    def sgd(x, y, w1, b1, w2, b2):
+        value, grads = step(x, y, w1, b1, w2, b2)
+        for p, g in zip((w1, b1, w2, b2), grads):
+            p[:] = p - 0.05 * g
+        return value
+
+    rng = np.random.default_rng(0)  # the example's data and initial parameters
+    x = rng.standard_normal((128, 32)).astype(np.float32)
+    teacher = rng.standard_normal((32, 8)).astype(np.float32)
+    y = np.tanh(x @ teacher).astype(np.float32)
+    params = [
+        (rng.standard_normal((32, 64)) * 0.2).astype(np.float32),
+        np.zeros(64, np.float32),
+        (rng.standard_normal((64, 8)) * 0.2).astype(np.float32),
+        np.zeros(8, np.float32),
+    ]
+    replays = _count("graph_replays")
+    losses = [float(sgd(x, y, *params)) for _ in range(6)]
+    assert losses == want
+    assert _count("graph_replays") == replays + 4
