@@ -15,6 +15,8 @@ import inspect
 import threading
 import warnings
 
+import numpy as np
+
 from .. import observers
 from ..arrays import is_device_array
 from ..config import get as setting
@@ -231,7 +233,12 @@ def _bind_statics(fn, fixed: list[int], statics: tuple):
 
 
 def _copy(a):
-    return a.copy() if hasattr(a, "copy") else a
+    """A new array of ``a``'s values, on the host or on the device as ``a`` is."""
+    if is_device_array(a):
+        out = plan.memory([a]).empty(tuple(a.shape), a.dtype)
+        out.copy_to_device(a)
+        return out
+    return np.array(a, copy=True)
 
 
 def _on_device(a) -> bool:
