@@ -200,3 +200,12 @@ def test_a_scalar_past_f8e4m3s_range_is_a_launch_error_not_nan():
     a = np.zeros((16, 16), E4M3)
     with pytest.raises(LaunchError, match=r"parameter 's' is f8e4m3; 1000.0 is out of its range"):
         dot8[1, 1](a, a, np.zeros((16, 16), np.float32), np.zeros((16, 16), E5M2), 1000.0)
+
+
+def test_matmul_of_8_bit_arrays_accumulates_in_f32_and_rounds_once(target, rng):
+    a = rng.integers(-4, 5, (40, 24)).astype(E4M3)  # small integers: every sum exact
+    b = rng.integers(-4, 5, (24, 30)).astype(E4M3)
+    c = op.matmul(a, b)
+    assert c.dtype == E4M3
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(E4M3)
+    np.testing.assert_array_equal(_bits(c), _bits(want))
