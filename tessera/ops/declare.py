@@ -288,9 +288,7 @@ def matmul_type(a, b) -> tuple[tuple[int, ...], D.DType]:
     if a.dtype != b.dtype:
         raise RuleError(f"mixes dtypes {a.dtype.name} and {b.dtype.name}")
     if a.dtype not in (D.f16, D.bf16, D.f32, D.f64, *D.FP8):
-        raise RuleError(
-            f"takes f16, bf16, f8e4m3, f8e5m2, f32 or f64 arrays, not {a.dtype.name}"
-        )
+        raise RuleError(f"takes f16, bf16, f8e4m3, f8e5m2, f32 or f64 arrays, not {a.dtype.name}")
     batch = broadcast(a.shape[:-2], b.shape[:-2])
     return (*batch, a.shape[-2], b.shape[-1]), a.dtype
 

@@ -158,20 +158,8 @@ class GradModule(Module):
         tracer.writable = set()
         tracer.write_rule = "a function graph.grad differentiates cannot write into its arguments"
         tensors = tracer.tensors()
-        for i in self.argnums:
-            if not isinstance(i, int) or not -len(tensors) <= i < len(tensors):
-                raise TesseraError(
-                    f"graph.grad of '{self.name}': argnums={self.argnums!r} names no "
-                    f"argument of the {len(tensors)} given"
-                )
         with tracing(tracer):
-            result = self.fn(*tensors)
-            if not isinstance(result, Tensor) or result.tracer is not tracer:
-                raise TesseraError(
-                    f"graph.grad of '{self.name}': the function must return a scalar tensor "
-                    f"it computed, not {type(result).__name__}"
-                )
-            grads = backward(tracer, result, [tensors[i] for i in self.argnums])
+            result, grads = self._differentiated(tracer, tensors)
         graph = tracer.graph
         graph.outputs = ([result.value] if self.with_value else []) + [g.value for g in grads]
         return graph
@@ -196,21 +184,25 @@ class GradModule(Module):
                 f"graph.grad of '{self.name}' inside a traced function takes the tensors "
                 "of that function only"
             )
+        result, grads = self._differentiated(tracer, list(args))
+        grads = tuple(grads) if self.many else grads[0]
+        return (result, grads) if self.with_value else grads
+
+    def _differentiated(self, tracer: Tracer, tensors: list) -> tuple:
+        """``fn`` of ``tensors`` recorded into ``tracer``, and its adjoint's gradients."""
         for i in self.argnums:
-            if not isinstance(i, int) or not -len(args) <= i < len(args):
+            if not isinstance(i, int) or not -len(tensors) <= i < len(tensors):
                 raise TesseraError(
                     f"graph.grad of '{self.name}': argnums={self.argnums!r} names no "
-                    f"argument of the {len(args)} given"
+                    f"argument of the {len(tensors)} given"
                 )
-        result = self.fn(*args)
+        result = self.fn(*tensors)
         if not isinstance(result, Tensor) or result.tracer is not tracer:
             raise TesseraError(
                 f"graph.grad of '{self.name}': the function must return a scalar tensor "
                 f"it computed, not {type(result).__name__}"
             )
-        grads = backward(tracer, result, [args[i] for i in self.argnums])
-        grads = tuple(grads) if self.many else grads[0]
-        return (result, grads) if self.with_value else grads
+        return result, backward(tracer, result, [tensors[i] for i in self.argnums])
 
 
 def _parameters(fn) -> tuple[list[str], str | None]:

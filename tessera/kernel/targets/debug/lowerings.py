@@ -237,24 +237,33 @@ def _arange(c, call, site):
     return _group_once(lambda f, run: np.arange(n, dtype=np.int64))
 
 
-@lowering(B.load_block)
-def _load_block(c, call, site):
-    src, offset, _, other = call.args
-    name, t, loc = src.name, call.type, call.loc
-    start = c.indices(offset.items)
+def _read_tile(c, name: str, t, other, loc, positions):
+    """A tile read from array ``name``: each element from the position ``positions(frame,
+    array)`` gives it (None: outside the array, or masked: ``other``)."""
     fill = convert(c.expr(other), other.type, ScalarType(t.dtype))
     to_compute = np.float32 if t.dtype in HALF else None
 
     def compute(frame, run):
         array, who = frame.vars[name], run.group_who(loc)
         out = np.empty(t.shape, compute_type(t.dtype))
-        at = tuple(int(i) for i in start(frame))
-        for index, pos in tiles.block_positions(at, t.shape, array.shape):
+        for index, pos in positions(frame, array):
             value = array.load(pos, who) if pos is not None else fill(frame)
             out[index] = to_compute(value) if to_compute is not None else value
         return out
 
     return _group_once(compute)
+
+
+@lowering(B.load_block)
+def _load_block(c, call, site):
+    src, offset, _, other = call.args
+    start, shape = c.indices(offset.items), call.type.shape
+
+    def positions(frame, array):
+        at = tuple(int(i) for i in start(frame))
+        return tiles.block_positions(at, shape, array.shape)
+
+    return _read_tile(c, src.name, call.type, other, call.loc, positions)
 
 
 @lowering(B.store_block)
@@ -303,20 +312,10 @@ def _index_reader(c, index, mask, loc):
 @lowering(B.gather)
 def _gather(c, call, site):
     src, index, mask, other = call.args
-    name, t, loc = src.name, call.type, call.loc
-    positions = _index_reader(c, index, mask, loc)
-    fill = convert(c.expr(other), other.type, ScalarType(t.dtype))
-    to_compute = np.float32 if t.dtype in HALF else None
-
-    def compute(frame, run):
-        array, who = frame.vars[name], run.group_who(loc)
-        out = np.empty(t.shape, compute_type(t.dtype))
-        for element, pos in positions(frame, t.shape, array.shape):
-            value = array.load(pos, who) if pos is not None else fill(frame)
-            out[element] = to_compute(value) if to_compute is not None else value
-        return out
-
-    return _group_once(compute)
+    indexed, shape = _index_reader(c, index, mask, call.loc), call.type.shape
+    return _read_tile(
+        c, src.name, call.type, other, call.loc, lambda f, a: indexed(f, shape, a.shape)
+    )
 
 
 @lowering(B.scatter)
