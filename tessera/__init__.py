@@ -8,7 +8,7 @@ np.float32(1.5)
 See README.md for a first kernel and docs/language.md for the language.
 """
 
-from . import dist, graph, observe, op, threads, tile
+from . import dist, graph, observe, op, rng, threads, tile
 from .autotune import AutotuneError, autotune
 from .capture import jit
 from .config import config
@@ -136,6 +136,7 @@ __all__ = [
     "mut",
     "observe",
     "op",
+    "rng",
     "profile",
     "reduce_max",
     "reduce_min",

@@ -16,12 +16,15 @@ import functools
 import itertools
 import math as _math
 import numbers as _numbers
+import warnings as _warnings
 
 import ml_dtypes as _ml_dtypes
 import numpy as _np
 
 from . import dtypes as _dtypes
+from . import rng as _rng
 from .arrays import is_device_array as _is_device_array
+from .errors import CaptureWarning as _CaptureWarning
 from .ops import fft as _fft
 from .ops.module import Module as _Module
 from .ops.module import apply as _apply
@@ -191,13 +194,48 @@ def dropout(x, p, seed):
 
     Element ``i`` is kept when Philox 4×32-10 of counter ``i`` and key ``seed`` gives a
     uniform number ≥ ``p``: the mask depends only on ``(seed, i)``, so it is the same on
-    every target, run, thread count and rank (docs/ops.md)."""
+    every target, run, thread count and rank (docs/ops.md). ``seed`` may be a
+    ``tessera.rng.Generator``: then the counter starts at its offset, read when the kernel
+    runs, and each call advances it, so every call (and every replay of a captured step)
+    draws a new mask."""
     if not isinstance(p, _numbers.Real) or not 0.0 <= p < 1.0:
         raise _error("dropout", f"p={p!r} must be a number in [0, 1)")
-    if not isinstance(seed, (int, _np.integer)) or not 0 <= seed < 2**63:
-        raise _error("dropout", f"seed={seed!r} must be an int in [0, 2**63)")
+    if isinstance(seed, _rng.Generator):
+        return _dropout_drawing(x, float(p), seed)
+    if isinstance(seed, bool) or not isinstance(seed, (int, _np.integer)) or not 0 <= seed < 2**63:
+        raise _error("dropout", f"seed={seed!r} must be an int in [0, 2**63) or a Generator")
     p, seed = float(p), int(seed)
+    if _capturing(x):
+        _warnings.warn(
+            f"op.dropout with the int seed {seed} in a captured step: this mask repeats on "
+            "every replay (pass a tessera.rng.Generator to draw a new one each call)",
+            _CaptureWarning,
+            stacklevel=3,
+        )
     return _apply("dropout", [x], {"p": p, "seed": seed, "scale": 1.0 / (1.0 - p)})
+
+
+def _dropout_drawing(x, p: float, gen):
+    """``op.dropout(x, p, gen)``: draws counted in the call, the offset advanced after."""
+    tracer = getattr(x, "tracer", None)
+    skip = 0
+    if tracer is not None:  # the draws of this call's earlier dropouts from ``gen``
+        skip = tracer.graph.draws.get(id(gen), 0)
+    attrs = {"p": p, "scale": 1.0 / (1.0 - p), "skip": skip}
+    out = _apply("dropout_gen", [x, gen.seed_array, gen.offset_array], attrs)
+    size = _math.prod(tuple(getattr(x, "shape", ())))
+    if tracer is not None:
+        if skip == 0:  # the first from ``gen`` in this graph: advance after every run
+            tracer.graph.after.append(lambda: gen.advance(tracer.graph.draws[id(gen)]))
+        tracer.graph.draws[id(gen)] = skip + size
+    else:
+        gen.advance(size)
+    return out
+
+
+def _capturing(x) -> bool:
+    tracer = getattr(x, "tracer", None)
+    return bool(getattr(tracer, "capturing", False))
 
 
 def _reduction(name: str, doc: str):

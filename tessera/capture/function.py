@@ -65,6 +65,7 @@ class JitFunction(Module):
     def _tracer(self, arrays):
         tracer = super()._tracer(arrays)
         tracer.writable = set(self._names(arrays))  # a step may write any argument
+        tracer.capturing = bool(self.capture_graph)  # an int-seeded dropout warns
         return tracer
 
     def _split(self, args: tuple) -> tuple[tuple, tuple]:

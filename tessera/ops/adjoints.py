@@ -99,6 +99,8 @@ def _rules(node: Node, g: Tensor, x: list, out: Tensor) -> list:
         return [g]
     if op == "dropout":  # the same mask: it depends on the element index and seed only
         return [_op(g, "dropout", [g], **node.attrs)]
+    if op == "dropout_gen":  # the same mask: the call's offset, read once per run
+        return [_op(g, "dropout_gen", [g, x[1], x[2]], **node.attrs), None, None]
     if op == "matmul":
         return [
             _op(g, "matmul", [g, _op(g, "transpose", [b])]),

@@ -85,6 +85,14 @@ _declare(
         "scale the rest by 1 / (1 - p)",
         floats_only=True,
     ),
+    _ew(
+        "dropout_gen",
+        3,
+        "({0} * {scale} if philox_uniform(i + {2} + {skip}, {1}) >= {p} else 0.0)",
+        "dropout with a Generator: counter offset (+ the draws before it in the call) + i, "
+        "key seed; {1} and {2} are the generator's 0-d seed and offset",
+        floats_only=True,
+    ),
     # used by adjoints (adjoints.py), not in tessera.op
     _ew("eq", 2, "({0} == {1})", "a == b", result="bool"),
     _ew("full", 0, "{dtype}({value})", "a constant array of attrs shape and dtype", result="attr"),
@@ -244,6 +252,13 @@ def promote(decl: OpDecl, values: list) -> D.DType | None:
 def elementwise_type(decl: OpDecl, inputs: list, attrs: dict) -> tuple[tuple[int, ...], D.DType]:
     if decl.name == "full":
         return attrs["shape"], attrs["dtype"]
+    if decl.name == "dropout_gen":  # x, then the generator's 0-d i64 seed and offset
+        x, *state = inputs
+        if any(v.shape != () or v.dtype != D.i64 for v in state):
+            raise RuleError("takes a Generator's state: two 0-d i64 arrays")
+        if x.dtype is None or not x.dtype.is_float:
+            raise RuleError(f"takes float arrays, not {getattr(x.dtype, 'name', x.dtype)}")
+        return x.shape, x.dtype
     shape = broadcast(*(v.shape for v in inputs))
     if decl.name == "expand":
         if broadcast(shape, attrs["shape"]) != attrs["shape"]:

@@ -72,7 +72,7 @@ def fuse(graph: Graph) -> list[Group]:
             if kind == "elementwise" and n.shape == last.shape:
                 if last.kind == "elementwise" or (
                     last.kind == "matmul"
-                    and n.op not in ("full", "expand", "dropout", "causal")
+                    and n.op not in ("full", "expand", "dropout", "dropout_gen", "causal")
                     and all(_tile_operand(v, n.shape) for v in n.inputs)
                 ):
                     target = last

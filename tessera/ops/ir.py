@@ -65,6 +65,8 @@ class Graph:
     written: dict[int, int] = field(default_factory=dict)  # output index → input index
     returns_tuple: bool = False  # the traced function returned a tuple of results
     captured: list = field(default_factory=list)  # arrays read from outside: the last inputs
+    after: list = field(default_factory=list)  # host steps after every run (a Generator's advance)
+    draws: dict = field(default_factory=dict)  # id(Generator) → the numbers one run draws
 
     def add(self, node: Node) -> Node:
         node.number = len(self.nodes)

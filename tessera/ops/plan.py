@@ -44,6 +44,7 @@ class Finish:
 
     buffers: object  # where the graph's buffers live (:func:`memory`)
     writes: list  # (argument, value, whether the value is copied aside first)
+    after: list = dataclasses.field(default_factory=list)  # the graph's host steps
 
     def run(self) -> None:
         pending = [
@@ -52,6 +53,8 @@ class Finish:
         ]
         for target, array in pending:  # every value is read before any output is written
             aliasing.assign(target, array)
+        for step in self.after:  # a Generator's advance: once its kernels have read it
+            step()
 
 
 def start(lowered: Lowered, arrays: list, fresh: bool = False) -> tuple[list, Finish]:
@@ -81,7 +84,8 @@ def start(lowered: Lowered, arrays: list, fresh: bool = False) -> tuple[list, Fi
             array = aliasing.private_copy(buffers, array)
         results.append(array)
     targets = [arrays[index] for index in graph.written.values()]
-    return results, Finish(buffers, [(t, a, _overlaps(a, targets)) for t, a in writes])
+    steps = [(t, a, _overlaps(a, targets)) for t, a in writes]
+    return results, Finish(buffers, steps, list(graph.after))
 
 
 def _launch(lowered: Lowered, env: dict, direct: dict, memory) -> None:

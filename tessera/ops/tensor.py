@@ -78,6 +78,7 @@ class Tracer:
         # the others may not (set by the module that traces)
         self.writable: set[str] | None = None
         self.write_rule = ""
+        self.capturing = False  # traced for a captured step (tessera.jit): replays repeat it
 
     def tensors(self) -> list[Tensor]:
         return [Tensor(self, i) for i in self.graph.inputs]
