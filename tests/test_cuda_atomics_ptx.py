@@ -16,6 +16,7 @@ from test_atomics import (
     global_extrema,
     locked_sum,
     narrow_extrema,
+    shared_updates,
     swaps,
 )
 
@@ -77,3 +78,11 @@ def test_a_lock_loop_compiles_to_a_fenced_compare_and_swap_spin():
     x, total, lock = np.zeros(256, np.float32), np.zeros(1, np.float32), np.zeros(1, np.int32)
     ptx = locked_sum.inspect("ptx", x, total, lock, grid=4, arch="sm_80")
     assert "atom.global.cas.b32" in ptx and ptx.count("membar.gl") >= 4
+
+
+def test_atomics_on_shared_arrays_use_shared_memory_instructions():
+    v, x = np.zeros(128, np.int32), np.zeros(128, np.float32)
+    out, ext = np.zeros((2, 4), np.int32), np.zeros((2, 2), np.float32)
+    ptx = shared_updates.inspect("ptx", v, x, out, ext, grid=2, arch="sm_90")
+    for op in ("and.b32", "or.b32", "xor.b32", "cas.b32"):  # cas: float max/min, atomic_cas
+        assert f"atom.shared.{op}" in ptx
