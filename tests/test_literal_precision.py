@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
-from tessera import complex128, f32, f64, kernel, mut, tile
+from tessera import KernelError, complex128, f32, f64, i8, i32, kernel, mut, tile, u8, u64
 
 J = 0.1j
 
@@ -60,3 +61,26 @@ def test_a_float_literal_meets_an_f32_as_an_f32(target):
     y = np.zeros_like(x)
     f32_literal[3](x, y)
     np.testing.assert_array_equal(y, x * np.float32(0.1))  # NumPy 2: x * 0.1 is the same
+
+
+@kernel
+def compares(x: u8[n], y: i8[n], out: mut[i32[n]]):
+    i = tile.linear_id()
+    out[i] = (1 if x[i] < 300 else 0) + (10 if y[i] > -200 else 0) + (100 if x[i] == 44 else 0)
+
+
+def test_an_integer_literal_out_of_the_types_range_compares_by_value(target):
+    x, y = np.array([44, 255], np.uint8), np.array([-128, 127], np.int8)
+    out = np.zeros(2, np.int32)
+    compares[2](x, y, out)
+    # 300 is not 44 (its u8 wrap), and -200 is below every i8: as Python and NumPy 2 say
+    np.testing.assert_array_equal(out, [111, 11])
+
+
+def test_comparing_a_u64_with_a_negative_literal_is_a_located_error():
+    with pytest.raises(KernelError, match=r"comparing a u64 with the negative literal -1"):
+
+        @kernel
+        def always(x: u64[n], out: mut[i32[n]]):
+            i = tile.linear_id()
+            out[i] = 1 if x[i] > -1 else 0

@@ -13,6 +13,8 @@ is f64, as in Python.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes as D
 from ..errors import KernelError, internal_errors
 from ..tile.blocks import Block, broadcast
@@ -62,6 +64,31 @@ def promote(a: ScalarType, b: ScalarType) -> ScalarType:
         return a if da.bits >= db.bits else b
     unsigned, signed = (a, b) if da.kind == "u" else (b, a)
     return unsigned if unsigned.dtype.bits >= signed.dtype.bits else signed
+
+
+def int_literal(e: ir.Expr) -> int | None:
+    """The value of an integer literal (``300``, ``-1``), or None."""
+    if isinstance(e, ir.UnaryOp) and e.op == "-":
+        inner = int_literal(e.operand)
+        return None if inner is None else -inner
+    if isinstance(e, ir.Const) and type(e.value) is int:
+        return e.value
+    return None
+
+
+def compare_type(left: ir.Expr, right: ir.Expr) -> ScalarType:
+    """The type a comparison compares in: the operands' promotion, except where a weak
+    integer literal does not fit it (``x_u8 < 300``, ``x_i8 > -200``): then i64, so the
+    values are compared, as Python, C and NumPy 2 compare them."""
+    t = promote(left.type, right.type)
+    dtype = concrete(t).dtype
+    if dtype.is_int and dtype != D.bool_:
+        info = np.iinfo(dtype.np_dtype)
+        for side in (left, right):
+            value = int_literal(side)
+            if value is not None and not info.min <= value <= info.max:
+                return I64
+    return t
 
 
 def to_float(t: ScalarType) -> ScalarType:
@@ -310,8 +337,15 @@ class Typer:
                 return I64
             return t
         if isinstance(e, ir.Compare):
-            self.element(e.left, final)
-            self.element(e.right, final)
+            a, b = self.element(e.left, final), self.element(e.right, final)
+            for side, other in ((e.left, b), (e.right, a)):
+                value = int_literal(side)
+                if value is not None and value < 0 and concrete(other).dtype == D.u64:
+                    raise self.error(
+                        e,
+                        f"comparing a u64 with the negative literal {value}: every u64 "
+                        "is greater; compare with 0, or convert the value to i64 first",
+                    )
             return BOOL
         if isinstance(e, ir.BoolOp):
             for v in e.values:

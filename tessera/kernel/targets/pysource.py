@@ -25,7 +25,7 @@ from ...errors import KernelError
 from ...tile import primitives as P
 from .. import ir
 from ..ir import ArrayType, ScalarType, TileType
-from ..typer import concrete, promote
+from ..typer import compare_type, concrete, promote
 from . import integers, own_math, printing, semantics
 from .target import Target
 from .tile_source import TileSource
@@ -435,7 +435,7 @@ class SourceEmitter(TileSource):
                 return self.arith(self.const(0, t), "-", operand, t)
             return self.wrap(f"({e.op}{operand})", t)
         if isinstance(e, ir.Compare):
-            c = promote(e.left.type, e.right.type)
+            c = compare_type(e.left, e.right)
             a = self.conv(self.expr(e.left), e.left.type, c)
             b = self.conv(self.expr(e.right), e.right.type, c)
             return f"({a} {e.op} {b})"

@@ -14,7 +14,7 @@ from .... import dtypes as D
 from ....errors import KernelArithmeticError, KernelError
 from ... import ir
 from ...ir import ScalarType, TileType
-from ...typer import concrete, promote
+from ...typer import compare_type, concrete, promote
 from .. import integers, own_math, semantics
 from . import tiles
 from .values import BINARY, COMPARE, HALF, INTEGER_RULES, NUMPY_MATH, cast_function, convert
@@ -42,7 +42,7 @@ def compile_expr(c, e: ir.Expr):
     if isinstance(e, ir.UnaryOp):
         return _unary(c, e)
     if isinstance(e, ir.Compare):
-        common = promote(e.left.type, e.right.type)
+        common = compare_type(e.left, e.right)
         a = convert(c.expr(e.left), e.left.type, common)
         b = convert(c.expr(e.right), e.right.type, common)
         op = COMPARE[e.op]
