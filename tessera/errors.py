@@ -187,6 +187,15 @@ class CollectiveTimeout(DistError):
         self.collective, self.seq, self.axis, self.missing = collective, seq, axis, missing
 
 
+class RankExited(CollectiveTimeout):
+    """A rank on this node exited without reaching a collective that this one waits on:
+    the collective can never complete, so the wait ends at its next check of the members
+    (after one second, then 4 s, 16 s, ...) instead of at TESSERA_COLLECTIVE_TIMEOUT.
+    ``missing`` names the ranks that exited. A :class:`CollectiveTimeout`, so code that
+    handles timeouts handles it too; ranks on other nodes are not seen exiting (their
+    launcher ends the job, or the timeout does)."""
+
+
 class CollectiveMismatch(DistError):
     """The ranks called different collectives, or the same one with arguments that
     change what goes over the wire (op, dtype, shape, dim, root, ...); raised on every

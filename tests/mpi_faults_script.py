@@ -7,6 +7,8 @@ turn into an error (not a hang). Writes what each rank saw to ``<folder>/rank<r>
 * ``mismatch_coalesced``: the ranks pass all_reduce_coalesced arrays of different sizes.
 * ``raise``: rank 1 raises before a collective; the job must end.
 * ``die``: the last rank's process exits abruptly before a collective; the job must end.
+* ``die_unnoticed``: the same, under a launcher that does not end the job; the others
+  must see the exit (``dist.RankExited``) long before the timeout.
 """
 
 from __future__ import annotations
@@ -70,6 +72,18 @@ def main(mode: str, folder: str) -> None:
             os._exit(3)
         dist.all_reduce(np.ones(3), axis="x")
         report("no error")
+    elif mode == "die_unnoticed":
+        if mesh.rank == last:
+            report("dying")
+            os._exit(3)
+        started = time.monotonic()
+        try:
+            dist.all_reduce(np.ones(3), axis="x")
+            report("no error")
+        except dist.RankExited as exc:
+            took = time.monotonic() - started
+            report(f"{type(exc).__name__} {exc.missing} {took:.1f}\n{exc}")
+            raise
 
 
 if __name__ == "__main__":

@@ -18,11 +18,20 @@ def mpi_missing() -> bool:
     return importlib.util.find_spec("mpi4py") is None or find_mpiexec() is None
 
 
-def run_mpi(script: str, ranks: int, *args, env: dict | None = None, timeout: int = 240):
-    """``mpiexec -n ranks python tests/<script> args...``, from the tests folder."""
+def run_mpi(
+    script: str,
+    ranks: int,
+    *args,
+    env: dict | None = None,
+    timeout: int = 240,
+    launcher: tuple[str, ...] = (),
+):
+    """``mpiexec [launcher...] -n ranks python tests/<script> args...``, from the tests
+    folder."""
     from tessera.world import find_mpiexec
 
-    command = [find_mpiexec(), "-n", str(ranks), sys.executable, os.path.join(HERE, script)]
+    command = [find_mpiexec(), *launcher, "-n", str(ranks), sys.executable]
+    command.append(os.path.join(HERE, script))
     # Open MPI's mpiexec refuses to start as root (CI containers, GPU machines) unless told
     env = dict(os.environ if env is None else env)
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -35,6 +44,16 @@ def run_mpi(script: str, ranks: int, *args, env: dict | None = None, timeout: in
         cwd=HERE,
         env=env,
     )
+
+
+def hydra_missing() -> bool:
+    """True unless ``mpiexec`` is MPICH's hydra (whose options some tests use)."""
+    from tessera.world import find_mpiexec
+
+    if mpi_missing():
+        return True
+    found = subprocess.run([find_mpiexec(), "--version"], capture_output=True, text=True)
+    return "HYDRA" not in found.stdout
 
 
 def report_outcome(check, path: str) -> None:

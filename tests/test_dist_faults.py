@@ -7,16 +7,22 @@ import os
 import time
 
 import pytest
-from mpi_run import mpi_missing, run_mpi
+from mpi_run import hydra_missing, mpi_missing, run_mpi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 pytestmark = pytest.mark.skipif(mpi_missing(), reason="needs mpi4py and mpiexec")
 
 
-def run_faulty(mode: str, ranks: int, folder, **env):
+def run_faulty(mode: str, ranks: int, folder, launcher=(), **env):
     started = time.monotonic()
     result = run_mpi(
-        "mpi_faults_script.py", ranks, mode, folder, env=dict(os.environ, **env), timeout=120
+        "mpi_faults_script.py",
+        ranks,
+        mode,
+        folder,
+        env=dict(os.environ, **env),
+        timeout=120,
+        launcher=launcher,
     )
     return result, time.monotonic() - started
 
@@ -64,6 +70,25 @@ def test_a_rank_that_dies_ends_the_job(tmp_path):
     result, took = run_faulty("die", 2, tmp_path, TESSERA_COLLECTIVE_TIMEOUT="100")
     assert result.returncode != 0
     assert (tmp_path / "rank1.txt").read_text() == "dying"
+    assert took < 60
+
+
+@pytest.mark.skipif(hydra_missing(), reason="needs MPICH's mpiexec (-disable-auto-cleanup)")
+def test_a_rank_that_exits_ends_the_others_wait_without_the_launcher(tmp_path):
+    # the launcher does not end the job: the waiting rank sees the exit on its own
+    result, took = run_faulty(
+        "die_unnoticed",
+        2,
+        tmp_path,
+        launcher=("-disable-auto-cleanup",),
+        TESSERA_COLLECTIVE_TIMEOUT="100",
+    )
+    assert result.returncode != 0
+    report = (tmp_path / "rank0.txt").read_text()
+    kind, missing, waited = report.splitlines()[0].split(" ", 2)
+    assert (kind, missing) == ("RankExited", "[1]"), report
+    assert 0.9 <= float(waited) < 10  # the first check of the members, at 1 s
+    assert "ranks [1] have exited (rank 1: pid" in report
     assert took < 60
 
 

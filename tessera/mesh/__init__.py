@@ -1,7 +1,7 @@
 """Meshes of ranks, sharded tensors, index launches and the collectives between them
 (see docs/distributed.md)."""
 
-from ..errors import CollectiveMismatch, CollectiveTimeout, DistError
+from ..errors import CollectiveMismatch, CollectiveTimeout, DistError, RankExited
 from ..world import rank, size, world
 from .coalesced import all_reduce_coalesced
 from .collectives import Work, all_gather, all_reduce, barrier, broadcast, reduce_scatter
@@ -18,6 +18,7 @@ __all__ = [
     "Mesh",
     "Parts",
     "Plan",
+    "RankExited",
     "ShardSpec",
     "ShardedTensor",
     "Work",

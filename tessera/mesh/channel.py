@@ -37,10 +37,10 @@ import time
 
 import numpy as np
 
-from .. import timed
+from .. import failures, timed
 from ..config import get as setting
-from ..errors import CollectiveMismatch, CollectiveTimeout
-from . import fingerprint
+from ..errors import CollectiveMismatch, CollectiveTimeout, RankExited
+from . import fingerprint, liveness
 
 QUERY, REPLY = 7301, 7302  # tags on the control channel
 ANSWER_WINDOW_S = 1.0  # at most this long a timed-out rank waits for the members' answers
@@ -68,7 +68,9 @@ class Channel:
         # the two in MPI (both wait, and the probe of a long wait names the mismatch)
         self.reductions = comm.Dup() if self.size > 1 else comm
         self.scatters = comm.Dup() if self.size > 1 else comm
-        self.world_ranks = list(comm.allgather(world_rank))
+        members = comm.allgather((world_rank, liveness.identity()))
+        self.world_ranks = [rank for rank, _ in members]
+        self.processes = [process for _, process in members]  # to see who has exited
         self.node = _one_node(comm, self.index) if self.size > 1 else None
         self.started = 0  # sequence number of the latest collective started here
         self.nccl = None  # the NCCL communicator, made on the first GPU collective
@@ -213,7 +215,7 @@ class Channel:
         another one at this sequence number (or an MPI error from a message of another
         size) is a CollectiveMismatch."""
         what = self._what(kind, seq, describe)
-        probe = None if describe is None else lambda: self._probe(kind, seq, what, describe)
+        probe = lambda: self._probe(kind, seq, what, describe)  # noqa: E731
         try:
             timed.wait(
                 requests,
@@ -238,12 +240,43 @@ class Channel:
             return lambda: f"{kind} #{seq} on axis '{self.axis}'"
         return lambda: f"{kind} #{seq} on axis '{self.axis}': {describe()}"
 
-    def _probe(self, kind: str, seq: int, what, describe) -> None:
-        """CollectiveMismatch when a member waits on another call with number ``seq``
-        on this axis (or names a mismatch of it): then the two never complete."""
+    def _probe(self, kind: str, seq: int, what, describe=None) -> None:
+        """RankExited when a member on this node has exited; CollectiveMismatch (with
+        ``describe``) when a member waits on another call with number ``seq`` on this
+        axis (or names a mismatch of it): then the two never complete."""
+        self._check_members(kind, seq)
+        if describe is None:
+            return
         answers = self._ask_members(seq, PROBE_WINDOW_S)
         if self._differs(seq, answers, what()):
             raise self._mismatch(kind, seq, describe())
+
+    def _exited(self) -> list[int]:
+        """The indices of the members on this node whose process has ended."""
+        mine = self.processes[self.index]
+        return [i for i, p in enumerate(self.processes) if liveness.exited(p, mine)]
+
+    def _check_members(self, kind: str, seq: int) -> None:
+        """RankExited (reported, as a timeout is) when a member on this node has exited:
+        the collective can never complete, so the wait ends now, not at the deadline."""
+        gone = self._exited()
+        if not gone:
+            return
+        ranks = [self.world_ranks[i] for i in gone]
+        pids = ", ".join(f"rank {self.world_ranks[i]}: pid {self.processes[i][1]}" for i in gone)
+        error = RankExited(
+            f"{kind} #{seq} on axis '{self.axis}' cannot complete on rank "
+            f"{self.world_ranks[self.index]}: ranks {ranks} have exited ({pids}, on this "
+            "node) without reaching it. The job cannot go on: an uncaught error ends it "
+            "(Tessera aborts every rank). Their own output says why they exited.",
+            kind,
+            seq,
+            self.axis,
+            ranks,
+        )
+        timed.log.error("%s", error)
+        failures.report(error)
+        raise error
 
     def _differs(self, seq: int, answers: list, mine: str) -> bool:
         marker = f"#{seq} on axis '{self.axis}'"
@@ -273,7 +306,10 @@ class Channel:
             rank = self.world_ranks[i]
             if answer is None:
                 missing.append(rank)
-                notes.append(f"rank {rank}: no answer (computing, hung or dead)")
+                if liveness.exited(self.processes[i], self.processes[self.index]):
+                    notes.append(f"rank {rank}: exited (pid {self.processes[i][1]})")
+                else:
+                    notes.append(f"rank {rank}: no answer (computing, hung or dead)")
             elif answer[0] < seq:
                 missing.append(rank)
                 doing = answer[1] or "not in a collective"
