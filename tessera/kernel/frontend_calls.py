@@ -185,6 +185,8 @@ class CallLowering:
         values it exchanges (each lane's value lives in a variable)."""
         if fn.grouped_only and not self.grouped:
             raise self.flat_error(scope, node, fn.name)
+        if fn is B.arange and len(node.args) == 2 and not node.keywords:
+            return self.value(scope, _arange_from(node))
         names = tuple(a.name for a in fn.args)
         required = sum(1 for a in fn.args if a.required)
         given = self.call_args(scope, node, names, required)
@@ -364,6 +366,14 @@ class CallLowering:
             # by value: the parameter is a variable of the helper's own, which it may
             # reassign (the caller's value is unchanged), as in Python and CUDA
             p, e = self.value(scope, arg)
+            if isinstance(e, ir.Name) and param.arg not in inner.locals:
+                # a variable that the helper only reads: the helper reads the caller's
+                # (tiles are immutable and the caller's names are out of the helper's
+                # reach, so nothing can change it meanwhile), no copy of a tile to make
+                pre += p
+                inner.rename[param.arg] = e.name
+                inner.plain.add(param.arg)
+                continue
             inner.rename[param.arg] = f"{prefix}_{param.arg}"
             if isinstance(e, SMALL):
                 pre += p + self.bind_argument(inner, param.arg, e, inner.rename[param.arg], loc)
@@ -400,3 +410,14 @@ class CallLowering:
         if missing:
             raise self.error(scope, node, f"{fname}() is missing argument '{missing[0]}'")
         return out
+
+
+def _arange_from(node: ast.Call) -> ast.expr:
+    """Triton's ``tl.arange(start, end)`` as ``start + tile.arange(end - start)`` (the
+    length must be a constant: start and end are constexprs or literals)."""
+    start, stop = node.args
+    length = ast.copy_location(ast.BinOp(stop, ast.Sub(), start), node)
+    call = ast.copy_location(ast.Call(node.func, [length], []), node)
+    if isinstance(start, ast.Constant) and start.value == 0:
+        return call
+    return ast.copy_location(ast.BinOp(start, ast.Add(), call), node)

@@ -23,7 +23,8 @@ from . import ir
 from .frontend import Frontend
 from .ir_print import format_kernel, format_schedule
 from .passes import Pass, checks, uniformity
-from .passes.fold import fold_constants
+from .passes.copies import propagate_copies
+from .passes.fold import constant_shapes, fold_constants
 from .passes.hoist_shared import hoist_divergent_allocs
 from .passes.prefetch import mark_prefetch_waits
 from .passes.regions import Schedule, form_regions
@@ -119,6 +120,7 @@ def _bind_constexprs(spec: Specialised, constexprs: dict) -> None:
         spec.kir.params = resolve_dtypes(spec.kir.params, constexprs)
         fold_constants(spec.kir)
     kir = spec.kir
+    constant_shapes(kir)
     # the deep copy duplicated the allocations; the body's copies are the ones to keep
     kir.allocs = [s for s in ir.walk_stmts(kir.body) if isinstance(s, ir.SharedAlloc)]
     for a in kir.allocs:
@@ -158,6 +160,10 @@ def _webs(spec: Specialised, constexprs: dict) -> None:
         split_webs(spec.kir)
 
 
+def _copies(spec: Specialised, constexprs: dict) -> None:
+    propagate_copies(spec.kir)
+
+
 def _prefetch(spec: Specialised, constexprs: dict) -> None:
     if spec.kir.grouped:
         mark_prefetch_waits(spec.kir)
@@ -178,6 +184,7 @@ SHARED_PASSES = (
     Pass("shared_memory", _shared_memory, "shared-array shapes folded, budget checked"),
     Pass("types", _types, "every expression and variable typed"),
     Pass("webs", _webs, "unrelated uses of one variable name become variables of their own"),
+    Pass("copies", _copies, "copies of tiles into temporaries removed"),
     Pass("uniformity", _uniformity, "which values vary by lane; collectives checked"),
     Pass("prefetch", _prefetch, "waits that may leave copies in flight (tile.range)"),
 )

@@ -22,6 +22,7 @@ from ..tile.mathfns import MATH
 from ..tile.primitives import BITWISE_ATOMICS, RuleError
 from . import ir
 from .ir import ArrayType, ScalarType, TileType
+from .passes.fold import int_value
 
 # expressions that apply elementwise to tile operands (NumPy broadcasting)
 ELEMENTWISE = (ir.BinOp, ir.UnaryOp, ir.Compare, ir.IfExp, ir.Cast, ir.MathCall)
@@ -517,19 +518,4 @@ class Typer:
 
 def fold_int(e: ir.Expr) -> int | None:
     """The value of a constant integer expression (shared-array sizes), else None."""
-    if isinstance(e, ir.Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
-        return e.value
-    if isinstance(e, ir.BinOp):
-        a, b = fold_int(e.left), fold_int(e.right)
-        if a is None or b is None:
-            return None
-        ops = {"+": a + b, "-": a - b, "*": a * b}
-        if e.op in ops:
-            return ops[e.op]
-        if e.op in ("//", "%") and b != 0:
-            return a // b if e.op == "//" else a % b
-        return None
-    if isinstance(e, ir.UnaryOp) and e.op == "-":
-        v = fold_int(e.operand)
-        return None if v is None else -v
-    return None
+    return int_value(e)

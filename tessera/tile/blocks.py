@@ -195,7 +195,8 @@ arange = _tile(
     "tile.arange",
     "n:shape",
     _arange,
-    "The tile [0, 1, ..., n - 1] (i64).",
+    "The tile [0, 1, ..., n - 1] (i64); `tile.arange(start, end)`, Triton's form, is "
+    "`start + tile.arange(end - start)` (end - start a constant).",
     collective=True,
     grouped_only=True,
 )

@@ -76,3 +76,108 @@ def _is_bool(e: ir.Expr) -> bool:
 
 def _is_str(e: object) -> bool:
     return isinstance(e, ir.Const) and isinstance(e.value, str)
+
+
+def constant_shapes(kir: ir.KernelIR) -> None:
+    """A name assigned once, to a constant integer, stands for its value where the
+    language needs a constant: a tile's shape (``tile.zeros((BN, 64))``, ``tile.arange(BN)``,
+    a block's shape) and a shared array's. That is what a helper's parameter bound to a
+    constexpr is (``bwd_dq(..., BLOCK_N2)``, Triton's ``BN: tl.constexpr``), and a local
+    computed from constexprs (``MASK_BLOCK_M = BLOCK_M // SLICE``). Elsewhere the name stays
+    a variable of its own type, so arithmetic keeps its dtypes."""
+    constants, flags = _constant_names(kir)
+    if not constants and not flags:
+        return
+    known = {**constants, **flags}
+    conditions = False
+    for s in ir.walk_stmts(kir.body):
+        if isinstance(s, ir.If) and _substituted(s.cond, known) is not s.cond:
+            s.cond = _substituted(s.cond, known)  # ``if MASK:`` in a helper: one branch stays
+            conditions = True
+        if isinstance(s, ir.SharedAlloc) and not s.dynamic:
+            s.shape = tuple(_resolved(d, constants) for d in s.shape)
+        for e in ir.stmt_exprs(s):
+            if isinstance(e, ir.PrimCall):
+                for arg, a in zip(e.prim.args, e.args):
+                    if arg.kind == "shape" and isinstance(a, ir.Tuple):
+                        a.items = [_resolved(d, constants) for d in a.items]
+    if conditions:
+        fold_constants(kir)
+
+
+def _constant_names(kir: ir.KernelIR) -> tuple[dict[str, int], dict[str, bool]]:
+    params = {p.name for p in kir.params}
+    bound: dict[str, int] = {}
+    values: dict[str, ir.Expr] = {}
+    for s in ir.walk_stmts(kir.body):
+        for name in _targets(s):
+            bound[name] = bound.get(name, 0) + 1
+        if isinstance(s, ir.Assign):
+            values[s.target] = s.value
+    candidates = {n: v for n, v in values.items() if bound[n] == 1 and n not in params}
+    flags = {n: v.value for n, v in candidates.items() if _is_bool(v)}
+    known: dict[str, int] = {}
+    while True:  # names defined from names defined from constants: until nothing changes
+        found = {n: int_value(v, known) for n, v in candidates.items() if n not in known}
+        found = {n: v for n, v in found.items() if v is not None}
+        if not found:
+            return known, flags
+        known.update(found)
+
+
+def _substituted(e: ir.Expr, known: dict) -> ir.Expr:
+    """``e`` with the names in ``known`` replaced by their constants (a new expression
+    where any was; ``e`` itself where none was)."""
+    if isinstance(e, ir.Name) and e.name in known:
+        return ir.Const(e.loc, known[e.name])
+    changed = {}
+    for f in dataclasses.fields(e):
+        value = getattr(e, f.name)
+        if isinstance(value, ir.Expr):
+            new = _substituted(value, known)
+            if new is not value:
+                changed[f.name] = new
+        elif isinstance(value, list) and any(isinstance(v, ir.Expr) for v in value):
+            new_list = [_substituted(v, known) if isinstance(v, ir.Expr) else v for v in value]
+            if any(a is not b for a, b in zip(new_list, value)):
+                changed[f.name] = new_list
+    return dataclasses.replace(e, **changed) if changed else e
+
+
+def _targets(s: ir.Stmt) -> list[str]:
+    if isinstance(s, (ir.Assign, ir.SharedAlloc)):
+        return [s.target]
+    if isinstance(s, ir.For):
+        return [s.var]
+    return []
+
+
+def _resolved(d, constants: dict[str, int]):
+    if isinstance(d, ir.Expr) and not isinstance(d, ir.Const):
+        value = int_value(d, constants)
+        if value is not None:
+            return ir.Const(d.loc, value)
+    return d
+
+
+def int_value(e: ir.Expr, known: dict[str, int] | None = None) -> int | None:
+    """The value of an integer expression of constants and ``known`` names, else None."""
+    known = {} if known is None else known
+    if isinstance(e, ir.Const):
+        value = e.value
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(e, ir.Name):
+        return known.get(e.name)
+    if isinstance(e, ir.BinOp):
+        a, b = int_value(e.left, known), int_value(e.right, known)
+        if a is None or b is None:
+            return None
+        if e.op in ("+", "-", "*"):
+            return a + b if e.op == "+" else a - b if e.op == "-" else a * b
+        if e.op in ("//", "%") and b != 0:
+            return a // b if e.op == "//" else a % b
+        return None
+    if isinstance(e, ir.UnaryOp) and e.op == "-":
+        v = int_value(e.operand, known)
+        return None if v is None else -v
+    return None

@@ -73,7 +73,7 @@ def _arange(cg, call, site):
     _fill(cg, site, call.type, "np.int64(_e0)")
 
 
-def _offsets(cg, offset, array: str, shape: tuple[int, ...]) -> list[str]:
+def block_offsets(cg, offset, array: str, shape: tuple[int, ...]) -> list[str]:
     """Emit the block's offsets (``_o<d>``, i64) into ``array``; ``shape`` is the block's.
     An offset along a block dim whose block lies wholly outside the array (past either
     end, however far: 2**63 - 1 included) is moved to ``-n``, still wholly outside, so
@@ -107,7 +107,7 @@ def _load_block(cg, call, site):
     checked and the ones outside read ``other``."""
     src, offset, _, other = call.args
     t, array = call.type, cg.name(src.name)
-    offsets = _offsets(cg, offset, array, t.shape)
+    offsets = block_offsets(cg, offset, array, t.shape)
     cg.emit(f"_fv = {cg.conv(cg.expr(other), other.type, ScalarType(t.dtype))}", call.loc)
     dest = cg.name(site.target)
     lead = len(offsets) - len(t.shape)  # fixed leading indices: a block of a sub-array
@@ -146,7 +146,7 @@ def _load_block(cg, call, site):
 def _store_block(cg, call, site):
     dst, offset, t, mask = call.args
     array = cg.name(dst.name)
-    offsets = _offsets(cg, offset, array, t.type.shape)
+    offsets = block_offsets(cg, offset, array, t.type.shape)
     cg.emit(f"# tile.store_block({dst.name}, ...)", call.loc)
 
     def body():

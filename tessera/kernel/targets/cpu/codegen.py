@@ -20,6 +20,7 @@ from ...passes.regions import GroupIf, GroupLoop, LaneRegion, Schedule
 from ...typer import concrete
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
+from . import block_copies
 
 STACK_BYTES = 256 * 1024  # per-chunk arrays up to this size live on the worker's stack
 
@@ -35,6 +36,7 @@ class CpuCodegen(SourceEmitter):
         self.lane_arrays = schedule.lane_arrays if schedule else set()
         self.scratch: list[tuple[str, str, int]] = []  # (name, dtype ctor, size)
         self.stack_arrays: dict[str, tuple[tuple[int, ...], str]] = {}  # name → shape, dtype
+        self.block_copies: dict[str, tuple] = {}  # name → block_copies.function's key
         self.stack_bytes = 0
 
     def generate(self) -> str:
@@ -144,6 +146,12 @@ class CpuCodegen(SourceEmitter):
         self.unflatten("_g", "_g", [f"_N{d}" for d in range(self.grid_ndim)])
         self.indent -= 1
         self.lines.extend(body)
+
+    def block_copy(self, kind: str, lead: int, shape: tuple[int, ...], masked=False) -> str:
+        """The name of the shared function copying such blocks (block_copies.py)."""
+        name = block_copies.name(kind, lead, shape, masked)
+        self.block_copies[name] = (kind, lead, shape, masked)
+        return name
 
     def scratch_array(self, shape: tuple[int, ...], dtype: str) -> str:
         """Code that makes a per-chunk array: on the stack while the chunk's arrays fit

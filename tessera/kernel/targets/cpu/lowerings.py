@@ -16,10 +16,10 @@ from ....tile import blocks as B
 from ....tile import primitives as P
 from ...ir import ScalarType
 from ...typer import concrete
-from ..common_lowerings import COMMON_LOWERINGS
+from ..common_lowerings import COMMON_LOWERINGS, block_offsets
 from ..pysource import combine, ctor, subgroup_source
 from ..target import lowerings_table
-from . import atomics
+from . import atomics, block_copies
 
 LOWERINGS, lowering = lowerings_table()
 
@@ -129,6 +129,36 @@ def _shuffle(cg, call, site):
 # A group runs on one core: a tile primitive is straight loop code run once per group,
 # writing the tile variable (an array per chunk) its statement assigns.
 LOWERINGS.update(COMMON_LOWERINGS)
+
+
+@lowering(B.load_block)
+def _load_block(cg, call, site):
+    """A call of the shared function for the block's shape (block_copies.py), where the
+    element needs no conversion; else the inline loops."""
+    src, offset, _, other = call.args
+    t = call.type
+    if not block_copies.plain(cg.types[src.name].dtype, t.dtype):
+        return COMMON_LOWERINGS[B.load_block](cg, call, site)
+    array = cg.name(src.name)
+    offsets = block_offsets(cg, offset, array, t.shape)
+    fill = cg.conv(cg.expr(other), other.type, ScalarType(t.dtype))
+    fn = cg.block_copy("load", len(offsets) - len(t.shape), t.shape)
+    cg.emit(f"{fn}({cg.name(site.target)}, {array}, ({', '.join(offsets)},), {fill})", call.loc)
+
+
+@lowering(B.store_block)
+def _store_block(cg, call, site):
+    dst, offset, t, mask = call.args
+    shape = t.type.shape
+    plain = block_copies.plain(cg.types[dst.name].dtype, t.type.dtype)
+    if not plain or (mask is not None and mask.type.shape != shape):
+        return COMMON_LOWERINGS[B.store_block](cg, call, site)
+    array = cg.name(dst.name)
+    offsets = block_offsets(cg, offset, array, shape)
+    fn = cg.block_copy("store", len(offsets) - len(shape), shape, mask is not None)
+    args = [array, cg.name(t.name), f"({', '.join(offsets)},)"]
+    args += [cg.name(mask.name)] if mask is not None else []
+    cg.emit(f"{fn}({', '.join(args)})", call.loc)
 
 
 @lowering(B.dot)

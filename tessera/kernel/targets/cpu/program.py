@@ -39,7 +39,7 @@ from ...pipeline import Specialised
 from ...source import generated
 from .. import printing
 from ..target import Target
-from . import native, runtime, vector_width
+from . import block_copies, native, runtime, vector_width
 from .codegen import CpuCodegen
 
 JIT_OPTIONS = dict(nogil=True, error_model="numpy", fastmath=False, boundscheck=False)
@@ -67,6 +67,7 @@ class CpuProgram:
         self.check_sites = codegen.check_sites
         self.assert_sites = codegen.assert_sites
         self.stack_arrays = codegen.stack_arrays
+        self.block_copies = codegen.block_copies
         # loops over the own exp, log, tanh, erf are bound by arithmetic: wide vectors pay
         self.arithmetic_bound = codegen.own_math_calls > 0
         self.filename = codegen.source_file("cpu")
@@ -189,6 +190,8 @@ class CpuProgram:
         module._prange = numba.prange if parallel else range
         for name, (shape, dtype) in self.stack_arrays.items():
             setattr(module, name, runtime.stack_array(shape, dtype))
+        for name, key in self.block_copies.items():
+            setattr(module, name, block_copies.function(*key))
         exec(compile(self.source, self.filename, "exec"), module.__dict__)  # noqa: S102 - our codegen
         return module
 
@@ -385,7 +388,7 @@ def argument_types(args: tuple) -> tuple[str, ...]:
 # runtime namespace and the Tessera modules whose functions it lends to the generated code
 # (tests/test_disk_cache.py checks that this list covers cpu_runtime.namespace()).
 RUNTIME_SOURCES = ("program.py", "runtime.py", "atomics.py", "native.py", "microkernel.py")
-RUNTIME_SOURCES += ("vector_width.py",)
+RUNTIME_SOURCES += ("vector_width.py", "block_copies.py")
 RUNTIME_SOURCES += ("../semantics.py", "../integers.py", "../own_math.py")
 
 
