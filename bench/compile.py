@@ -30,6 +30,7 @@ EXAMPLES = (
     "attention",
     "mlp_training",
     "flash_attention",
+    "flash_attention_backward",
     "gemm_tiles",
     "softmax",
     "matmul",

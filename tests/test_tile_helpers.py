@@ -149,10 +149,12 @@ def test_swapping_tiles_in_a_loop_keeps_both_values(target, rng):
 
 @kernel(tile=(8,))
 def triton_arange(y: mut[i64[n]], START: ts.constexpr):
-    tile.store_block(y, (group_id(0) * 8,), tile.arange(START, START + 8) + tile.arange(0, 8))
+    m0 = group_id(0) * 8  # a variable start, with the end written start + n
+    rows = tile.arange(m0, m0 + 8)
+    tile.store_block(y, (m0,), tile.arange(START, START + 8) + tile.arange(0, 8) + rows)
 
 
 def test_arange_takes_tritons_start_and_end(target):
     y = np.zeros(16, np.int64)
     triton_arange[2](y, 3)
-    np.testing.assert_array_equal(y, np.tile(np.arange(3, 11) + np.arange(8), 2))
+    np.testing.assert_array_equal(y, np.tile(np.arange(3, 11) + np.arange(8), 2) + np.arange(16))

@@ -413,10 +413,17 @@ class CallLowering:
 
 
 def _arange_from(node: ast.Call) -> ast.expr:
-    """Triton's ``tl.arange(start, end)`` as ``start + tile.arange(end - start)`` (the
-    length must be a constant: start and end are constexprs or literals)."""
+    """Triton's ``tl.arange(start, end)`` as ``start + tile.arange(end - start)``: the
+    length must be a constant (start and end constexprs or literals, or ``end`` written
+    ``start + n``: ``tile.arange(m0, m0 + BM)``)."""
     start, stop = node.args
     length = ast.copy_location(ast.BinOp(stop, ast.Sub(), start), node)
+    if isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.Add):  # (m0, m0 + BM): BM
+        same = ast.dump(start)
+        if ast.dump(stop.left) == same:
+            length = stop.right
+        elif ast.dump(stop.right) == same:
+            length = stop.left
     call = ast.copy_location(ast.Call(node.func, [length], []), node)
     if isinstance(start, ast.Constant) and start.value == 0:
         return call

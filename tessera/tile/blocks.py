@@ -196,7 +196,7 @@ arange = _tile(
     "n:shape",
     _arange,
     "The tile [0, 1, ..., n - 1] (i64); `tile.arange(start, end)`, Triton's form, is "
-    "`start + tile.arange(end - start)` (end - start a constant).",
+    "`start + tile.arange(end - start)` (end - start a constant, or end written `start + n`).",
     collective=True,
     grouped_only=True,
 )

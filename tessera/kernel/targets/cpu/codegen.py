@@ -20,6 +20,7 @@ from ...passes.regions import GroupIf, GroupLoop, LaneRegion, Schedule
 from ...typer import concrete
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
+from ..tile_source import reads_elsewhere
 from . import block_copies
 
 STACK_BYTES = 256 * 1024  # per-chunk arrays up to this size live on the worker's stack
@@ -169,7 +170,15 @@ class CpuCodegen(SourceEmitter):
     def group_items(self, items: list) -> None:
         if not items:
             self.emit("pass")
-        for item in items:
+        i = 0
+        while i < len(items):
+            run = elementwise_run(items, i)
+            if len(run) > 1:
+                self.fused_tile_statements(run)
+                i += len(run)
+                continue
+            item = items[i]
+            i += 1
             if isinstance(item, LaneRegion):
                 self.lane_region(item)
             elif isinstance(item, GroupIf):
@@ -198,6 +207,18 @@ class CpuCodegen(SourceEmitter):
             self.tile_statement(s)
         else:
             self.lane_stmt(s)
+
+    def fused_tile_statements(self, run: list[ir.Assign]) -> None:
+        """Consecutive elementwise tile statements of one shape (elementwise_run) in one
+        loop nest: each element computes them in order, with the bits it would have
+        statement by statement."""
+
+        def body() -> None:
+            for s in run:
+                value = self.conv(self.expr(s.value), s.value.type, self.types[s.target])
+                self.emit(f"{self.name(s.target)}[{', '.join(self.element)}] = {value}", s.loc)
+
+        self.element_loops(run[0].value.type.shape, body)
 
     def sinkable(self, item: GroupLoop) -> bool:
         """A uniform ``for`` holding a single region can run inside the outer lane loops
@@ -313,3 +334,32 @@ class CpuCodegen(SourceEmitter):
         if axis >= self.grid_ndim:
             return "np.int64(0)"
         return f"np.int64(_g{axis})"
+
+
+def elementwise_run(items: list, start: int) -> list[ir.Assign]:
+    """The elementwise tile statements of one shape from ``items[start]`` on that may run
+    in one loop nest: none reads a tile that the run writes at an element other than the
+    one it computes (``t.T`` of a square tile, say), so computing every statement at one
+    element before the next element reads and writes what running them one by one does."""
+    run: list[ir.Assign] = []
+    for item in items[start:]:
+        if not _elementwise(item):
+            break
+        if run and item.value.type.shape != run[0].value.type.shape:
+            break
+        written = {s.target for s in run} | {item.target}
+        if any(reads_elsewhere(item.value, w) for w in written):
+            break
+        if any(reads_elsewhere(s.value, item.target) for s in run):
+            break
+        run.append(item)
+    return run
+
+
+def _elementwise(item) -> bool:
+    if not isinstance(item, ir.Assign) or not ir.is_tile_statement(item):
+        return False
+    call = ir.prim_call(item)
+    if call is not None and call.prim.collective:
+        return False
+    return isinstance(item.value.type, TileType)
