@@ -153,6 +153,8 @@ class Kernel(Launchable):
                     bound = self._binders[target].fast_device(args, grid)
                     self._on_device = bound is not None
             if bound is None:  # something unusual: the full checks find it
+                if launch.TRACED_LAUNCHES and launch.traced(self, grid, args):
+                    return  # recorded into the graph being traced
                 args = host_arrays(self.name, self.params, args)
                 target = resolve(name, args, self.name)
                 bound = self.bind(target, args, grid)

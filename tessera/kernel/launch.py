@@ -47,6 +47,17 @@ class Bound(NamedTuple):
     constexprs: dict[str, object]
 
 
+# Who takes a launch whose arguments include a traced tensor of the operator layer (a
+# ``@kernel`` called inside ``tessera.jit``): tessera/ops/launches.py registers itself
+# here (the kernel layer sits below the operator layer and knows nothing of it).
+TRACED_LAUNCHES: list = []
+
+
+def traced(kernel, grid: tuple[int, ...], args: tuple) -> bool:
+    """Whether a traced function took this launch as a node of its graph."""
+    return any(record(kernel, grid, args) for record in TRACED_LAUNCHES)
+
+
 def normalise_grid(kernel: str, grid: object) -> tuple[int, ...]:
     if type(grid) is int and 0 <= grid < 2**63:
         return (grid,)

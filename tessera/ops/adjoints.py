@@ -48,6 +48,8 @@ def _rules(node: Node, g: Tensor, x: list, out: Tensor) -> list:
     op = node.op
     a = x[0]
     b = x[1] if len(x) > 1 else None
+    if op == "copy":
+        return [g]
     if op == "add":
         return [g, g]
     if op == "sub":
@@ -189,6 +191,14 @@ def backward(tracer: Tracer, result: Tensor, wrt: list[Tensor]) -> list[Tensor]:
         g = grads.get(id(node))
         if g is None:
             continue
+        if node.op == "launch_result":
+            kernel = node.inputs[0].attrs["kernel"].name
+            where = f" at {node.loc}" if node.loc else ""
+            raise TesseraError(
+                f"graph.grad of '{tracer.graph.name}': the result depends on what kernel "
+                f"'{kernel}' wrote{where}; a @kernel has no gradient rule (write the step "
+                "with ops, or differentiate the part before the launch)"
+            )
         inputs = [Tensor(tracer, v) if not isinstance(v, Const) else v.value for v in node.inputs]
         rules = _rules(node, g, inputs, Tensor(tracer, node))
         for value, contribution in zip(node.inputs, rules):

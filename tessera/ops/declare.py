@@ -149,6 +149,9 @@ _declare(
         doc="softmax(q @ k.T * scale [causal mask]) @ v in one flash-attention kernel",
     ),
     OpDecl("reshape", "reshape", 1, doc="the same elements in another shape (row-major)"),
+    _ew("copy", 1, "{0}", "the same values in a new array (what a launch's mut argument gets)"),
+    OpDecl("launch", "launch", 0, doc="a @kernel launched on traced tensors (launches.py)"),
+    OpDecl("launch_result", "launch_result", 1, doc="an array a recorded launch wrote"),
     # the flash-attention backward (made by attention's adjoint): O(N·d) memory
     OpDecl("attention_lse", "attention_lse", 2, doc="log-sum-exp of each row's scores"),
     OpDecl("attention_dq", "attention_grad", 6, doc="d loss / d q, key block by key block"),

@@ -20,6 +20,7 @@ from .fuse import Group, fuse
 from .ir import Const, Graph, Node
 
 STAGES = ("graph", "fused", "kernels")
+VIEWS = ("reshape", "launch", "launch_result")  # groups without a generated kernel
 stages.EXTRA_STAGES.extend(s for s in STAGES if s not in stages.EXTRA_STAGES)
 _dumped = itertools.count(1)
 
@@ -106,7 +107,7 @@ def lower(graph: Graph) -> Lowered:
     groups = fuse(graph)
     sources: list[codegen.Source | None] = []
     for i, g in enumerate(groups):
-        if g.kind == "reshape":
+        if g.kind in VIEWS:
             sources.append(None)
             continue
         name = f"{_identifier(graph.name)}_{i}_{g.kind}"

@@ -22,7 +22,7 @@ from ..config import get as setting
 from ..errors import TesseraError
 from ..kernel import stream_scope as streams
 from ..kernel.targets import resolve
-from . import aliasing, kinds
+from . import aliasing, kinds, launches
 from .aliasing import c_contiguous
 from .ir import Const, Input
 from .passes import Lowered
@@ -91,9 +91,14 @@ def start(lowered: Lowered, arrays: list, fresh: bool = False) -> tuple[list, Fi
 def _launch(lowered: Lowered, env: dict, direct: dict, memory) -> None:
     """One launch per kernel, in the groups' order, filling ``env`` with stored values."""
     for group, source, kernel in zip(lowered.groups, lowered.sources, lowered.kernels):
-        if source is None:  # a reshape: a view
+        if source is None:  # a reshape (a view), or a @kernel launched by the user
             node = group.head
-            env[id(node)] = env[id(node.inputs[0])].reshape(node.shape)
+            if node.op == "launch":
+                launches.run(node, env)
+            elif node.op == "launch_result":
+                launches.result(node, env)
+            else:
+                env[id(node)] = env[id(node.inputs[0])].reshape(node.shape)
             continue
         for node in group.outputs:
             buffer = direct.get(id(node))
