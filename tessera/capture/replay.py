@@ -25,7 +25,7 @@ import numpy as np
 from .. import observers, stats
 from ..arrays import is_device_array
 from ..errors import CaptureError
-from ..ops import plan
+from ..ops import plan, recording
 
 
 class _Recorder(observers.Observer):
@@ -33,7 +33,7 @@ class _Recorder(observers.Observer):
 
     def __init__(self) -> None:
         self.thread = threading.get_ident()
-        self.launches: list[observers.LaunchRecord] = []
+        self.launches: list = []  # LaunchRecords, and HostSteps in their places
 
     def launch(self, record: observers.LaunchRecord) -> None:
         if threading.get_ident() == self.thread:
@@ -47,7 +47,7 @@ class Graph:
     name: str
     inputs: dict  # parameter name → its static buffer (read-only arguments)
     bound: dict  # parameter name → the argument it writes, bound by address
-    launches: list  # (program, call values, grid, parallel)
+    launches: list  # (program, call values, grid, parallel), or a HostStep (a collective)
     finish: plan.Finish
     outputs: list  # the step's results, in the graph's buffers
     capture_seconds: float
@@ -56,8 +56,10 @@ class Graph:
     @property
     def arena_bytes(self) -> int:
         seen, total = set(), 0
-        for _, values, _, _ in self.launches:
-            for v in values:
+        for item in self.launches:
+            if isinstance(item, recording.HostStep):
+                continue
+            for v in item[1]:
                 if hasattr(v, "nbytes") and id(v) not in seen:
                     seen.add(id(v))
                     total += int(v.nbytes)
@@ -78,9 +80,15 @@ class Graph:
                     f"{_address(self.bound[name]):#x}), but this call passes another array "
                     f"(at {_address(a):#x}): pass the same array on every call"
                 )
-        for program, values, grid, parallel in self.launches:
-            program.run(values, grid, parallel)
-        stats.bump("launches", len(self.launches))
+        launches = 0
+        for item in self.launches:
+            if isinstance(item, recording.HostStep):  # a collective, in its place
+                item.run()
+            else:
+                program, values, grid, parallel = item
+                program.run(values, grid, parallel)
+                launches += 1
+        stats.bump("launches", launches)
         self.finish.run()
         stats.bump("graph_replays")
         return list(self.outputs)
@@ -106,16 +114,22 @@ def capture(name: str, lowered, names: list[str], arrays: list, written: set[str
     start = time.perf_counter()
     observers.attach(recorder)
     try:
-        outputs, finish = plan.start(lowered, run_with)
+        with recording.recording(recorder.launches):  # collectives, among the launches
+            outputs, finish = plan.start(lowered, run_with)
     finally:
         observers.detach(recorder)
     finish.run()
     stats.bump("graph_captures")
-    launches = [(r.program, r.args, r.grid, r.parallel) for r in recorder.launches]
+    launches = [
+        r if isinstance(r, recording.HostStep) else (r.program, r.args, r.grid, r.parallel)
+        for r in recorder.launches
+    ]
+    names = [
+        r.name if isinstance(r, recording.HostStep) else r.kernel.name for r in recorder.launches
+    ]
     graph = Graph(
-        name, inputs, bound, launches, finish, outputs, time.perf_counter() - start,
-        [r.kernel.name for r in recorder.launches],
-    )  # fmt: skip
+        name, inputs, bound, launches, finish, outputs, time.perf_counter() - start, names
+    )
     return graph
 
 

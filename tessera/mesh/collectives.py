@@ -274,6 +274,16 @@ def all_reduce(
 ):
     """Every rank of the axis gets ``op`` over all their ``x``. (``_own``: ``x`` is
     ``out``, a buffer of Tessera's own that a failed collective may leave half reduced.)"""
+    if TRACED_COLLECTIVES and type(x) is not np.ndarray:  # in a traced function?
+        traced = _traced(
+            "all_reduce",
+            x,
+            axis,
+            mesh,
+            dict(op=op, mesh=mesh, out=out, deterministic=deterministic, async_op=async_op),
+        )
+        if traced is not None:
+            return traced
     axis = _axis_of(x, axis, mesh)
     if _is_sharded(x):
         _whole_on(x, axis, "all_reduce")
@@ -318,6 +328,12 @@ def all_gather(
     """The axis's arrays concatenated along ``dim`` (default 0), in rank order; blocks may
     differ in length along ``dim``. A sharded tensor is gathered along the dim that is
     split over ``axis``."""
+    if TRACED_COLLECTIVES and type(x) is not np.ndarray:  # in a traced function?
+        traced = _traced(
+            "all_gather", x, axis, mesh, dict(mesh=mesh, out=out, dim=dim, async_op=async_op)
+        )
+        if traced is not None:
+            return traced
     axis = _axis_of(x, axis, mesh)
     if _is_sharded(x):
         split = _split_dim(x, axis, "all_gather")
@@ -359,6 +375,18 @@ def reduce_scatter(
 ):
     """``op`` over the axis, then this rank's ``array_split`` block of ``dim`` (default 0).
     A sharded tensor (whole on ``axis``) comes back split over ``axis`` along ``dim``."""
+    if TRACED_COLLECTIVES and type(x) is not np.ndarray:  # in a traced function?
+        traced = _traced(
+            "reduce_scatter",
+            x,
+            axis,
+            mesh,
+            dict(
+                op=op, mesh=mesh, out=out, dim=dim, deterministic=deterministic, async_op=async_op
+            ),
+        )
+        if traced is not None:
+            return traced
     axis = _axis_of(x, axis, mesh)
     if _is_sharded(x):
         _whole_on(x, axis, "reduce_scatter")
@@ -424,6 +452,12 @@ def broadcast(
     async_op: bool = False,
 ):
     """The array of the axis member with index ``root``, on every member."""
+    if TRACED_COLLECTIVES and type(x) is not np.ndarray:  # in a traced function?
+        traced = _traced(
+            "broadcast", x, axis, mesh, dict(root=root, mesh=mesh, out=out, async_op=async_op)
+        )
+        if traced is not None:
+            return traced
     axis = _axis_of(x, axis, mesh)
     if _is_sharded(x):
         return _sharded(
@@ -459,6 +493,26 @@ def barrier(axis: str | None = None, *, mesh: Mesh | None = None) -> None:
         check = channel.check("barrier", seq, None)
         transfer = mpi_transport.barrier(channel)
     _run(channel, "barrier", seq, transfer, lambda _: None, False, None, None, start, check)
+
+
+# Who takes a collective called on a traced tensor of the operator layer (inside
+# ``tessera.jit``): tessera/ops/collective_nodes.py registers itself here (this layer sits
+# below the operator layer and knows nothing of it).
+TRACED_COLLECTIVES: list = []
+
+
+def _traced(kind: str, x, axis: str | None, mesh: Mesh | None, kwargs: dict):
+    """The traced result when ``x`` is a tensor of a traced function, else None."""
+    if not hasattr(x, "tracer"):
+        return None
+    the_mesh = current_mesh(mesh)
+    name = the_mesh.axis_name(axis)
+    channel = the_mesh.channel(name)
+    for record in TRACED_COLLECTIVES:
+        found = record(kind, x, name, channel.size, channel.index, kwargs)
+        if found is not None:
+            return found
+    return None
 
 
 def _axis_of(x, axis: str | None, mesh: Mesh | None) -> str:

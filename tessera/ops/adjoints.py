@@ -191,14 +191,8 @@ def backward(tracer: Tracer, result: Tensor, wrt: list[Tensor]) -> list[Tensor]:
         g = grads.get(id(node))
         if g is None:
             continue
-        if node.op == "launch_result":
-            kernel = node.inputs[0].attrs["kernel"].name
-            where = f" at {node.loc}" if node.loc else ""
-            raise TesseraError(
-                f"graph.grad of '{tracer.graph.name}': the result depends on what kernel "
-                f"'{kernel}' wrote{where}; a @kernel has no gradient rule (write the step "
-                "with ops, or differentiate the part before the launch)"
-            )
+        if node.op in ("launch_result", "collective"):
+            raise _no_rule(tracer, node)
         inputs = [Tensor(tracer, v) if not isinstance(v, Const) else v.value for v in node.inputs]
         rules = _rules(node, g, inputs, Tensor(tracer, node))
         for value, contribution in zip(node.inputs, rules):
@@ -216,6 +210,19 @@ def backward(tracer: Tracer, result: Tensor, wrt: list[Tensor]) -> list[Tensor]:
             g = tracer.record("full", [], {"shape": t.shape, "dtype": t.dtype, "value": 0.0})
         out.append(g)
     return out
+
+
+def _no_rule(tracer: Tracer, node: Node) -> TesseraError:
+    """The error of a gradient through a @kernel launch or a collective."""
+    where = f" at {node.loc}" if node.loc else ""
+    if node.op == "collective":
+        what = f"dist.{node.attrs['kind']}{where}, which has"
+    else:
+        what = f"what kernel '{node.inputs[0].attrs['kernel'].name}' wrote{where}; a @kernel has"
+    return TesseraError(
+        f"graph.grad of '{tracer.graph.name}': the result depends on {what} no gradient "
+        "rule (differentiate the part before it, or write it with ops)"
+    )
 
 
 def _position(tracer: Tracer, result: Tensor) -> int:

@@ -152,6 +152,7 @@ _declare(
     _ew("copy", 1, "{0}", "the same values in a new array (what a launch's mut argument gets)"),
     OpDecl("launch", "launch", 0, doc="a @kernel launched on traced tensors (launches.py)"),
     OpDecl("launch_result", "launch_result", 1, doc="an array a recorded launch wrote"),
+    OpDecl("collective", "collective", 1, doc="a dist collective on a traced tensor"),
     # the flash-attention backward (made by attention's adjoint): O(N·d) memory
     OpDecl("attention_lse", "attention_lse", 2, doc="log-sum-exp of each row's scores"),
     OpDecl("attention_dq", "attention_grad", 6, doc="d loss / d q, key block by key block"),

@@ -20,7 +20,7 @@ from .fuse import Group, fuse
 from .ir import Const, Graph, Node
 
 STAGES = ("graph", "fused", "kernels")
-VIEWS = ("reshape", "launch", "launch_result")  # groups without a generated kernel
+VIEWS = ("reshape", "launch", "launch_result", "collective")  # groups without a generated kernel
 stages.EXTRA_STAGES.extend(s for s in STAGES if s not in stages.EXTRA_STAGES)
 _dumped = itertools.count(1)
 

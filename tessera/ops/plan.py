@@ -22,7 +22,7 @@ from ..config import get as setting
 from ..errors import TesseraError
 from ..kernel import stream_scope as streams
 from ..kernel.targets import resolve
-from . import aliasing, kinds, launches
+from . import aliasing, collective_nodes, kinds, launches, recording
 from .aliasing import c_contiguous
 from .ir import Const, Input
 from .passes import Lowered
@@ -95,6 +95,9 @@ def _launch(lowered: Lowered, env: dict, direct: dict, memory) -> None:
             node = group.head
             if node.op == "launch":
                 launches.run(node, env)
+            elif node.op == "collective":
+                step = collective_nodes.run(node, env, memory)
+                recording.host_step(node.attrs["kind"], step)
             elif node.op == "launch_result":
                 launches.result(node, env)
             else:
