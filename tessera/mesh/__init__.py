@@ -5,6 +5,7 @@ from ..errors import CollectiveMismatch, CollectiveTimeout, DistError, RankExite
 from ..world import rank, size, world
 from .coalesced import all_reduce_coalesced
 from .collectives import Work, all_gather, all_reduce, barrier, broadcast, reduce_scatter
+from .exchange import all_to_all, recv, send, sendrecv
 from .index_launch import IndexLaunch, Plan, index_launch
 from .layout import ShardSpec
 from .mesh import Mesh, current_mesh
@@ -25,6 +26,7 @@ __all__ = [
     "all_gather",
     "all_reduce",
     "all_reduce_coalesced",
+    "all_to_all",
     "barrier",
     "broadcast",
     "current_mesh",
@@ -32,7 +34,10 @@ __all__ = [
     "from_global",
     "index_launch",
     "rank",
+    "recv",
     "reduce_scatter",
+    "send",
+    "sendrecv",
     "size",
     "tensor",
     "world",

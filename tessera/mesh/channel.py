@@ -68,6 +68,8 @@ class Channel:
         # the two in MPI (both wait, and the probe of a long wait names the mismatch)
         self.reductions = comm.Dup() if self.size > 1 else comm
         self.scatters = comm.Dup() if self.size > 1 else comm
+        self.p2p = comm.Dup() if self.size > 1 else comm  # send / recv (exchange.py)
+        self.p2p_started = 0  # point-to-point waits so far (their errors' numbers)
         members = comm.allgather((world_rank, liveness.identity()))
         self.world_ranks = [rank for rank, _ in members]
         self.processes = [process for _, process in members]  # to see who has exited
@@ -244,7 +246,7 @@ class Channel:
         """RankExited when a member on this node has exited; CollectiveMismatch (with
         ``describe``) when a member waits on another call with number ``seq`` on this
         axis (or names a mismatch of it): then the two never complete."""
-        self._check_members(kind, seq)
+        self.check_members(kind, seq)
         if describe is None:
             return
         answers = self._ask_members(seq, PROBE_WINDOW_S)
@@ -256,7 +258,7 @@ class Channel:
         mine = self.processes[self.index]
         return [i for i, p in enumerate(self.processes) if liveness.exited(p, mine)]
 
-    def _check_members(self, kind: str, seq: int) -> None:
+    def check_members(self, kind: str, seq: int) -> None:
         """RankExited (reported, as a timeout is) when a member on this node has exited:
         the collective can never complete, so the wait ends now, not at the deadline."""
         gone = self._exited()
