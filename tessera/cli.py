@@ -22,12 +22,13 @@ from .config import CONFIG_ENV, refresh, report
 from .errors import TesseraError
 from .kernel import disk_cache
 from .kernel.targets import TARGETS
+from .mesh import Mesh, topology
 from .observe import plots, repro
 from .observe.metrics import summary as metrics_table
 from .observe.session import stand_down
 from .observe.trace import merge as merge_traces
 from .version import __version__
-from .world import find_mpiexec
+from .world import find_mpiexec, world
 
 
 def info(out=print) -> None:
@@ -328,6 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     trace_parser.add_argument("action", choices=("merge",), help="join per-rank trace files")
     trace_parser.add_argument("files", nargs="+", help="trace.rank0.json trace.rank1.json ...")
     trace_parser.add_argument("-o", "--output", required=True, help="the merged trace file")
+    topo_parser = sub.add_parser(
+        "topo", help="the ranks' hosts, devices, NUMA nodes, NICs and links (under tessera run)"
+    )
+    topo_parser.add_argument("--json", action="store_true", help="as one JSON document")
     metrics_parser = sub.add_parser("metrics", help="metrics files (TESSERA_METRICS)")
     metrics_parser.add_argument("action", choices=("summary",), help="p50/p95 per kernel")
     metrics_parser.add_argument(
@@ -348,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         return metrics_summary(args.files)
     if args.command == "bench":
         return bench(args.bench_args)
+    if args.command == "topo":
+        return topo(args.json)
     if args.command == "tune":
         return tune(args.script, args.script_args, args.plot)
     if args.command == "info":
@@ -363,6 +370,14 @@ def main(argv: list[str] | None = None) -> int:
             return prune(args.older_than)
         return cache(args.action)
     return 0 if demo.run() else 1
+
+
+def topo(as_json: bool) -> int:
+    """``tessera topo``: every rank describes itself (one all-gather); rank 0 prints."""
+    found = topology(Mesh(axes=("world",), shape=(world().Get_size(),)))
+    if world().Get_rank() == 0:
+        print(found.to_json() if as_json else found)
+    return 0
 
 
 def entry() -> int:

@@ -6,6 +6,7 @@ from ..world import rank, size, world
 from .coalesced import all_reduce_coalesced
 from .collectives import Work, all_gather, all_reduce, barrier, broadcast, reduce_scatter
 from .exchange import all_to_all, recv, send, sendrecv
+from .fabric import Topology, topology
 from .index_launch import IndexLaunch, Plan, index_launch
 from .layout import ShardSpec
 from .mesh import Mesh, current_mesh
@@ -22,6 +23,7 @@ __all__ = [
     "RankExited",
     "ShardSpec",
     "ShardedTensor",
+    "Topology",
     "Work",
     "all_gather",
     "all_reduce",
@@ -40,6 +42,7 @@ __all__ = [
     "sendrecv",
     "size",
     "tensor",
+    "topology",
     "world",
     "zeros",
 ]

@@ -1,0 +1,229 @@
+"""What the ranks run on and how they are linked: ``dist.topology(mesh)``.
+
+Each rank describes what it can see — its host and node (the machine and process-id
+namespace: what MPI's shared-memory split groups), its local rank, its device, the NUMA
+nodes it may run on, its network interfaces (sysfs's ``net`` and ``infiniband`` classes,
+with speeds) and, with NVIDIA's management library (``nvidia-ml-py``) installed, its
+GPU's name, PCI bus id and NVLink peers — and one all-gather gives every rank the whole
+table. ``topo.link(a, b)`` classifies the path between two ranks: ``"self"``, ``"nvlink(n)"``
+(n lanes between their GPUs), ``"pcie"`` (GPUs of one node without NVLink), ``"shm"`` (one
+node, host memory) or ``"net"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass, field
+
+from ..world import world
+from . import liveness
+from .devices import local_rank
+from .mesh import Mesh, current_mesh
+
+
+@dataclass(frozen=True)
+class Member:
+    """One rank as it sees itself."""
+
+    rank: int
+    host: str
+    node: int  # the node's number (ranks of one machine share it), in order of first rank
+    local_rank: int
+    device: str  # "cpu" or "cuda:i"
+    gpu: str = "unknown"  # its name (NVML), "unknown" without NVML, "" on a CPU rank
+    bus_id: str = ""  # the GPU's PCI bus id (NVML)
+    numa: tuple[int, ...] = ()  # the NUMA nodes it may run on (() where unknown)
+    nics: tuple[tuple[str, str], ...] = ()  # (name, speed) of each network interface
+    nvlinks: tuple[tuple[str, int], ...] = field(default=())  # (peer bus id, lanes)
+
+
+@dataclass(frozen=True)
+class Topology:
+    members: tuple[Member, ...]
+
+    def link(self, a: int, b: int) -> str:
+        """The path between ranks ``a`` and ``b`` (world ranks)."""
+        x, y = self.members[a], self.members[b]
+        if a == b:
+            return "self"
+        if x.node != y.node:
+            return "net"
+        lanes = dict(x.nvlinks).get(y.bus_id, 0) if y.bus_id else 0
+        if lanes:
+            return f"nvlink({lanes})"
+        if x.device != "cpu" and y.device != "cpu" and x.bus_id and y.bus_id:
+            return "pcie"
+        return "shm"
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(dict.fromkeys(m.host for m in self.members))
+
+    def to_dict(self) -> dict:
+        """A JSON-ready description: the members and the link matrix."""
+        n = len(self.members)
+        return {
+            "members": [asdict(m) for m in self.members],
+            "links": [[self.link(a, b) for b in range(n)] for a in range(n)],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def __str__(self) -> str:
+        rows = [f"{len(self.members)} ranks on {len(self.hosts)} host(s)"]
+        rows.append("rank  host                  node  local  device   gpu / numa / nics")
+        for m in self.members:
+            numa = ",".join(map(str, m.numa)) or "?"
+            nics = " ".join(f"{name}({speed})" for name, speed in m.nics) or "-"
+            gpu = f"{m.gpu} {m.bus_id}".strip() if m.device != "cpu" else "-"
+            rows.append(
+                f"{m.rank:<5} {m.host[:21]:<21} {m.node:<5} {m.local_rank:<6} {m.device:<8} "
+                f"{gpu} / numa {numa} / {nics}"
+            )
+        n = len(self.members)
+        rows.append("links: " + " ".join(f"{b:>9}" for b in range(n)))
+        for a in range(n):
+            rows.append(f"{a:>5}  " + " ".join(f"{self.link(a, b):>9}" for b in range(n)))
+        return "\n".join(rows)
+
+
+_cache: dict[int, Topology] = {}
+
+
+def topology(mesh: Mesh | None = None) -> Topology:
+    """The ranks of ``mesh`` (the current one) and the links between them. Collective the
+    first time for a mesh (every rank calls it: one all-gather); cached after."""
+    mesh = current_mesh(mesh)
+    found = _cache.get(id(mesh))
+    if found is None:
+        comm = world()
+        mine = dict(
+            host=socket.gethostname(),
+            node_key=liveness.identity()[0],
+            local_rank=local_rank(comm),
+            device=mesh.device,
+            numa=numa_nodes(),
+            nics=network_interfaces(),
+            **gpu_view(mesh.device),
+        )
+        everyone = comm.allgather(mine)
+        nodes: dict[str, int] = {}
+        members = []
+        for rank, view in enumerate(everyone):
+            node = nodes.setdefault(view.pop("node_key"), len(nodes))
+            members.append(Member(rank=rank, node=node, **view))
+        found = _cache[id(mesh)] = Topology(tuple(members))
+    return found
+
+
+# ----------------------------------------------------------------------------- this rank
+
+
+def numa_nodes(sys_root: str = "/sys") -> tuple[int, ...]:
+    """The NUMA nodes whose CPUs this process may run on (sysfs), () where unknown."""
+    base = os.path.join(sys_root, "devices", "system", "node")
+    try:
+        names = [n for n in os.listdir(base) if n.startswith("node") and n[4:].isdigit()]
+        allowed = os.sched_getaffinity(0)
+    except (OSError, AttributeError):
+        return ()
+    found = []
+    for name in sorted(names, key=lambda n: int(n[4:])):
+        try:
+            with open(os.path.join(base, name, "cpulist")) as f:
+                cpus = _cpu_list(f.read())
+        except OSError:
+            continue
+        if cpus & allowed:
+            found.append(int(name[4:]))
+    return tuple(found)
+
+
+def _cpu_list(text: str) -> set[int]:
+    """``0-3,8-11`` as a set of CPU numbers."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus.update(range(int(lo), int(hi) + 1))
+        elif part:
+            cpus.add(int(part))
+    return cpus
+
+
+def network_interfaces(sys_root: str = "/sys") -> tuple[tuple[str, str], ...]:
+    """(name, speed) of each network interface but loopback: Ethernet-class devices with
+    their link speed (``"25Gb/s"``, ``"?"`` where the device does not say) and InfiniBand
+    ports with their rate."""
+    found: list[tuple[str, str]] = []
+    net = os.path.join(sys_root, "class", "net")
+    for name in sorted(_listing(net)):
+        if name == "lo":
+            continue
+        speed = _read(os.path.join(net, name, "speed"))
+        mbits = int(speed) if speed and speed.lstrip("-").isdigit() else -1
+        found.append((name, _rate(mbits)))
+    ib = os.path.join(sys_root, "class", "infiniband")
+    for device in sorted(_listing(ib)):
+        for port in sorted(_listing(os.path.join(ib, device, "ports"))):
+            rate = _read(os.path.join(ib, device, "ports", port, "rate"))
+            speed = rate.split(" (")[0].replace(" Gb/sec", "Gb/s") if rate else "?"
+            found.append((f"{device}/{port}", speed))
+    return tuple(found)
+
+
+def _rate(mbits: int) -> str:
+    if mbits <= 0:
+        return "?"
+    return f"{mbits // 1000}Gb/s" if mbits % 1000 == 0 else f"{mbits}Mb/s"
+
+
+def gpu_view(device: str, nvml=None) -> dict:
+    """The GPU of ``device`` as NVML describes it: name, bus id, NVLink peers (bus id,
+    lanes). ``nvml``: the ``pynvml`` module (imported when None; absent: "unknown")."""
+    if device == "cpu":
+        return {"gpu": "", "bus_id": "", "nvlinks": ()}
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            return {"gpu": "unknown", "bus_id": "", "nvlinks": ()}
+    try:
+        nvml.nvmlInit()
+        handle = nvml.nvmlDeviceGetHandleByIndex(int(device.split(":")[1]))
+        name = _text(nvml.nvmlDeviceGetName(handle))
+        bus = _text(nvml.nvmlDeviceGetPciInfo(handle).busId)
+        lanes: dict[str, int] = {}
+        for link in range(nvml.NVML_NVLINK_MAX_LINKS):
+            try:
+                if not nvml.nvmlDeviceGetNvLinkState(handle, link):
+                    continue
+                peer = _text(nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId)
+            except nvml.NVMLError:
+                continue  # a link the device does not have
+            lanes[peer] = lanes.get(peer, 0) + 1
+        return {"gpu": name, "bus_id": bus, "nvlinks": tuple(sorted(lanes.items()))}
+    except Exception:  # noqa: BLE001 - a library that fails leaves the GPU undescribed
+        return {"gpu": "unknown", "bus_id": "", "nvlinks": ()}
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _listing(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
