@@ -116,3 +116,16 @@ def test_a_traced_tensor_for_a_scalar_parameter_is_an_error():
     a, b = _data(6)
     with pytest.raises(GraphError, match="parameter 'alpha' is a scalar"):
         step(a, b)
+
+
+def test_one_tensor_for_a_read_and_a_mut_parameter_aliases_as_in_an_eager_launch():
+    @jit
+    def step(a):
+        c = a + 0.0
+        axpy_into[a.shape[0]](c, c, 1.0)  # c[i] = c[i] + c[i]
+        return c
+
+    a = _data(7)[0]
+    eager = a.copy()
+    axpy_into[a.shape[0]](eager, eager, 1.0)
+    np.testing.assert_array_equal(step(a), eager)

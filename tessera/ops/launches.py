@@ -42,10 +42,16 @@ def record(kernel, grid: tuple[int, ...], args: tuple) -> bool:
             "launch", f"kernel '{kernel.name}' takes {len(params)} arguments, got {len(args)}"
         )
     values, layout, writes = [], [], []
+    copies: dict[int, object] = {}  # a tensor passed to a mut parameter: its copy
+    for param, arg in zip(params, args):
+        if param.kind == "array" and param.mutable and isinstance(arg, Tensor):
+            if id(arg.value) not in copies:
+                copies[id(arg.value)] = tracer.record("copy", [Tensor(tracer, arg.value)], {})
     for param, arg in zip(params, args):
         if param.kind == "array":
-            if isinstance(arg, Tensor):
-                value = arg.value
+            if isinstance(arg, Tensor):  # one also passed to a mut parameter: its copy, as
+                # an eager launch's parameters alias when given one array twice
+                value = copies[id(arg.value)].value if id(arg.value) in copies else arg.value
             elif isinstance(arg, np.ndarray) and not param.mutable:
                 value = tracer.capture("launch", arg)
             elif isinstance(arg, np.ndarray):
@@ -62,7 +68,6 @@ def record(kernel, grid: tuple[int, ...], args: tuple) -> bool:
                     f"got {type(arg).__name__}",
                 )
             if param.mutable:
-                value = tracer.record("copy", [Tensor(tracer, value)], {}).value
                 writes.append((len(values), arg))
             layout.append(("array", len(values)))
             values.append(value)
