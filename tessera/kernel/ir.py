@@ -469,6 +469,16 @@ def stmt_exprs(stmt: Stmt) -> Iterator[Expr]:
         yield from walk_expr(e)
 
 
+def bound_names(stmt: Stmt) -> list[str]:
+    """The names ``stmt`` itself binds: an assignment's target, a loop's variable, a
+    shared array's name."""
+    if isinstance(stmt, (Assign, SharedAlloc)):
+        return [stmt.target]
+    if isinstance(stmt, For):
+        return [stmt.var]
+    return []
+
+
 def prim_call(stmt: Stmt) -> PrimCall | None:
     """The primitive call a statement consists of (``x = prim(...)`` or ``prim(...)``)."""
     value = getattr(stmt, "value", None) if isinstance(stmt, (Assign, ExprStmt)) else None

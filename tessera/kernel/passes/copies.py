@@ -20,7 +20,7 @@ from .. import ir
 def propagate_copies(kir: ir.KernelIR) -> None:
     assigned: dict[str, int] = {}
     for s in ir.walk_stmts(kir.body):
-        for name in _targets(s):
+        for name in ir.bound_names(s):
             assigned[name] = assigned.get(name, 0) + 1
     reads: dict[str, int] = {}
     for s in ir.walk_stmts(kir.body):
@@ -82,7 +82,7 @@ def _is_name(e: ir.Expr, name: str) -> bool:
 
 def _occurs(s: ir.Stmt, name: str) -> bool:
     """Whether ``name`` is read or assigned in ``s`` or its nested statements."""
-    return any(name in _targets(x) for x in ir.walk_stmts([s])) or _reads(s, name)
+    return any(name in ir.bound_names(x) for x in ir.walk_stmts([s])) or _reads(s, name)
 
 
 def _rename(s: ir.Stmt, old: str, new: str) -> None:
@@ -142,8 +142,8 @@ def _forward(body: list[ir.Stmt], i: int, t: str, y: str, reads: int) -> bool:
     last = uses[-1]
     for j in range(i + 1, last + 1):
         s = body[j]
-        writes_y = y in _targets(s) or any(
-            y in _targets(inner) for b in s.bodies() for inner in ir.walk_stmts(b)
+        writes_y = y in ir.bound_names(s) or any(
+            y in ir.bound_names(inner) for b in s.bodies() for inner in ir.walk_stmts(b)
         )
         if writes_y and not (j == last and isinstance(s, ir.Assign) and not list(s.bodies())):
             return False
@@ -159,11 +159,3 @@ def _reads(s: ir.Stmt, name: str) -> bool:
         if any(isinstance(e, ir.Name) and e.name == name for e in ir.stmt_exprs(inner)):
             return True
     return False
-
-
-def _targets(s: ir.Stmt) -> list[str]:
-    if isinstance(s, (ir.Assign, ir.SharedAlloc)):
-        return [s.target]
-    if isinstance(s, ir.For):
-        return [s.var]
-    return []

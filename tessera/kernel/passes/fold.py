@@ -110,7 +110,7 @@ def _constant_names(kir: ir.KernelIR) -> tuple[dict[str, int], dict[str, bool]]:
     bound: dict[str, int] = {}
     values: dict[str, ir.Expr] = {}
     for s in ir.walk_stmts(kir.body):
-        for name in _targets(s):
+        for name in ir.bound_names(s):
             bound[name] = bound.get(name, 0) + 1
         if isinstance(s, ir.Assign):
             values[s.target] = s.value
@@ -142,14 +142,6 @@ def _substituted(e: ir.Expr, known: dict) -> ir.Expr:
             if any(a is not b for a, b in zip(new_list, value)):
                 changed[f.name] = new_list
     return dataclasses.replace(e, **changed) if changed else e
-
-
-def _targets(s: ir.Stmt) -> list[str]:
-    if isinstance(s, (ir.Assign, ir.SharedAlloc)):
-        return [s.target]
-    if isinstance(s, ir.For):
-        return [s.var]
-    return []
 
 
 def _resolved(d, constants: dict[str, int]):
