@@ -91,6 +91,14 @@ class JitFunction(Module):
             return None
         return tuple(results) if lowered.graph.returns_tuple else results[0]
 
+    @entry_point
+    def inspect(self, stage: str, *args, arch: str = "sm_90"):
+        """``Module.inspect``, with ``static_argnums`` values among ``args`` as in a call."""
+        arrays, statics = self._split(args)
+        if statics:
+            return self._with_statics(statics).inspect(stage, *arrays, arch=arch)
+        return super().inspect(stage, *arrays, arch=arch)
+
     def _with_statics(self, statics: tuple) -> JitFunction:
         """The jit function of ``fn`` with its static arguments fixed (one per value)."""
         with self._entries_lock:

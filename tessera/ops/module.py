@@ -135,6 +135,39 @@ class Module:
         return f"{lowered.text()}\n\nkernels:\n{kernels}"
 
     @entry_point
+    def inspect(self, stage: str, *args, arch: str = "sm_90"):
+        """A compiler stage for these arguments: the graph's own ("graph", "fused",
+        "kernels": text), or any stage of a kernel (``k.inspect``'s: "ir", "cpu", "llvm",
+        "ptx", ...) for every kernel the graph generates, each headed by its name (text;
+        a dict by kernel name for "cubin" and "meta"). No stage runs anything."""
+        lowered, _ = self.lowered(args)
+        graph_stages = {
+            "graph": lambda: str(lowered.graph),
+            "fused": lowered.text,
+            "kernels": lambda: "\n".join(s.text for s in lowered.sources if s is not None),
+        }
+        if stage in graph_stages:
+            return graph_stages[stage]()
+        found = {}
+        for source, kernel in zip(lowered.sources, lowered.kernels):
+            if source is None:
+                continue
+            if callable(source.grid):  # autotuned: a stage per configuration
+                found[source.name] = (
+                    "(an autotuned kernel: its stages exist per configuration; inspect "
+                    "the kernels of module.kernels(...) after a call)"
+                )
+                continue
+            arrays = [
+                np.zeros(a.value.shape, a.value.dtype.np_dtype).reshape(plan.argument_shape(a))
+                for a in source.args
+            ]
+            found[source.name] = kernel.inspect(stage, *arrays, grid=source.grid, arch=arch)
+        if all(isinstance(v, str) for v in found.values()):
+            return "\n\n".join(f"== kernel {name} ==\n{text}" for name, text in found.items())
+        return found
+
+    @entry_point
     def kernels(self, *args) -> list:
         """The generated kernels these arguments run (``inspect`` works on them)."""
         lowered, _ = self.lowered(args)

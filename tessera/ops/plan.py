@@ -111,8 +111,14 @@ def _launch(lowered: Lowered, env: dict, direct: dict, memory) -> None:
         args = []
         for a in source.args:
             array = env[id(a.value)]
-            args.append(array.reshape(-1) if a.flat else array.reshape(_matrix(a.value.shape)))
+            args.append(array.reshape(argument_shape(a)))
         kernel[source.grid](*args)
+
+
+def argument_shape(a) -> tuple[int, ...]:
+    """The shape a generated kernel takes argument ``a`` (codegen.Arg) in: flat, or a
+    matrix."""
+    return (-1,) if a.flat else _matrix(a.value.shape)
 
 
 def _matrix(shape: tuple[int, ...]) -> tuple[int, int]:
