@@ -42,13 +42,16 @@ def check() -> None:
     @jit
     def others(x):
         scattered = dist.reduce_scatter(x * 1.0, axis="dp", dim=0)
-        return scattered, dist.broadcast(x + 0.0, axis="dp", root=size - 1)
+        exchanged = dist.all_to_all(x * 1.0, axis="dp", dim=0)
+        return scattered, dist.broadcast(x + 0.0, axis="dp", root=size - 1), exchanged
 
     xs = [
         np.arange(4 * size * 3, dtype=np.float32).reshape(4 * size, 3) * (k + 1)
         for k in range(size)
     ]
-    scattered, root_x = others(xs[r])
+    scattered, root_x, exchanged = others(xs[r])
+    blocks = [np.split(x, size)[r] for x in xs]  # block r of every rank, in rank order
+    np.testing.assert_array_equal(exchanged, np.concatenate(blocks))
     np.testing.assert_array_equal(scattered, np.array_split(sum(xs), size)[r])
     np.testing.assert_array_equal(root_x, xs[size - 1])
 

@@ -23,7 +23,17 @@ from ..errors import CollectiveMismatch, CollectiveTimeout, TesseraError
 from ..observers import OBSERVERS, now
 from . import mpi_transport
 from .channel import ISSUE_LOCK, Channel, Transfer
-from .collectives import _axis_of, _caller_kind, _deliver_to, _front, _local, _run, _transport
+from .collectives import (
+    TRACED_COLLECTIVES,
+    _axis_of,
+    _caller_kind,
+    _deliver_to,
+    _front,
+    _local,
+    _run,
+    _traced,
+    _transport,
+)
 from .mesh import Mesh, current_mesh
 
 TAG = 7400  # data and headers of point-to-point transfers, on Channel.p2p
@@ -82,6 +92,12 @@ def all_to_all(
     """``x`` split into equal blocks along ``dim``, one per member: block ``j`` goes to
     member ``j``, and the result holds the blocks received, in member order, along
     ``dim`` (an expert-parallel layer's exchange; its own inverse)."""
+    if TRACED_COLLECTIVES and type(x) is not np.ndarray:  # in a traced function?
+        traced = _traced(
+            "all_to_all", x, axis, mesh, dict(mesh=mesh, out=out, dim=dim, async_op=async_op)
+        )
+        if traced is not None:
+            return traced
     axis = _axis_of(x, axis, mesh)
     x, out, back = _caller_kind(x, out)
     x = _local(x)

@@ -1,6 +1,7 @@
 """Collectives inside a traced function (``tessera.jit``, ``@graph.module``).
 
-``dist.all_reduce(t, axis="dp")`` (or ``all_gather``, ``reduce_scatter``, ``broadcast``) on
+``dist.all_reduce(t, axis="dp")`` (or ``all_gather``, ``reduce_scatter``, ``broadcast``,
+``all_to_all``) on
 a traced tensor records a ``collective`` node: its input the tensor, its attributes the
 collective and its arguments, its shape the result's (an all_gather's blocks are taken to
 be of equal length: a rank whose result differs at run time gets the collective's error).
@@ -12,11 +13,11 @@ under the simulator, which replay launch by launch).
 
 from __future__ import annotations
 
-from ..mesh import collectives
+from ..mesh import collectives, exchange
 from .ir import Node
 from .tensor import Tensor, current, user_loc
 
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
 
 
 def record(kind: str, x, axis: str, size: int, index: int, kwargs: dict):
@@ -32,13 +33,18 @@ def record(kind: str, x, axis: str, size: int, index: int, kwargs: dict):
     if kwargs.get("out") is not None:
         raise tracer.fail(kind, "out= inside a traced function: use the returned tensor")
     shape = list(x.shape)
-    if kind in ("all_gather", "reduce_scatter"):
+    if kind in ("all_gather", "reduce_scatter", "all_to_all"):
         dim = kwargs.get("dim", 0)
         if not -len(shape) <= dim < len(shape):
             raise tracer.fail(kind, f"dim={dim} is not a dim of a {len(shape)}-d tensor")
         dim %= len(shape)
         if kind == "all_gather":
             shape[dim] *= size
+        elif kind == "all_to_all":  # blocks exchanged: the shape stays
+            if shape[dim] % size:
+                raise tracer.fail(
+                    kind, f"dim {dim} of {tuple(shape)} does not split into {size} equal blocks"
+                )
         else:  # this member's block of numpy.array_split
             shape[dim] = shape[dim] // size + (1 if index < shape[dim] % size else 0)
         kwargs = {**kwargs, "dim": dim}
@@ -52,7 +58,9 @@ def run(node: Node, env: dict, memory) -> object:
     """Run a recorded collective into a new buffer; the step that repeats it (a replay's)."""
     source = env[id(node.inputs[0])]
     out = memory.empty(node.shape, node.dtype.np_dtype)
-    call = getattr(collectives, node.attrs["kind"])
+    call = getattr(
+        exchange if node.attrs["kind"] == "all_to_all" else collectives, node.attrs["kind"]
+    )
     axis, kwargs = node.attrs["axis"], node.attrs["kwargs"]
 
     def step() -> None:
