@@ -158,3 +158,22 @@ def test_arange_takes_tritons_start_and_end(target):
     y = np.zeros(16, np.int64)
     triton_arange[2](y, 3)
     np.testing.assert_array_equal(y, np.tile(np.arange(3, 11) + np.arange(8), 2) + np.arange(16))
+
+
+@kernel(tile=(8,))
+def carried_out_of_a_loop(x: f32[n], y: mut[f32[n]]):
+    base = group_id(0) * 8
+    a = tile.load_block(x, (base,), (8,))
+    t = a
+    for _ in tile.range(0, 2):
+        t = a  # a copy in, updated, and copied back ...
+        t = t * 2.0
+        a = t
+    tile.store_block(y, (base,), t + a)  # ... but t is also read after the loop
+
+
+def test_a_copy_whose_name_is_read_after_its_block_is_kept(target, rng):
+    x = rng.standard_normal(16).astype(np.float32)
+    y = np.zeros_like(x)
+    carried_out_of_a_loop[2](x, y)
+    np.testing.assert_array_equal(y, x * np.float32(4) + x * np.float32(4))

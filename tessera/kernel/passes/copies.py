@@ -67,13 +67,21 @@ def _merge_end(body: list[ir.Stmt], i: int, t: str, y: str, kir) -> int | None:
     for j in range(i + 1, len(body)):
         s = body[j]
         if isinstance(s, ir.Assign) and s.target == y and _is_name(s.value, t):
-            outside = body[:i] + body[j + 1 :]
-            if any(_occurs(x, t) for x in outside):
-                return None
+            if _count(kir.body, t) != _count(body[i : j + 1], t):
+                return None  # t is read or bound elsewhere too (after a loop, say)
             return j
         if _occurs(s, y):
             return None
     return None
+
+
+def _count(body: list[ir.Stmt], name: str) -> int:
+    """How often ``name`` is read or bound in ``body``, nested statements included."""
+    total = 0
+    for x in ir.walk_stmts(body):
+        total += ir.bound_names(x).count(name)
+        total += sum(1 for e in ir.stmt_exprs(x) if isinstance(e, ir.Name) and e.name == name)
+    return total
 
 
 def _is_name(e: ir.Expr, name: str) -> bool:
