@@ -7,6 +7,7 @@ from .coalesced import all_reduce_coalesced
 from .collectives import Work, all_gather, all_reduce, barrier, broadcast, reduce_scatter
 from .exchange import all_to_all, recv, send, sendrecv
 from .fabric import Topology, topology
+from .grad_reduce import GradReduce
 from .index_launch import IndexLaunch, Plan, index_launch
 from .layout import ShardSpec
 from .mesh import Mesh, current_mesh
@@ -16,6 +17,7 @@ __all__ = [
     "CollectiveMismatch",
     "CollectiveTimeout",
     "DistError",
+    "GradReduce",
     "IndexLaunch",
     "Mesh",
     "Parts",
