@@ -23,6 +23,7 @@ import functools
 import os
 import stat
 import sys
+import time
 
 import numpy as np
 
@@ -180,6 +181,9 @@ def mismatch_message(launch: launchers.Launch, mpi_size: int, library: str) -> s
     )
 
 
+ABORT_GRACE_S = 0.5  # between printing an uncaught error and aborting the job
+
+
 def _abort_on_uncaught_exception(comm) -> None:
     """An exception that ends one rank's script ends the whole job (as ``python -m
     mpi4py`` does): the traceback is printed, then MPI_Abort stops every rank, instead of
@@ -190,6 +194,9 @@ def _abort_on_uncaught_exception(comm) -> None:
         previous(kind, value, traceback)
         sys.stderr.flush()
         sys.stdout.flush()
+        # the launcher forwards the traceback from a pipe; an abort at once can tear the
+        # job down before it has (seen under load: the message lost, the job still ended)
+        time.sleep(ABORT_GRACE_S)
         comm.Abort(1)
 
     sys.excepthook = hook
