@@ -187,6 +187,10 @@ class CallLowering:
             raise self.flat_error(scope, node, fn.name)
         if fn is B.arange and len(node.args) == 2 and not node.keywords:
             return self.value(scope, _arange_from(node))
+        if fn in _TILE_FORMS and (
+            len(node.args) == 2 or any(k.arg == "axis" for k in node.keywords)
+        ):
+            fn = _TILE_FORMS[fn]  # ``tile.sum(t, axis=0)``, Triton's ``tl.sum(x, axis=0)``
         names = tuple(a.name for a in fn.args)
         required = sum(1 for a in fn.args if a.required)
         given = self.call_args(scope, node, names, required)
@@ -410,6 +414,9 @@ class CallLowering:
         if missing:
             raise self.error(scope, node, f"{fname}() is missing argument '{missing[0]}'")
         return out
+
+
+_TILE_FORMS = {P.sum: B.tile_sum, P.max: B.tile_max, P.min: B.tile_min}
 
 
 def _arange_from(node: ast.Call) -> ast.expr:

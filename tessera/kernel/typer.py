@@ -17,6 +17,8 @@ import numpy as np
 
 from .. import dtypes as D
 from ..errors import KernelError, internal_errors
+from ..tile import blocks as B
+from ..tile import primitives as P
 from ..tile.blocks import Block, broadcast
 from ..tile.mathfns import MATH
 from ..tile.primitives import BITWISE_ATOMICS, RuleError
@@ -389,6 +391,14 @@ class Typer:
     def primitive(self, e: ir.PrimCall, final: bool) -> ir.Type | None:
         """Check a primitive's arguments by their declared kinds; its declared result."""
         prim = e.prim
+        if prim in LANE_REDUCTIONS and isinstance(self.expr(e.args[0], final), TileType):
+            # ``tile.sum(t)`` of a tile (Triton's ``tl.sum(x)``): the tile's reduction
+            e.prim, e.args = LANE_REDUCTIONS[prim], [e.args[0], None]
+            return self.primitive(e, final)
+        if prim in LANE_REDUCTIONS.values() and isinstance(e.args[1], ir.Const):
+            t = self.expr(e.args[0], final)
+            if isinstance(t, TileType) and len(t.shape) == 1 and e.args[1].value in (0, -1):
+                e.args[1] = None  # the only axis of a 1-d tile: the reduction of all of it
         array: ArrayType | None = None
         value: ScalarType | None = None
         described = []  # the arguments as the declaration's rule sees them
@@ -514,6 +524,10 @@ class Typer:
         if result == "int":
             return I64 if t.dtype.is_float else t
         return to_float(t)
+
+
+# the lane reductions, and the tile reductions they are when given a tile
+LANE_REDUCTIONS = {P.sum: B.tile_sum, P.max: B.tile_max, P.min: B.tile_min}
 
 
 def fold_int(e: ir.Expr) -> int | None:

@@ -283,7 +283,8 @@ sum = declare(  # noqa: A001 - tile.sum
     "tile.sum",
     "value:number",
     "value",
-    "Sum over the lanes of each lane's value, to every lane.",
+    "Sum over the lanes of each lane's value, to every lane; of a tile, the tile's "
+    "sum (`t.sum()`; with `axis=`, `t.sum(axis)`: Triton's `tl.sum`).",
     collective=True,
     grouped_only=True,
     op="sum",
@@ -292,7 +293,8 @@ max = declare(  # noqa: A001 - tile.max
     "tile.max",
     "value:number",
     "value",
-    "Maximum over the lanes of each lane's value, to every lane.",
+    "Maximum over the lanes of each lane's value, to every lane; of a tile, the tile's "
+    "max (`t.max()`; with `axis=`, `t.max(axis)`: Triton's `tl.max`).",
     collective=True,
     grouped_only=True,
     op="max",
@@ -301,7 +303,8 @@ min = declare(  # noqa: A001 - tile.min
     "tile.min",
     "value:number",
     "value",
-    "Minimum over the lanes of each lane's value, to every lane.",
+    "Minimum over the lanes of each lane's value, to every lane; of a tile, the tile's "
+    "min (`t.min()`; with `axis=`, `t.min(axis)`: Triton's `tl.min`).",
     collective=True,
     grouped_only=True,
     op="min",

@@ -128,6 +128,8 @@ def _check(kir: ir.KernelIR, body: list[ir.Stmt], why: SourceLoc | None, u: Unif
                         "same for every lane of a group",
                         e.loc,
                     )
+        if isinstance(s, ir.While) and why is None:
+            _check_spin_lock(kir, s, u)
         if isinstance(s, ir.If):
             inner = why or (s.cond.loc if u.expr_varies(s.cond) else None)
             _check(kir, s.body, inner, u)
@@ -135,6 +137,27 @@ def _check(kir: ir.KernelIR, body: list[ir.Stmt], why: SourceLoc | None, u: Unif
         elif isinstance(s, (ir.For, ir.While)):
             inner = why or u.loop_reason.get(id(s))
             _check(kir, s.body, inner, u)
+
+
+def _check_spin_lock(kir: ir.KernelIR, s: ir.While, u: Uniformity) -> None:
+    """A ``while`` spinning on one lock (an ``atomic_cas``/``atomic_xchg`` of an element
+    the same for every lane) that every lane of a group runs never ends: one lane takes the
+    lock, the others wait for it, and it waits for them (a group's lanes run one after
+    another on the CPU, in lockstep on a GPU). Triton runs such code once per program; in
+    Tessera it must be one lane's (docs/language.md, "Atomics")."""
+    for e in ir.walk_expr(s.cond):
+        if not (isinstance(e, ir.PrimCall) and e.prim.atomic in ("cas", "xchg")):
+            continue
+        if u.expr_varies(e.args[1]):
+            continue  # a lock per lane (lanes meet only on equal indices)
+        raise KernelError(
+            kir.name,
+            "every lane of the group spins on the same lock here, so the loop never ends "
+            "(the lane that takes the lock waits for the others, which wait for it); take "
+            "the lock in one lane, 'if tile.linear_id() == 0:', and let the group in with "
+            "tbarrier() (docs/language.md, Atomics)",
+            s.loc,
+        )
 
 
 def _check_tile_operands(kir: ir.KernelIR, s: ir.Stmt, u: Uniformity) -> None:
