@@ -238,3 +238,31 @@ def test_grid_synchronisation_is_refused_with_what_to_write_instead():
     err = str(compile_error(k_grid_sync, **GROUP))
     assert "cannot call 'cuda.cg.this_grid' in a kernel; grid-wide synchronisation" in err
     assert "launch a second kernel for the rest" in err
+
+
+def k_triton_exp(x: f32[n], y: mut[f32[n]]):
+    t = tile.load_block(x, (0,), (32,))
+    tile.store_block(y, (0,), tile.exp(t))  # E:triton_exp
+
+
+def k_triton_maximum(x: f32[n], y: mut[f32[n]]):
+    t = tile.load_block(x, (0,), (32,))
+    tile.store_block(y, (0,), tile.maximum(t, 0.0))  # E:triton_maximum
+
+
+def k_triton_program_id(x: f32[n], y: mut[f32[n]]):
+    y[tile.linear_id()] = x[tile.program_id(0)]  # E:triton_program_id
+
+
+@pytest.mark.parametrize(
+    "fn, marker, name, want",
+    [
+        (k_triton_exp, "triton_exp", "exp", "write math.exp(x) (the math functions apply"),
+        (k_triton_maximum, "triton_maximum", "maximum", "write max(a, b) (elementwise"),
+        (k_triton_program_id, "triton_program_id", "program_id", "write tile.group_id(axis)"),
+    ],
+)
+def test_tritons_spellings_of_tile_functions_say_what_to_write(fn, marker, name, want):
+    err = str(compile_error(fn, **GROUP))
+    assert f"'tile.{name}' is not defined; {want}" in err
+    points_at(err, marker, f"tile.{name}")

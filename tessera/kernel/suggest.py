@@ -121,6 +121,18 @@ def _primitive_names() -> dict[str, str]:
     return out
 
 
+# Triton's names with another spelling here (tl.<name> ported as tile.<name>)
+TRITON_SPELLINGS = {
+    "maximum": "max(a, b) (elementwise on tiles)",
+    "minimum": "min(a, b) (elementwise on tiles)",
+    "program_id": "tile.group_id(axis)",
+    "num_programs": "tile.group_count(axis)",
+    "cdiv": "-(-a // b)",
+    "sigmoid": "1.0 / (1.0 + math.exp(-x))",
+    "fma": "a * b + c",
+    "cumsum": "tile.prefix_sum(value) (over the lanes)",
+}
+
 # CUDA features the language does not have, and what to write instead
 NOT_IN_LANGUAGE = {
     "this_grid": (
@@ -169,6 +181,10 @@ def attribute_hint(base: object, base_text: str, attr: str) -> str:
         return "; " + hint
     if _is_numpy(base) or getattr(base, "__name__", "") == "numpy":
         return "; NumPy functions do not run in kernels: write the arithmetic, or math.*"
+    if base is tile and attr in MATH:  # Triton's tl.exp(x)
+        return f"; write math.{attr}(x) (the math functions apply to tiles elementwise)"
+    if base is tile and attr in TRITON_SPELLINGS:
+        return f"; write {TRITON_SPELLINGS[attr]}"
     public = list(MATH) if base is math else [n for n in dir(base) if not n.startswith("_")]
     best = _close(attr, public)
     if best is not None:
