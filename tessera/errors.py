@@ -228,6 +228,12 @@ class CaptureWarning(TesseraWarning):
     failed, or its shapes changed past ``max_graphs``); said once per cause."""
 
 
+class AOTError(KernelError):
+    """A kernel cannot be compiled ahead of time (``tessera.aot``): the message names the
+    kernel and why (a feature AOT code cannot hold, a missing constexpr, an unknown arch)
+    and, where the cause is in the kernel's source, ``file:line`` and the line."""
+
+
 class AutotuneError(TesseraError):
     """No config of a sweep could run (the message lists every reason)."""
 

@@ -31,9 +31,19 @@ class CpuCodegen(SourceEmitter):
 
     math_functions = {"fmod": "np.fmod"}  # Numba's CPU target has no math.fmod
 
-    def __init__(self, kir: ir.KernelIR, schedule: Schedule | None, grid_ndim: int, target: Target):
+    def __init__(
+        self,
+        kir: ir.KernelIR,
+        schedule: Schedule | None,
+        grid_ndim: int,
+        target: Target,
+        chunked: bool = False,
+    ):
+        """``chunked``: a flat kernel is generated as ``_chunk`` too (ahead-of-time
+        modules run every kernel as chunks of its outermost loop: tessera/aot)."""
         super().__init__(kir, grid_ndim, target)
         self.schedule = schedule
+        self.chunked = chunked
         self.lane_arrays = schedule.lane_arrays if schedule else set()
         self.scratch: list[tuple[str, str, int]] = []  # (name, dtype ctor, size)
         self.stack_arrays: dict[str, tuple[tuple[int, ...], str]] = {}  # name → shape, dtype
@@ -48,6 +58,14 @@ class CpuCodegen(SourceEmitter):
         (program.py): the two variants share one compile of the body, which the parallel
         one's compile (Numba's parfor passes, LLVM) never sees."""
         args = self.kernel_args()
+        if not self.kir.grouped and self.chunked:
+            self.emit(f"def _chunk(_c, {', '.join(args)}, _nchunks):")
+            self.indent += 1
+            self.emit(
+                f'"""Tessera kernel {self.kir.name} ({self.kir.loc}) for the CPU: a chunk."""'
+            )
+            self.flat_body()
+            return "\n".join(self.lines) + "\n"
         if not self.kir.grouped:
             self.emit(f"def _kernel({', '.join(args)}):")
             self.indent += 1
@@ -77,6 +95,8 @@ class CpuCodegen(SourceEmitter):
         for d in dims:
             loop = "_prange" if d == 0 else "range"
             extent = "_limit" if d == 0 and limit is not None else f"_N{d}"
+            if d == 0 and self.chunked:  # chunk _c of _nchunks of the outermost loop
+                extent = f"(_c * {extent}) // _nchunks, ((_c + 1) * {extent}) // _nchunks"
             self.emit(f"for _t{d} in {loop}({extent}):")
             self.indent += 1
         lin = "_t0"

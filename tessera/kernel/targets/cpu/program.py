@@ -58,11 +58,19 @@ _CORES = max(os.cpu_count() or 1, 2)  # launches on this many groups or more fil
 class CpuProgram:
     """One compiled specialisation of a kernel for the CPU."""
 
-    def __init__(self, spec: Specialised, grid_ndim: int, target: Target, key: tuple | None = None):
+    def __init__(
+        self,
+        spec: Specialised,
+        grid_ndim: int,
+        target: Target,
+        key: tuple | None = None,
+        chunked: bool = False,
+    ):
+        """``chunked``: a flat kernel's code is a ``_chunk`` as well (codegen.py)."""
         self.spec = spec
         self.grid_ndim = grid_ndim
         self.key = key  # the specialisation key; None keeps this program out of the disk cache
-        codegen = CpuCodegen(spec.kir, spec.schedule, grid_ndim, target)
+        codegen = CpuCodegen(spec.kir, spec.schedule, grid_ndim, target, chunked)
         self.source = codegen.generate()
         self.check_sites = codegen.check_sites
         self.assert_sites = codegen.assert_sites
