@@ -13,8 +13,8 @@ Little-endian throughout. A 16-byte prefix: the magic ``TSRM``, the ABI major an
   specialisation count, per specialisation ``u8`` target (0 cpu, 1 cuda), layout class (0
   contiguous, 1 strided), two zero bytes, ``str`` arch, ``str`` entry symbol, ``i32`` blob
   (-1: none), ``u32`` CPU entry index, block threads, dynamic shared bytes, slot count,
-  per slot a ``u8`` kind (:data:`SLOT_KINDS`), then ``u32`` count and the array positions whose 4-byte alignment
-  is an extra argument (CUDA's 16-bit async copies);
+  per slot a ``u8`` kind (:data:`SLOT_KINDS`), then ``u32`` count and the array positions
+  whose 4-byte alignment is an extra argument (CUDA's 16-bit async copies);
 * ``u32`` blob count, per blob ``str`` arch, ``u32`` kind (0 cubin, 1 PTX), ``u32`` size
   and the bytes, padded to 8.
 
