@@ -141,7 +141,7 @@ def launch(
     lines = done.stdout.split("\n")
     status = int(lines[0].split()[1])
     out = []
-    for k, a, path in arrays:
+    for _k, a, path in arrays:
         data = np.frombuffer(path.read_bytes(), a.dtype)
         if a.flags.c_contiguous:
             out.append(data.reshape(a.shape).copy())
