@@ -148,7 +148,9 @@ def _tuned_kernel(tuned, config: dict | None) -> Kernel:
         winners = {
             tuple(sorted(e["config"].items()))
             for e in store.entries()
-            if e.get("kernel") == tuned.name and isinstance(e.get("config"), dict)
+            if e.get("kernel") == tuned.name
+            and isinstance(e.get("config"), dict)
+            and not e.get("problem")
         }
         if len(winners) != 1:
             why = "no cached winner" if not winners else f"{len(winners)} cached winners"
