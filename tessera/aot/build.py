@@ -15,9 +15,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from .. import dtypes as D
+from ..autotune import store
+from ..autotune.tuner import Autotuned
 from ..dtypes import DTypeVar, ShardedDim, Symbol
 from ..errors import AOTError, LaunchError
 from ..kernel import ir, launch
@@ -25,7 +25,10 @@ from ..kernel.kernel import Kernel, ShapedKernel
 from ..kernel.pipeline import specialise
 from ..kernel.signature import resolve_dtypes
 from ..kernel.targets import TARGETS
-from . import cpu_object, metadata
+from ..kernel.targets.cpu import CPU
+from ..kernel.targets.cpu.program import JIT_OPTIONS, CpuProgram
+from . import cpu_object, cuda_blobs, metadata
+from .argtypes import numba_argtypes
 from .image_format import Param, Spec
 
 LAYOUT_CLASSES = ("contiguous", "strided")
@@ -115,8 +118,6 @@ def compile(  # noqa: A001 - the spec's name (tessera.aot.compile)
         _compile_cpu(k, spec, params, image, layouts, digest)
         image.metadata = metadata.cpu(k, spec, image)
     else:
-        from . import cuda_blobs
-
         cuda_blobs.compile_cuda(k, spec, params, image, layouts, digest, arch, ptx)
     return image
 
@@ -124,8 +125,6 @@ def compile(  # noqa: A001 - the spec's name (tessera.aot.compile)
 def _concrete_kernel(kernel, name: str, values: dict, config: dict | None) -> Kernel:
     """The :class:`Kernel` to compile: the kernel itself, the one of a named group shape,
     or an autotuned kernel's config (``config=``, else its one cached winner)."""
-    from ..autotune.tuner import Autotuned
-
     if isinstance(kernel, Autotuned):
         return _tuned_kernel(kernel, config)
     if config is not None:
@@ -142,8 +141,6 @@ def _concrete_kernel(kernel, name: str, values: dict, config: dict | None) -> Ke
 
 
 def _tuned_kernel(tuned, config: dict | None) -> Kernel:
-    from ..autotune import store
-
     if config is None:
         winners = {
             tuple(sorted(e["config"].items()))
@@ -274,36 +271,8 @@ def _digest(k: Kernel, fixed: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
-def scalar_numpy_type(dtype) -> np.dtype:
-    """The NumPy type a launch passes a scalar of ``dtype`` as (16- and 8-bit floats are
-    computed in f32; launch._convert_scalar)."""
-    return np.dtype(np.float32) if dtype in D.COMPUTED_IN_F32 else dtype.np_dtype
-
-
-def numba_argtypes(params, k: Kernel, layout: str, grid_rank: int, storage) -> tuple:
-    """The Numba types of a launch's call arguments (arrays, scalars, symbols, the grid
-    extents) for one layout class; ``storage(dtype)`` the target's array element view."""
-    import numba
-    from numba.np import numpy_support
-
-    arrays, scalars = [], []
-    numba_layout = "C" if layout == "contiguous" else "A"
-    for p in params:
-        if p.kind == "array":
-            dtype = storage(p.dtype) or p.dtype.np_dtype
-            element = numpy_support.from_dtype(dtype)
-            arrays.append(numba.types.Array(element, p.ndim, numba_layout))
-        elif p.kind == "scalar":
-            scalars.append(numpy_support.from_dtype(scalar_numpy_type(p.dtype)))
-    symbols = [numba.int64] * len(k.ir.symbols)
-    return tuple(arrays + scalars + symbols + [numba.int64] * grid_rank)
-
-
 def _compile_cpu(k: Kernel, spec, params, image: Image, layouts, digest: str) -> None:
     import numba
-
-    from ..kernel.targets.cpu import CPU
-    from ..kernel.targets.cpu.program import JIT_OPTIONS, CpuProgram
 
     program = CpuProgram(spec, image.grid_rank, CPU, None, chunked=True)
     chunk = program._module(False)._chunk

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import AOTError, TesseraError
+from ..version import __version__
 from . import cpu_object, elf
 from .build import Image
 from .image_format import Blob, KernelEntry, Module
@@ -52,8 +53,6 @@ def runtime_dir() -> Path:
 def versions() -> str:
     import llvmlite
     import numba
-
-    from ..version import __version__
 
     return f"tessera {__version__}; numba {numba.__version__}; llvmlite {llvmlite.__version__}"
 

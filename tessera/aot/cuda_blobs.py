@@ -14,7 +14,20 @@ from __future__ import annotations
 import re
 
 from ..errors import AOTError, TesseraError
+from ..kernel.targets import TARGETS
+from ..kernel.targets.cuda import abi as cuda_abi
+from ..kernel.targets.cuda import shared_memory, toolchain
+from ..kernel.targets.cuda.launcher import storage_dtype
+from ..kernel.targets.cuda.program import (
+    CudaProgram,
+    ampere_for,
+    capability_for,
+    parse_arch,
+    stages_for,
+)
+from ..kernel.targets.cuda.runtime import cuda_module, simulating
 from . import elf, metadata
+from .argtypes import numba_argtypes
 from .image_format import Blob, Spec
 
 # numba-cuda's scalar kinds (targets/cuda/abi.py SCALARS) → the image's slot kinds
@@ -36,9 +49,7 @@ _SLOT_OF_SCALAR = {
 
 def slot_kinds(argtypes) -> tuple[str, ...]:
     """The image's slot kinds of a CUDA kernel whose numba signature is ``argtypes``."""
-    from ..kernel.targets.cuda import abi
-
-    _, slots = abi.arg_layouts(argtypes)
+    _, slots = cuda_abi.arg_layouts(argtypes)
     kinds = []
     for s in slots:
         if not s.kind:  # an array's words: three pointers, the rest 64-bit integers
@@ -51,13 +62,9 @@ def slot_kinds(argtypes) -> tuple[str, ...]:
 
 def archs_of(name: str, arch) -> list[str]:
     """``arch=`` as a list of checked architecture names (None: this machine's GPU's)."""
-    from ..kernel.targets.cuda.program import CudaProgram, parse_arch
-
     if arch is None:
         found = CudaProgram.device_arch()
         try:
-            from ..kernel.targets.cuda.runtime import cuda_module
-
             cuda_module().get_current_device()
         except Exception:  # no GPU to ask
             raise AOTError(
@@ -82,18 +89,6 @@ def archs_of(name: str, arch) -> list[str]:
 def compile_cuda(k, spec, params, image, layouts, digest: str, arch, ptx: bool) -> None:
     """Fill ``image`` with the cubins (and PTX) of every arch and layout class."""
     del digest  # CUDA entry names are numba-cuda's, read from each compile
-    from ..kernel.targets import TARGETS
-    from ..kernel.targets.cuda import shared_memory, toolchain
-    from ..kernel.targets.cuda import abi as cuda_abi
-    from ..kernel.targets.cuda.launcher import storage_dtype
-    from ..kernel.targets.cuda.program import (
-        CudaProgram,
-        ampere_for,
-        capability_for,
-        stages_for,
-    )
-    from ..kernel.targets.cuda.runtime import simulating
-    from .build import numba_argtypes
 
     if simulating():
         raise AOTError(
