@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from . import demo, launchers, runner, threads
+from .aot import command as aot_command
 from .autotune import store
 from .autotune.tuner import collecting_sweeps
 from .config import CONFIG_ENV, refresh, report
@@ -333,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         "topo", help="the ranks' hosts, devices, NUMA nodes, NICs and links (under tessera run)"
     )
     topo_parser.add_argument("--json", action="store_true", help="as one JSON document")
+    aot_command.add_parser(sub)
     metrics_parser = sub.add_parser("metrics", help="metrics files (TESSERA_METRICS)")
     metrics_parser.add_argument("action", choices=("summary",), help="p50/p95 per kernel")
     metrics_parser.add_argument(
@@ -343,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         stand_down()  # the ranks observe themselves; the launcher writes nothing
         return runner.main(argv[1:])
     args = parser.parse_args(argv)
+    if args.command == "aot":
+        return aot_command.run(args)
     if args.command == "pack-repro":
         return pack_repro(args.source, args.output, args.script_args)
     if args.command == "replay":
