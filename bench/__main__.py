@@ -38,6 +38,7 @@ BENCHES = (
     "bandwidth",
     "warm_start",
     "dist_allreduce",
+    "aot",
 )
 
 # (bench, what is compared, limit[, tool]): a ratio of Tessera's median to Numba's, or
@@ -94,6 +95,11 @@ def targets(records: list[dict], quick: bool) -> str:
     for what, value, wanted, met in gpu_targets(records):
         verdict = "ok" if met else "MISSED"
         lines.append(f"  gpu_ops {what:<38} {value:>7.2f}  target {wanted:<7} {verdict}")
+    from .aot import targets as aot_targets
+
+    for what, value, wanted, met in aot_targets(records):
+        verdict = "ok" if met else "MISSED"
+        lines.append(f"  aot {what:<34} {value:>7.2f}  target {wanted:<7} {verdict}")
     from .dist_allreduce import targets as dist_targets
 
     for what, value, wanted, met in dist_targets(records):

@@ -187,3 +187,11 @@ def test_a_host_tensor_on_a_gpu_context_is_einval():
         "host tensor on a GPU context 2 launch of kernel 'block_sum': parameter 'x' is in "
         "memory of device type 1" in out
     )
+
+
+def test_a_stream_that_does_not_finish_by_its_deadline_is_etimeout():
+    out, _ = run(cc=90, busy=True)
+    assert (
+        "tsrStreamSynchronize(stream, 1000) 3 tsrStreamSynchronize: the stream's work did "
+        "not finish in 1000 ms" in out
+    )

@@ -67,6 +67,8 @@ def test_the_wheel_carries_the_license_and_the_typing_marker(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert "tessera/py.typed" in names
+    for runtime in ("tessera_rt.c", "tessera_rt.h", "tessera_rt_launch.inc", "dlpack.h"):
+        assert f"tessera/aot/runtime/{runtime}" in names  # the C runtime, as package data
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA")))
     assert b"Name: tessera-kernels" in metadata and b"Provides-Extra: cuda12" in metadata
 
