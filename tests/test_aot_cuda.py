@@ -73,7 +73,9 @@ def built() -> tuple[Path, Path]:
     return exe, fake
 
 
-def run(cc: int = 90, library: str | None = None, nparams: int = 19) -> tuple[str, list[str]]:
+def run(cc: int = 90, library: str | None = None, nparams: int = 19, busy: bool = False):
+    """(the program's output, the calls the fake driver recorded); ``busy``: the stream's
+    work never finishes."""
     exe, fake = built()
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "calls.log"
@@ -84,6 +86,8 @@ def run(cc: int = 90, library: str | None = None, nparams: int = 19) -> tuple[st
             FAKE_CUDA_CC=str(cc),
             FAKE_CUDA_NPARAMS=str(nparams),
         )
+        if busy:
+            env["FAKE_CUDA_BUSY"] = "1"
         done = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=60)
         calls = log.read_text().splitlines() if log.exists() else []
     return done.stdout, calls
