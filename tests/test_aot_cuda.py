@@ -22,6 +22,10 @@ from tessera.errors import AOTError
 from tessera.kernel.targets.cuda import abi
 
 pytest.importorskip("numba.cuda")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
+    reason="AOT makes real cubins; numba-cuda's simulator compiles nothing",
+)
 GEMM = dict(BM=64, BN=64, BK=32)
 
 
