@@ -203,3 +203,16 @@ def test_a_stream_that_does_not_finish_by_its_deadline_is_etimeout():
         "tsrStreamSynchronize(stream, 1000) 3 tsrStreamSynchronize: the stream's work did "
         "not finish in 1000 ms" in out
     )
+
+
+def test_the_images_metadata_is_what_k_metadata_reports():
+    import numpy as np
+
+    _, gemm = images()
+    a, b = np.zeros((100, 72), np.float32), np.zeros((72, 150), np.float32)
+    args = (a, b, np.zeros(150, np.float32), np.zeros((100, 150), np.float32), *GEMM.values())
+    meta = K.linear_relu.metadata(*args, grid=(2, 3), arch="sm_90")
+    for key in ("name", "arch", "group", "tile", "resources", "epilogue", "occupancy"):
+        assert gemm.metadata[key] == meta[key], key
+    assert meta["tile"] == {"M": 64, "N": 64, "K": 32}  # f32: no tensor-core ring
+    assert gemm.metadata["grid"] == "per launch" and meta["grid"] == [2, 3]

@@ -79,7 +79,7 @@ def test_group_reductions_compile_with_their_shared_scratch():
 def test_metadata_reads_registers_and_shared_bytes_from_the_cubin(arch):
     meta = block_reduce_tree.metadata(*_reduce_args(), grid=4, arch=arch)
     assert meta["name"] == "block_reduce_tree" and meta["arch"] == arch
-    assert meta["tile"] == [256] and meta["grid"] == [4]
+    assert meta["group"] == [256] and meta["grid"] == [4]
     assert meta["shared_bytes"] == 256 * 4
     assert meta["registers_per_thread"] > 0 and meta["spill_bytes"] == 0
     assert meta["launch"] == {"grid": [4, 1, 1], "block": [256, 1, 1], "smem_bytes": 1024}
@@ -131,7 +131,7 @@ def test_metadata_dump_is_yaml_with_the_launch_spec(tmp_path):
     with ts.config(dump="meta", dump_dir=str(tmp_path)):
         assert "def _kernel" in k.inspect("cuda", x, p, grid=4, arch="sm_90")
     text = (tmp_path / "block_reduce_tree.1.meta.yaml").read_text()
-    assert "name: block_reduce_tree" in text and "tile: [256]" in text
+    assert "name: block_reduce_tree" in text and "group: [256]" in text
     assert "launch:\n  grid: [4, 1, 1]\n  block: [256, 1, 1]" in text
 
 

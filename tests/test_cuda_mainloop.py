@@ -229,7 +229,7 @@ def test_a_tile_only_gemm_kernel_gets_the_warps_its_block_needs():
     tiles of 32 x 16), while group_tile_count() and the metadata's tile stay 64."""
     a, b, c = _args(ml_dtypes.bfloat16, 64, 64, 128)
     meta = gemm_deep.metadata(a, b, c.astype(np.float32), grid=(2, 2), arch="sm_80")
-    assert meta["tile"] == [64] and meta["launch"]["block"] == [128, 1, 1]
+    assert meta["group"] == [64] and meta["launch"]["block"] == [128, 1, 1]
     ptx = gemm_deep.inspect("ptx", a, b, c.astype(np.float32), grid=(2, 2), arch="sm_80")
     assert ".maxntid 128, 1, 1" in ptx
 

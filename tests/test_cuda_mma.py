@@ -346,6 +346,10 @@ def test_f16_gemm_runs_mma_sync_in_ptx_and_assembles(arch):
     assert cubin[:4] == b"\x7fELF"
     meta = gemm_f16.metadata(*args, 64, 64, grid=(2, 2), arch=arch)
     assert meta["registers_per_thread"] > 0
+    # seed 004 §11.2's keys: the product's block, its ring, its tensor-core fragments
+    stages = 4 if arch == "sm_90" else 3
+    assert meta["tile"] == {"M": 64, "N": 64, "K": meta["tile"]["K"], "stages": stages}
+    assert meta["fragments"] == {"mma": "m16n8k16", "dtype_in": "f16", "dtype_acc": "f32"}
 
 
 @NO_PTX

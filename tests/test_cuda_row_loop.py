@@ -86,7 +86,7 @@ def test_flash_attention_runs_as_a_register_row_loop_with_a_warp_per_16_rows():
     for name in ("qb", "kb", "vb", "s", "p", "acc", "row_max", "row_sum", "new_max"):
         assert f"v_{name} =" not in source and f"v_{name}[" not in source
     meta = attention.metadata(*_args(), 0.125, 64, 64, grid=2, arch="sm_90")
-    assert meta["launch"]["block"] == [128, 1, 1] and meta["tile"] == [64]
+    assert meta["launch"]["block"] == [128, 1, 1] and meta["group"] == [64]
 
 
 @NO_PTX

@@ -23,11 +23,12 @@ from ..errors import AOTError, LaunchError
 from ..kernel import ir, launch
 from ..kernel.kernel import Kernel, ShapedKernel
 from ..kernel.pipeline import specialise
+from ..kernel.seed_metadata import seed_keys
 from ..kernel.signature import resolve_dtypes
 from ..kernel.targets import TARGETS
 from ..kernel.targets.cpu import CPU
 from ..kernel.targets.cpu.program import JIT_OPTIONS, CpuProgram
-from . import cpu_object, cuda_blobs, metadata
+from . import cpu_object, cuda_blobs
 from .argtypes import numba_argtypes
 from .image_format import Param, Spec
 
@@ -116,7 +117,7 @@ def compile(  # noqa: A001 - the spec's name (tessera.aot.compile)
     digest = _digest(k, fixed)
     if target == "cpu":
         _compile_cpu(k, spec, params, image, layouts, digest)
-        image.metadata = metadata.cpu(k, spec, image)
+        image.metadata = cpu_metadata(k, spec, image)
     else:
         cuda_blobs.compile_cuda(k, spec, params, image, layouts, digest, arch, ptx)
     return image
@@ -306,3 +307,13 @@ def _slot_count(params, symbols: int, grid_rank: int) -> int:
 def _identifier(name: str) -> str:
     out = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
     return out if out and not out[0].isdigit() else f"k_{out}"
+
+
+def cpu_metadata(k: Kernel, spec, image: Image) -> dict:
+    """The seed's metadata keys of CPU code (no registers or spills to report)."""
+    group = list(k.options.tile) if k.grouped else None
+    resources = {"regs_per_thread": None, "smem_per_cta": spec.shared_bytes, "spill_bytes": None}
+    block = list(image.tile) if k.grouped else [1, 1, 1]
+    meta = {"name": k.name, "target": "cpu", "launch": {"grid": "per launch", "block": block}}
+    meta.update(seed_keys(spec.kir, group, resources))
+    return meta

@@ -26,7 +26,7 @@ from ..kernel.targets.cuda.program import (
     stages_for,
 )
 from ..kernel.targets.cuda.runtime import cuda_module, simulating
-from . import elf, metadata
+from . import elf
 from .argtypes import numba_argtypes
 from .image_format import Blob, Spec
 
@@ -104,7 +104,6 @@ def compile_cuda(k, spec, params, image, layouts, digest: str, arch, ptx: bool) 
             spec.kir, program.shared_arrays, shared_memory.limit_for(capability_for(a)), a
         )
         aligned = tuple(program._align_positions())
-        report = None
         for layout in layouts:
             import numba
 
@@ -140,24 +139,5 @@ def compile_cuda(k, spec, params, image, layouts, digest: str, arch, ptx: bool) 
                     Spec("cuda", layout, a, entry, slots, blob=len(image.blobs), **common)
                 )
                 image.blobs.append(Blob(a, "ptx", text.encode() + b"\0"))
-            if report is None:
-                report = _report(log, program, spec)
-        if not image.metadata:
-            image.metadata = metadata.cuda(
-                k, spec, image, a, program.threads, report, stages_for(a), ampere
-            )
-
-
-def _report(log: str, program, spec) -> dict:
-    """Registers, spills and shared bytes from ptxas's report of a link."""
-    registers = re.search(r"Used (\d+) registers", log)
-    spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", log)
-    arrays = sum(n for _, n in program.shared_arrays)
-    shared = max(
-        max(spec.shared_bytes, program.dynamic_shared_bytes) + program.scratch_bytes, arrays
-    )
-    return {
-        "registers_per_thread": int(registers.group(1)) if registers else None,
-        "spill_bytes": sum(int(n) for n in spills),
-        "shared_bytes": shared,
-    }
+            if not image.metadata:  # k.metadata()'s, for any launch
+                image.metadata = program.describe(log, a, None)

@@ -22,6 +22,7 @@ from ....arrays import device_info, layout_class
 from ....errors import OutOfBoundsError, TesseraError
 from ....observers import stage
 from ...pipeline import Specialised
+from ...seed_metadata import seed_keys
 from ...source import generated
 from ..target import Target
 from . import abi, cubin_cache, runtime, shared_memory, toolchain
@@ -162,6 +163,8 @@ class CudaProgram:
             tensor_cores=ampere or self.warp_twins is not None,
             stages=stages,
         )
+        self.stages = stages
+        self.register_loops = bool(codegen.mainloops)  # tile.dot on the register path
         self.threads = codegen.lanes if spec.kir.grouped else FLAT_BLOCK  # a block's
         self.align_params = codegen.align_params
         self.source = codegen.generate()
@@ -468,9 +471,13 @@ class CudaProgram:
     def metadata(self, signature: tuple, arch: str, grid: tuple[int, ...]) -> dict:
         """What the seeds' kernel metadata lists, read from the cubin's ptxas report."""
         _, report = self.cubin(signature, arch)
+        return self.describe(report, arch, grid)
+
+    def describe(self, report: str, arch: str, grid: tuple[int, ...] | None) -> dict:
+        """The metadata of this kernel's code for ``arch`` from ptxas's ``report``; for a
+        launch over ``grid``, or (None) for any launch (an ahead-of-time image)."""
         registers = re.search(r"Used (\d+) registers", report)
-        spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", report)
-        blocks, threads = self.launch_shape(grid)
+        spills = sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", report))
         # every shared array the generated code declares (tiles, scratch, staging rings,
         # tshared arrays), or the declared budget where that is more
         arrays = sum(n for _, n in self.shared_arrays)
@@ -478,14 +485,24 @@ class CudaProgram:
             max(self.spec.shared_bytes, self.dynamic_shared_bytes) + self.scratch_bytes, arrays
         )
         regs = int(registers.group(1)) if registers else 0
-        return {
+        if grid is None:
+            threads = self.threads
+            blocks_of, grid_of = "per launch", "per launch"
+        else:
+            blocks, threads = self.launch_shape(grid)
+            blocks_of, grid_of = [blocks, 1, 1], list(grid)
+        meta = {
             "name": self.kir.name,
             "arch": arch,
-            "tile": list(self.kir.tile_shape) or [threads],
-            "grid": list(grid),
+            "grid": grid_of,
             "shared_bytes": shared,
             "registers_per_thread": regs,
-            "spill_bytes": sum(int(n) for n in spills),
+            "spill_bytes": spills,
             "occupancy": occupancy(parse_arch(arch), threads, regs, shared),
-            "launch": {"grid": [blocks, 1, 1], "block": [threads, 1, 1], "smem_bytes": shared},
+            "launch": {"grid": blocks_of, "block": [threads, 1, 1], "smem_bytes": shared},
         }
+        resources = {"regs_per_thread": regs, "smem_per_cta": shared, "spill_bytes": spills}
+        stages = self.stages if self.register_loops else None
+        group = list(self.kir.tile_shape) or [threads]
+        meta.update(seed_keys(self.kir, group, resources, stages, self.async_copies))
+        return meta
