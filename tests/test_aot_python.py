@@ -257,3 +257,16 @@ def test_the_cmake_file_builds_a_program(tmp_path):
         assert done.returncode == 0, done.stdout + done.stderr
     done = subprocess.run([str(build / "app")], capture_output=True, text=True)
     assert done.stdout.strip() == "10 20 30", done.stdout + done.stderr
+
+
+def test_a_group_shape_named_by_a_constexpr_is_fixed_by_constexprs():
+    @kernel(tile=("BLOCK",))
+    def fill(x: mut[f32[n]], BLOCK: ts.constexpr):
+        i = ts.group_linear_id() * BLOCK + tile.linear_id()
+        if i < n:
+            x[i] = 2.0
+
+    image = aot.compile(fill, target="cpu", constexprs={"BLOCK": 32}, layouts="contiguous")
+    assert image.tile == (32, 1, 1) and [p.name for p in image.params] == ["x"]
+    with pytest.raises(AOTError, match="must be a positive int"):
+        aot.compile(fill, target="cpu", layouts="contiguous")
