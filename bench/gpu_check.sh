@@ -13,8 +13,8 @@ export TESSERA_CACHE_DIR="$(mktemp -d)"
   python -c "import numpy, numba, numba_cuda, llvmlite; print('numpy', numpy.__version__, 'numba', numba.__version__, 'llvmlite', llvmlite.__version__)"
   python -m tessera.cli info 2>&1 | head -30
 } > "$OUT/env.txt" 2>&1
-GPU_TESTS=${GPU_TESTS:-"tests/test_cuda_gpu.py tests/test_cuda_reduction_tree.py tests/test_gpu_paths.py tests/test_dist_gpu.py tests/test_cuda_direct_launch.py tests/test_cuda_plain_dot.py tests/test_cuda_shared_limit.py"}
-timeout "${TEST_S:-180}" python -m pytest -q -p no:cacheprovider $GPU_TESTS 2>&1 | tee "$OUT/tests.log"
+GPU_TESTS=${GPU_TESTS:-"tests/test_cuda_gpu.py tests/test_cuda_reduction_tree.py tests/test_gpu_paths.py tests/test_dist_gpu.py tests/test_cuda_direct_launch.py tests/test_cuda_plain_dot.py tests/test_cuda_shared_limit.py tests/test_aot_gpu.py"}
+timeout "${TEST_S:-180}" python -m pytest -q -s -p no:cacheprovider $GPU_TESTS 2>&1 | tee "$OUT/tests.log"
 timeout "${BENCH_S:-180}" python -m bench gpu_launch gpu_rows gpu_gemm gpu_attention 2>&1 | tee "$OUT/bench.log"
 if command -v ncu >/dev/null; then
   timeout 45 ncu --metrics gpu__time_duration.sum python -c "

@@ -46,9 +46,15 @@ def build_dir() -> Path:
 @functools.cache
 def program(source: str) -> Path:
     """tests/c/<source> compiled and linked with the module and the runtime."""
+    return module_program(source, build_dir(), "testmod")
+
+
+def module_program(source: str, out: Path, module: str) -> Path:
+    """tests/c/<source> linked with module ``module`` written in ``out`` (its CPU object
+    when it has one) and the runtime; ``MODULE_HEADER``/``MODULE_IMAGE`` name the module."""
     cc = need_cc()
-    out = build_dir()
-    exe = out / Path(source).stem
+    exe = out / f"{Path(source).stem}_{module}"
+    cpu = out / f"{module}_cpu.o"
     run_cc(
         [
             *cc.split(),
@@ -57,10 +63,12 @@ def program(source: str) -> Path:
             "-Wall",
             "-Werror",
             f"-I{out}",
+            f'-DMODULE_HEADER="{module}.h"',
+            f"-DMODULE_IMAGE={module}_image",
             str(HERE / "c" / source),
-            str(out / "testmod.c"),
+            str(out / f"{module}.c"),
             str(runtime_object()),
-            str(out / "testmod_cpu.o"),
+            *([str(cpu)] if cpu.exists() else []),
             "-o",
             str(exe),
             "-lpthread",
@@ -103,15 +111,22 @@ class Launch:
 
     def __init__(self, status: int, message: str, arrays: list[np.ndarray]):
         self.status, self.message, self.arrays = status, message, arrays
+        self.us_per_launch: float | None = None  # with --time N
 
 
 def launch(
-    kernel: str, args: list, grid=(1, 1, 1), block=(0, 0, 0), threads: int = 2, options: tuple = ()
+    kernel: str,
+    args: list,
+    grid=(1, 1, 1),
+    block=(0, 0, 0),
+    threads: int = 2,
+    options: tuple = (),
+    exe: Path | None = None,
 ) -> Launch:
     """Launch ``kernel`` of testmod from C. ``args``: NumPy arrays (passed as tensors, with
     their strides; written back after the launch), ``("f32", 2.0)`` style scalars, or
     None (a NULL argument)."""
-    exe = program("launch.c")
+    exe = exe or program("launch.c")
     work = Path(tempfile.mkdtemp(prefix="tessera-aot-run-", dir=build_dir()))
     texts, arrays = [], []
     for k, a in enumerate(args):
@@ -140,6 +155,7 @@ def launch(
     assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
     lines = done.stdout.split("\n")
     status = int(lines[0].split()[1])
+    timing = [line for line in lines if line.startswith("us_per_launch")]
     out = []
     for _k, a, path in arrays:
         data = np.frombuffer(path.read_bytes(), a.dtype)
@@ -147,7 +163,9 @@ def launch(
             out.append(data.reshape(a.shape).copy())
         else:
             out.append(data.reshape(a.base.shape).copy())
-    return Launch(status, lines[1] if len(lines) > 1 else "", out)
+    run = Launch(status, lines[1] if len(lines) > 1 else "", out)
+    run.us_per_launch = float(timing[0].split()[1]) if timing else None
+    return run
 
 
 def dl_type(dtype: np.dtype) -> str:

@@ -1,20 +1,28 @@
-/* A test driver: one tsrLaunch of a kernel of the linked module "testmod", its arguments
- * from the command line, on a CPU context.
+/* A test driver: one tsrLaunch of a kernel of a linked module ("testmod", or the one
+ * MODULE_HEADER and MODULE_IMAGE name), its arguments from the command line, on a CPU
+ * context (or a GPU's with --cuda: tensors are copied to device memory and back).
  *
  *   launch [--patch-major N] [--truncate BYTES] [--serialized] [--nargs N] [--launches N]
- *          KERNEL THREADS GX GY GZ BX BY BZ ARG...
+ *          [--cuda] [--time N] KERNEL THREADS GX GY GZ BX BY BZ ARG...
  *
  * An ARG is a tensor "t:CODE:BITS:FILE:D0xD1...[:S0xS1...]" (DLPack type code and bits,
  * its elements in FILE, read before and written back after the launch; strides in
  * elements, optional), a scalar "i8:V", "i16:V", "i32:V", "i64:V", "u8:V", "u32:V",
  * "f32:V", "f64:V", "h:BITS" (a 16-bit float's bits), or "null". Prints "status N" and, on
- * failure, the message on the next line; exits 0 when the driver itself worked.
+ * failure, the message on the next line; exits 0 when the driver itself worked. --time N
+ * then makes N more launches and prints "us_per_launch X" (enqueue to finish, averaged).
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "testmod.h"
+#ifndef MODULE_HEADER
+#define MODULE_HEADER "testmod.h"
+#define MODULE_IMAGE testmod_image
+#endif
+#include MODULE_HEADER
 
 typedef struct {
   tsr_tensor_t t;
@@ -88,7 +96,7 @@ static int parse_arg(const char* text, arg_t* a) {
 }
 
 int main(int argc, char** argv) {
-  int patch_major = -1, truncate = -1, serialized = 0, launches = 1;
+  int patch_major = -1, truncate = -1, serialized = 0, launches = 1, on_gpu = 0, timed = 0;
   long nargs_override = -1;
   int i = 1;
   for (; i < argc && strncmp(argv[i], "--", 2) == 0; i += 2) {
@@ -96,11 +104,14 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--truncate")) truncate = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--nargs")) nargs_override = atol(argv[i + 1]);
     else if (!strcmp(argv[i], "--launches")) launches = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--time")) timed = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--serialized")) serialized = 1, i--;
+    else if (!strcmp(argv[i], "--cuda")) on_gpu = 1, i--;
   }
   if (argc - i < 8) return 2;
   const char* kernel = argv[i];
   tsr_context_desc_t desc = {kDLCPU, 0, atoi(argv[i + 1])};
+  if (on_gpu) desc.device_type = kDLCUDA, desc.threads = 0;
   tsr_launch_t launch = {(uint32_t)atol(argv[i + 2]), (uint32_t)atol(argv[i + 3]),
                          (uint32_t)atol(argv[i + 4]), (uint32_t)atol(argv[i + 5]),
                          (uint32_t)atol(argv[i + 6]), (uint32_t)atol(argv[i + 7]), 0};
@@ -112,7 +123,7 @@ int main(int argc, char** argv) {
     pointers[a] = args[a].is_null ? NULL : args[a].is_tensor ? (void*)&args[a].t
                                                               : (void*)&args[a].scalar;
   }
-  tsr_image_t image = testmod_image;
+  tsr_image_t image = MODULE_IMAGE;
   unsigned char* bytes = malloc(image.size);
   memcpy(bytes, image.bytes, image.size);
   if (patch_major >= 0) bytes[4] = (unsigned char)patch_major;
@@ -123,14 +134,41 @@ int main(int argc, char** argv) {
   tsr_module_t mod;
   tsr_kernel_t k;
   tsr_status_t s = tsrCreateContextEx(&desc, &ctx);
+  tsr_stream_t st = NULL; /* on a GPU: every copy and launch, in order */
+  if (s == TSR_SUCCESS && on_gpu) s = tsrStreamCreate(ctx, &st);
+  void* host[64] = {0};
+  for (int a = 0; a < nargs && a < 64 && on_gpu && s == TSR_SUCCESS; a++) {
+    if (!args[a].is_tensor) continue;
+    void* device = NULL;
+    s = tsrAlloc(ctx, args[a].bytes, TSR_MEM_DEVICE, &device);
+    if (s == TSR_SUCCESS) s = tsrMemcpy(ctx, device, args[a].t.data, args[a].bytes, st);
+    host[a] = args[a].t.data;
+    args[a].t.data = device;
+    args[a].t.device.device_type = kDLCUDA;
+  }
   if (s == TSR_SUCCESS)
     s = serialized ? tsrLoadModule(ctx, image.bytes, image.size, &mod)
                    : tsrLoadModule(ctx, &image, sizeof image, &mod);
   if (s == TSR_SUCCESS) s = tsrGetKernel(mod, kernel, &k);
   for (int n = 0; n < launches && s == TSR_SUCCESS; n++)
-    s = tsrLaunch(k, NULL, launch, pointers, nargs_override >= 0 ? (size_t)nargs_override
-                                                                : (size_t)nargs);
+    s = tsrLaunch(k, st, launch, pointers, nargs_override >= 0 ? (size_t)nargs_override
+                                                              : (size_t)nargs);
+  for (int a = 0; a < nargs && a < 64 && on_gpu && s == TSR_SUCCESS; a++)
+    if (args[a].is_tensor) s = tsrMemcpy(ctx, host[a], args[a].t.data, args[a].bytes, st);
+  if (s == TSR_SUCCESS && on_gpu) s = tsrStreamSynchronize(st, 60000);
   printf("status %d\n%s\n", (int)s, s == TSR_SUCCESS ? "" : tsrGetLastError());
+  if (s == TSR_SUCCESS && timed > 0) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int n = 0; n < timed && s == TSR_SUCCESS; n++)
+      s = tsrLaunch(k, st, launch, pointers, (size_t)nargs);
+    if (s == TSR_SUCCESS && on_gpu) s = tsrStreamSynchronize(st, 60000);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("us_per_launch %.3f status %d\n", ns / 1e3 / timed, (int)s);
+  }
+  for (int a = 0; a < nargs && a < 64 && on_gpu; a++)
+    if (args[a].is_tensor) args[a].t.data = host[a];
   for (int a = 0; a < nargs; a++) {
     if (!args[a].is_tensor) continue;
     FILE* f = fopen(args[a].path, "wb");
