@@ -19,6 +19,7 @@ import numba
 import numpy as np
 
 from tessera import aot
+from tessera.aot import c_types
 from tessera.aot.c_files import compiler
 
 from . import kernels
@@ -27,25 +28,6 @@ from .tiles import gemm_tiles
 
 NAME = "aot"
 HERE = Path(__file__).parent
-
-
-class _Tensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device_type", ctypes.c_int32),
-        ("device_id", ctypes.c_int32),
-        ("ndim", ctypes.c_int32),
-        ("code", ctypes.c_uint8),
-        ("bits", ctypes.c_uint8),
-        ("lanes", ctypes.c_uint16),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.c_void_p),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class _Launch(ctypes.Structure):
-    _fields_ = [(f, ctypes.c_uint32) for f in ("gx", "gy", "gz", "bx", "by", "bz", "smem")]
 
 
 class _Library:
@@ -77,40 +59,42 @@ class _Library:
             "-lm",
         ]
         subprocess.run(command, check=True, capture_output=True)
-        self.lib = ctypes.CDLL(str(library))
+        self.lib = c_types.bind(ctypes.CDLL(str(library)))
         self.lib.tsr_bench_launches.restype = ctypes.c_double
         self.lib.tsr_bench_launches.argtypes = [
             ctypes.c_void_p,
-            ctypes.POINTER(_Launch),
+            ctypes.POINTER(c_types.Launch),
             ctypes.c_void_p,
             ctypes.c_size_t,
             ctypes.c_int,
         ]
-        self.image = ctypes.c_void_p.in_dll(self.lib, "benchmod_image")
+        self.image = c_types.Image.in_dll(self.lib, "benchmod_image")
         self.contexts = {}
         self.keep = []
 
     def kernel(self, name: str, threads: int):
         if threads not in self.contexts:
-            desc = (ctypes.c_int32 * 3)(1, 0, threads)
+            desc = c_types.ContextDesc(c_types.KDL_CPU, 0, threads)
             ctx, mod = ctypes.c_void_p(), ctypes.c_void_p()
-            assert self.lib.tsrCreateContextEx(desc, ctypes.byref(ctx)) == 0
-            assert self.lib.tsrLoadModule(ctx, ctypes.byref(self.image), 40, ctypes.byref(mod)) == 0
+            assert self.lib.tsrCreateContextEx(ctypes.byref(desc), ctypes.byref(ctx)) == 0
+            size = ctypes.sizeof(self.image)
+            assert (
+                self.lib.tsrLoadModule(ctx, ctypes.byref(self.image), size, ctypes.byref(mod)) == 0
+            )
             self.contexts[threads] = mod
         k = ctypes.c_void_p()
         assert self.lib.tsrGetKernel(self.contexts[threads], name.encode(), ctypes.byref(k)) == 0
         return k
 
     def tensor(self, a: np.ndarray):
-        shape = (ctypes.c_int64 * a.ndim)(*a.shape)
-        t = _Tensor(a.ctypes.data, 1, 0, a.ndim, 2, 32, 1, shape, None, 0)
-        self.keep += [shape, t, a]
+        t = c_types.Tensor.of(a)
+        self.keep.append(t)
         return ctypes.addressof(t)
 
     def case(self, tool: str, name: str, threads: int, grid, arrays, count: int) -> Case:
         k = self.kernel(name, threads)
         args = (ctypes.c_void_p * len(arrays))(*(self.tensor(a) for a in arrays))
-        launch = _Launch(*grid, 0, 0, 0, 0)
+        launch = c_types.Launch(*grid)
         self.keep += [args, launch]
 
         def run():

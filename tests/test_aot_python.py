@@ -14,7 +14,7 @@ from aot_build import build_dir, need_cc
 
 import tessera as ts
 from tessera import aot, f32, kernel, mut, tile
-from tessera.aot import cpu_object, elf
+from tessera.aot import c_types, cpu_object, elf
 from tessera.aot.image_format import ImageFormatError, Module
 from tessera.errors import AOTError
 
@@ -145,71 +145,53 @@ def test_the_library_round_trips_through_ctypes(tmp_path):
     library = aot.build_library(out, "axpymod")
     assert library.exists()
     shared = tmp_path / "libaxpymod.so"
-    done = subprocess.run(
-        [
-            *cc.split(),
-            "-shared",
-            "-o",
-            str(shared),
-            "-Wl,--whole-archive",
-            str(library),
-            "-Wl,--no-whole-archive",
-            "-lpthread",
-            "-ldl",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    link = [*cc.split(), "-shared", "-o", str(shared), "-Wl,--whole-archive", str(library)]
+    link += ["-Wl,--no-whole-archive", "-lpthread", "-ldl"]
+    done = subprocess.run(link, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    lib = ctypes.CDLL(str(shared))
+    lib = c_types.bind(ctypes.CDLL(str(shared)))
     major, minor = ctypes.c_uint32(), ctypes.c_uint32()
     lib.tsrGetVersion(ctypes.byref(major), ctypes.byref(minor))
     assert (major.value, minor.value) == (1, 0)
     ctx, mod, k = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
     assert lib.tsrCreateContext(ctypes.byref(ctx)) == 0
-    image = ctypes.c_void_p.in_dll(lib, "axpymod_image")
-    image_size = 40  # sizeof(tsr_image_t) on LP64
-    assert lib.tsrLoadModule(ctx, ctypes.byref(image), image_size, ctypes.byref(mod)) == 0
+    image = c_types.Image.in_dll(lib, "axpymod_image")
+    assert image.magic == b"TSRI" and image.nentries == 2  # contiguous and strided
+    size = ctypes.sizeof(image)
+    assert lib.tsrLoadModule(ctx, ctypes.byref(image), size, ctypes.byref(mod)) == 0
     assert lib.tsrGetKernel(mod, b"axpy", ctypes.byref(k)) == 0
-
-    class Tensor(ctypes.Structure):
-        _fields_ = [
-            ("data", ctypes.c_void_p),
-            ("device_type", ctypes.c_int32),
-            ("device_id", ctypes.c_int32),
-            ("ndim", ctypes.c_int32),
-            ("code", ctypes.c_uint8),
-            ("bits", ctypes.c_uint8),
-            ("lanes", ctypes.c_uint16),
-            ("shape", ctypes.POINTER(ctypes.c_int64)),
-            ("strides", ctypes.c_void_p),
-            ("byte_offset", ctypes.c_uint64),
-        ]
-
     x = np.arange(10, dtype=np.float32)
     y = np.ones(10, np.float32)
-    n = ctypes.c_int64(10)
-    tx = Tensor(x.ctypes.data, 1, 0, 1, 2, 32, 1, ctypes.pointer(n), None, 0)
-    ty = Tensor(y.ctypes.data, 1, 0, 1, 2, 32, 1, ctypes.pointer(n), None, 0)
-    a = ctypes.c_float(2.0)
-    args = (ctypes.c_void_p * 3)(ctypes.addressof(a), ctypes.addressof(tx), ctypes.addressof(ty))
-
-    # tsr_launch_t is passed by value: a struct of 7 uint32s
-    class Launch(ctypes.Structure):
-        _fields_ = [(f, ctypes.c_uint32) for f in ("gx", "gy", "gz", "bx", "by", "bz", "smem")]
-
-    lib.tsrLaunch.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        Launch,
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-    ]
-    assert lib.tsrLaunch(k, None, Launch(10, 1, 1, 0, 0, 0, 0), args, 3) == 0
+    tx, ty, a = c_types.Tensor.of(x), c_types.Tensor.of(y), ctypes.c_float(2.0)
+    args = (ctypes.c_void_p * 3)(*map(ctypes.addressof, (a, tx, ty)))
+    launch = c_types.Launch(10, 1, 1)
+    assert lib.tsrLaunch(k, None, launch, args, 3) == 0
     assert np.array_equal(y, 2 * np.arange(10, dtype=np.float32) + 1)
-    lib.tsrGetLastError.restype = ctypes.c_char_p
-    assert lib.tsrLaunch(k, None, Launch(10, 1, 1, 0, 0, 0, 0), args, 2) == 2
+    assert lib.tsrLaunch(k, None, launch, args, 2) == 2
     assert b"takes 3 arguments (a, x, y) but 2 were given" in lib.tsrGetLastError()
+
+
+def test_the_ctypes_mirrors_have_the_c_sizes(tmp_path):
+    cc = need_cc()
+    (tmp_path / "sizes.c").write_text(
+        textwrap.dedent("""
+        #include <stdio.h>
+        #include "tessera_rt.h"
+        int main(void) {
+          printf("%zu %zu %zu %zu\\n", sizeof(tsr_tensor_t), sizeof(tsr_launch_t),
+                 sizeof(tsr_context_desc_t), sizeof(tsr_image_t));
+          return 0;
+        }
+    """)
+    )
+    exe = tmp_path / "sizes"
+    command = [*cc.split(), f"-I{aot.runtime_dir()}", str(tmp_path / "sizes.c"), "-o", str(exe)]
+    assert subprocess.run(command, capture_output=True).returncode == 0
+    sizes = [
+        int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True).stdout.split()
+    ]
+    mirrors = (c_types.Tensor, c_types.Launch, c_types.ContextDesc, c_types.Image)
+    assert sizes == [ctypes.sizeof(m) for m in mirrors]
 
 
 def test_the_cmake_file_builds_a_program(tmp_path):
