@@ -53,6 +53,8 @@ DETERMINISTIC_LIMIT = 2.0  # deterministic / default
 COALESCED_LIMIT = 5.0  # loop of all_reduce / all_reduce_coalesced
 
 ALLREDUCE_TOOLS = ("mpi4py", "mpi4py new array", "tessera", "tessera out=", "tessera deterministic")
+ALGORITHM_TOOLS = ("tessera library", "tessera ring", "tessera rd", "tessera tree")
+AUTO_LIMIT = 1.1  # auto (the model's choice) / the best algorithm measured
 COALESCED_TOOLS = ("mpi4py loop", "tessera loop", "tessera coalesced", "tessera coalesced via MPI")
 
 
@@ -180,7 +182,19 @@ def summary(records: list[dict]) -> str:
                 f"| {t['tessera loop'] / both:.1f}× | {t['mpi4py loop'] / both:.1f}× "
                 f"| {fmt_time(mpi)} | {t['tessera loop'] / mpi:.1f}× |"
             )
-    return "\n".join(lines + [""] + coalesced)
+    algorithms = [
+        "| ranks | size | auto | library | ring | rd | tree | auto / best |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for (ranks, size, tool), _ in recs.items():
+        if tool == "tessera" and (ranks, size, "tessera ring") in recs:
+            t = {name: recs[ranks, size, name]["median_s"] for name in ALGORITHM_TOOLS}
+            auto = recs[ranks, size, "tessera"]["median_s"]
+            cells = " | ".join(fmt_time(t[name]) for name in ALGORITHM_TOOLS)
+            algorithms.append(
+                f"| {ranks} | {size} | {fmt_time(auto)} | {cells} | {auto / min(t.values()):.2f}× |"
+            )
+    return "\n".join(lines + [""] + coalesced + [""] + algorithms)
 
 
 def targets(records: list[dict]) -> list[tuple[str, float, str, bool]]:
@@ -209,6 +223,18 @@ def targets(records: list[dict]) -> list[tuple[str, float, str, bool]]:
             value = ratio("tessera deterministic", "tessera", worst)
             what = f"{ranks} ranks deterministic / default (worst: {worst})"
             checks.append((what, value, f"≤ {DETERMINISTIC_LIMIT}×", value <= DETERMINISTIC_LIMIT))
+        chosen = [s for s in sizes if (ranks, s, "tessera ring") in recs]
+        if chosen:  # auto (the α–β model's choice) against the best algorithm measured
+
+            def over_best(size: str, n: int = ranks) -> float:
+                best = min(recs[n, size, t]["median_s"] for t in ALGORITHM_TOOLS)
+                return recs[n, size, "tessera"]["median_s"] / best
+
+            worst = max(chosen, key=over_best)
+            what = f"{ranks} ranks auto / best algorithm (worst: {worst})"
+            checks.append(
+                (what, over_best(worst), f"≤ {AUTO_LIMIT}×", over_best(worst) <= AUTO_LIMIT)
+            )
         for (n, size, tool), r in recs.items():
             if n == ranks and tool == "tessera loop":
                 value = r["median_s"] / recs[n, size, "tessera coalesced"]["median_s"]

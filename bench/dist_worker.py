@@ -118,6 +118,11 @@ def allreduce_cases(nbytes: int, quick: bool) -> list[dict]:
         "tessera": lambda: dist.all_reduce(x, axis="x"),
         "tessera out=": lambda: dist.all_reduce(x, axis="x", out=tessera_out),
         "tessera deterministic": lambda: dist.all_reduce(x, axis="x", deterministic=True),
+        # the algorithms (MESH.md): "tessera" above is algorithm="auto"
+        "tessera library": lambda: dist.all_reduce(x, axis="x", algorithm="library"),
+        "tessera ring": lambda: dist.all_reduce(x, axis="x", algorithm="ring"),
+        "tessera rd": lambda: dist.all_reduce(x, axis="x", algorithm="rd"),
+        "tessera tree": lambda: dist.all_reduce(x, axis="x", algorithm="tree"),
     }
     first = {}  # the first call of each case, timed, then checked
     for name, fn in cases.items():

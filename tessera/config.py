@@ -206,6 +206,16 @@ SETTINGS: dict[str, Setting] = {
             "arrays; mpi or nccl forces one.",
         ),
         Setting(
+            "dist_algo",
+            "TESSERA_DIST_ALGO",
+            "auto",
+            ("auto", "ring", "tree", "rd", "library"),
+            "Algorithm of the collectives that have none given (algorithm=): auto takes the "
+            "least cost under the alpha-beta model of the axis's links; ring, tree, rd "
+            "(recursive doubling) are Tessera's own over MPI point-to-point; library is the "
+            "MPI or NCCL collective. A collective without the algorithm named runs auto.",
+        ),
+        Setting(
             "trace",
             "TESSERA_TRACE",
             "",

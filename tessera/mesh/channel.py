@@ -69,6 +69,7 @@ class Channel:
         self.reductions = comm.Dup() if self.size > 1 else comm
         self.scatters = comm.Dup() if self.size > 1 else comm
         self.p2p = comm.Dup() if self.size > 1 else comm  # send / recv (exchange.py)
+        self.steps = comm.Dup() if self.size > 1 else comm  # Tessera's algorithms' messages
         self.p2p_started = 0  # point-to-point waits so far (their errors' numbers)
         members = comm.allgather((world_rank, liveness.identity()))
         self.world_ranks = [rank for rank, _ in members]
@@ -208,6 +209,7 @@ class Channel:
         self.comm = self.control.Dup()
         self.reductions = self.control.Dup()
         self.scatters = self.control.Dup()
+        self.steps = self.control.Dup()
 
     def wait(self, requests: list, kind: str, seq: int, extra_test=None, describe=None) -> None:
         """Poll ``requests`` (and ``extra_test()``, for GPU work) until all are complete,

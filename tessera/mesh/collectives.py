@@ -26,7 +26,7 @@ from ..arrays import is_device_array, transportable
 from ..config import get as setting
 from ..errors import TesseraError
 from ..observers import OBSERVERS, entered, now, report
-from . import fingerprint, mpi_transport, nccl_transport
+from . import algorithms, fingerprint, link_cost, mpi_transport, nccl_transport
 from .channel import ISSUE_LOCK, Channel, Transfer, then
 from .layout import ShardSpec, block
 from .mesh import Mesh, current_mesh, world_channel
@@ -55,6 +55,7 @@ class Work:
         self._done, self._result = False, None
         self.observed: dict | None = None  # what observers hear when it is done (_run)
         self.start = 0.0
+        self.algorithm = "library"  # what moved the data (dist.algorithm choice)
 
     def __repr__(self) -> str:
         state = "done" if self._done else "in flight"
@@ -130,11 +131,13 @@ def _run(
     start: float = 0.0,
     check=None,
     extra: dict | None = None,
+    algorithm: str = "library",
 ):
     """The collective's :class:`Work`, or (not ``async_op``) its result. Observers
-    (profiles, traces, metrics) hear of it when it is done: op, axis, bytes, seq.
-    ``extra``: the call's other arguments, as fingerprint.describe names them."""
+    (profiles, traces, metrics) hear of it when it is done: op, axis, bytes, seq and the
+    algorithm. ``extra``: the call's other arguments, as fingerprint.describe names them."""
     work = Work(channel, kind, seq, transfer, deliver, check, (x, op, extra or {}))
+    work.algorithm = algorithm
     if OBSERVERS:
         work.start = start or now()
         work.observed = {
@@ -142,6 +145,7 @@ def _run(
             "axis": channel.axis,
             "bytes": 0 if x is None else int(x.nbytes),
             "seq": seq,
+            "algorithm": algorithm,
         }
     return work if async_op else work.wait()
 
@@ -230,6 +234,31 @@ def _stamp(channel: Channel, transport, deterministic: bool, x, op: str, dim=Non
     return channel.stamp(kind, x, op, mpi_transport.wire_dtype(x.dtype), dim)
 
 
+def _algorithm(kind: str, algorithm, channel: Channel, transport, x, deterministic=False):
+    """(the algorithm to run, the tree's chunk count): link_cost.choose for this call."""
+    if algorithm is None and channel.size < 2:
+        return "library", 1
+    name, k = link_cost.choose(
+        kind,
+        algorithm,
+        channel.size,
+        int(x.nbytes),
+        channel.processes,
+        deterministic,
+        type(x) is np.ndarray,
+        transport is nccl_transport,
+        setting("dist_algo"),
+    )
+    if transport is nccl_transport and name in ("ring", "tree"):
+        nccl_transport.force_algorithm(name)
+    return name, k
+
+
+def _by_tessera(transport, name: str) -> bool:
+    """Whether Tessera's own algorithm moves the data (MPI with ring, tree or rd)."""
+    return transport is mpi_transport and name in link_cost.REORDERING
+
+
 def _deterministic(value: bool | None) -> bool:
     return setting("deterministic") == "1" if value is None else bool(value)
 
@@ -270,9 +299,11 @@ def all_reduce(
     out=None,
     deterministic: bool | None = None,
     async_op: bool = False,
+    algorithm: str | None = None,
     _own: bool = False,
 ):
-    """Every rank of the axis gets ``op`` over all their ``x``. (``_own``: ``x`` is
+    """Every rank of the axis gets ``op`` over all their ``x``. ``algorithm``: "auto",
+    "ring", "tree", "rd" or "library" (None: ``TESSERA_DIST_ALGO``). (``_own``: ``x`` is
     ``out``, a buffer of Tessera's own that a failed collective may leave half reduced.)"""
     if TRACED_COLLECTIVES and type(x) is not np.ndarray:  # in a traced function?
         traced = _traced(
@@ -280,7 +311,14 @@ def all_reduce(
             x,
             axis,
             mesh,
-            dict(op=op, mesh=mesh, out=out, deterministic=deterministic, async_op=async_op),
+            dict(
+                op=op,
+                mesh=mesh,
+                out=out,
+                deterministic=deterministic,
+                async_op=async_op,
+                algorithm=algorithm,
+            ),
         )
         if traced is not None:
             return traced
@@ -292,7 +330,14 @@ def all_reduce(
             x.layout,
             out,
             lambda local, o: all_reduce(
-                local, axis, op, mesh=x.mesh, out=o, deterministic=deterministic, async_op=async_op
+                local,
+                axis,
+                op,
+                mesh=x.mesh,
+                out=o,
+                deterministic=deterministic,
+                async_op=async_op,
+                algorithm=algorithm,
             ),
         )
     x, out, back = _caller_kind(x, out)
@@ -300,20 +345,34 @@ def all_reduce(
     channel = current_mesh(mesh).channel(axis)
     transport = _transport(x)
     deterministic = _deterministic(deterministic)
+    name, k = _algorithm("all_reduce", algorithm, channel, transport, x, deterministic)
     start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
         extra = dict(deterministic=deterministic, backend=transport.NAME)
+        if _by_tessera(transport, name):  # members running different algorithms do not pair
+            extra["algorithm"] = name
         seq = channel.begin("all_reduce", x, op, **extra)
         in_place = _own and out is x
-        stamp = None if in_place else _stamp(channel, transport, deterministic, x, op)
+        stamp = None
+        if not in_place and not _by_tessera(transport, name):
+            stamp = _stamp(channel, transport, deterministic, x, op)
         check = None if stamp else channel.check("all_reduce", seq, x, op, **extra)
-        if transport is mpi_transport and not deterministic:
+        if _by_tessera(transport, name):
+            if name == "ring":
+                transfer = algorithms.ring_all_reduce(channel, x, op, seq)
+            elif name == "rd":
+                transfer = algorithms.rd_all_reduce(channel, x, op, seq)
+            else:
+                transfer = algorithms.tree_all_reduce(channel, x, op, seq, k)
+        elif transport is mpi_transport and not deterministic:
             check_of = (seq, x, None)
             transfer = transport.all_reduce(channel, x, op, False, in_place, stamp, check_of)
         else:
             transfer = transport.all_reduce(channel, x, op, deterministic)
     deliver = back(_deliver_to(out))
-    return _run(channel, "all_reduce", seq, transfer, deliver, async_op, x, op, start, check, extra)
+    return _run(
+        channel, "all_reduce", seq, transfer, deliver, async_op, x, op, start, check, extra, name
+    )
 
 
 def all_gather(
@@ -324,14 +383,14 @@ def all_gather(
     out=None,
     dim: int = 0,
     async_op: bool = False,
+    algorithm: str | None = None,
 ):
     """The axis's arrays concatenated along ``dim`` (default 0), in rank order; blocks may
     differ in length along ``dim``. A sharded tensor is gathered along the dim that is
-    split over ``axis``."""
+    split over ``axis``. ``algorithm``: "auto", "ring" or "library"."""
     if TRACED_COLLECTIVES and type(x) is not np.ndarray:  # in a traced function?
-        traced = _traced(
-            "all_gather", x, axis, mesh, dict(mesh=mesh, out=out, dim=dim, async_op=async_op)
-        )
+        kwargs = dict(mesh=mesh, out=out, dim=dim, async_op=async_op, algorithm=algorithm)
+        traced = _traced("all_gather", x, axis, mesh, kwargs)
         if traced is not None:
             return traced
     axis = _axis_of(x, axis, mesh)
@@ -343,7 +402,7 @@ def all_gather(
             layout,
             out,
             lambda local, o: all_gather(
-                local, axis, mesh=x.mesh, out=o, dim=split, async_op=async_op
+                local, axis, mesh=x.mesh, out=o, dim=split, async_op=async_op, algorithm=algorithm
             ),
         )
     x, out, back = _caller_kind(x, out)
@@ -351,14 +410,20 @@ def all_gather(
     front = _front(x, dim)
     channel = current_mesh(mesh).channel(axis)
     transport = _transport(x)
+    name, _ = _algorithm("all_gather", algorithm, channel, transport, x)
     start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
         extra = dict(dim=dim % x.ndim, backend=transport.NAME)
+        if _by_tessera(transport, name):
+            extra["algorithm"] = name
         seq, rows = channel.begin_gather(x, **extra)
-        transfer = transport.all_gather(channel, front, rows)
+        if _by_tessera(transport, name):
+            transfer = algorithms.ring_all_gather(channel, front, rows, seq)
+        else:
+            transfer = transport.all_gather(channel, front, rows)
     deliver = back(_deliver_to(out, dim % x.ndim))
     return _run(
-        channel, "all_gather", seq, transfer, deliver, async_op, x, None, start, None, extra
+        channel, "all_gather", seq, transfer, deliver, async_op, x, None, start, None, extra, name
     )
 
 
@@ -372,9 +437,11 @@ def reduce_scatter(
     dim: int = 0,
     deterministic: bool | None = None,
     async_op: bool = False,
+    algorithm: str | None = None,
 ):
     """``op`` over the axis, then this rank's ``array_split`` block of ``dim`` (default 0).
-    A sharded tensor (whole on ``axis``) comes back split over ``axis`` along ``dim``."""
+    A sharded tensor (whole on ``axis``) comes back split over ``axis`` along ``dim``.
+    ``algorithm``: "auto", "ring" or "library"."""
     if TRACED_COLLECTIVES and type(x) is not np.ndarray:  # in a traced function?
         traced = _traced(
             "reduce_scatter",
@@ -382,7 +449,13 @@ def reduce_scatter(
             axis,
             mesh,
             dict(
-                op=op, mesh=mesh, out=out, dim=dim, deterministic=deterministic, async_op=async_op
+                op=op,
+                mesh=mesh,
+                out=out,
+                dim=dim,
+                deterministic=deterministic,
+                async_op=async_op,
+                algorithm=algorithm,
             ),
         )
         if traced is not None:
@@ -408,6 +481,7 @@ def reduce_scatter(
                 dim=dim,
                 deterministic=deterministic,
                 async_op=async_op,
+                algorithm=algorithm,
             ),
         )
     x, out, back = _caller_kind(x, out)
@@ -419,15 +493,20 @@ def reduce_scatter(
     deliver = back(_deliver_to(out, dim % x.ndim))
     transport = _transport(x)
     deterministic = _deterministic(deterministic)
+    name, _ = _algorithm("reduce_scatter", algorithm, channel, transport, x, deterministic)
     start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
         extra = dict(dim=dim % x.ndim, deterministic=deterministic, backend=transport.NAME)
+        if _by_tessera(transport, name):
+            extra["algorithm"] = name
         seq = channel.begin("reduce_scatter", x, op, **extra)
         stamp = None
-        if extent % channel.size == 0:  # even blocks: a stamp after each
+        if extent % channel.size == 0 and not _by_tessera(transport, name):  # a stamp each
             stamp = _stamp(channel, transport, deterministic, x, op, extra["dim"])
         check = None if stamp else channel.check("reduce_scatter", seq, x, op, **extra)
-        if stamp:
+        if _by_tessera(transport, name):
+            transfer = algorithms.ring_reduce_scatter(channel, front, op, rows, seq)
+        elif stamp:
             check_of = (seq, x, extra["dim"])
             transfer = transport.reduce_scatter(channel, front, op, rows, stamp, check_of)
         elif deterministic:  # the rank-order sum, then this rank's block
@@ -438,7 +517,18 @@ def reduce_scatter(
         else:
             transfer = transport.reduce_scatter(channel, front, op, rows)
     return _run(
-        channel, "reduce_scatter", seq, transfer, deliver, async_op, x, op, start, check, extra
+        channel,
+        "reduce_scatter",
+        seq,
+        transfer,
+        deliver,
+        async_op,
+        x,
+        op,
+        start,
+        check,
+        extra,
+        name,
     )
 
 
@@ -450,12 +540,13 @@ def broadcast(
     mesh: Mesh | None = None,
     out=None,
     async_op: bool = False,
+    algorithm: str | None = None,
 ):
-    """The array of the axis member with index ``root``, on every member."""
+    """The array of the axis member with index ``root``, on every member. ``algorithm``:
+    "auto", "tree" or "library"."""
     if TRACED_COLLECTIVES and type(x) is not np.ndarray:  # in a traced function?
-        traced = _traced(
-            "broadcast", x, axis, mesh, dict(root=root, mesh=mesh, out=out, async_op=async_op)
-        )
+        kwargs = dict(root=root, mesh=mesh, out=out, async_op=async_op, algorithm=algorithm)
+        traced = _traced("broadcast", x, axis, mesh, kwargs)
         if traced is not None:
             return traced
     axis = _axis_of(x, axis, mesh)
@@ -464,7 +555,9 @@ def broadcast(
             x,
             x.layout,
             out,
-            lambda local, o: broadcast(local, axis, root, mesh=x.mesh, out=o, async_op=async_op),
+            lambda local, o: broadcast(
+                local, axis, root, mesh=x.mesh, out=o, async_op=async_op, algorithm=algorithm
+            ),
         )
     x, out, back = _caller_kind(x, out)
     x = _local(x)
@@ -472,15 +565,21 @@ def broadcast(
     if not 0 <= root < channel.size:
         raise TesseraError(f"root={root} is not an index on axis {axis!r} (size {channel.size})")
     transport = _transport(x)
+    name, k = _algorithm("broadcast", algorithm, channel, transport, x)
     start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
         extra = dict(root=root, backend=transport.NAME)
+        if _by_tessera(transport, name):
+            extra["algorithm"] = name
         seq = channel.begin("broadcast", x, **extra)
         check = channel.check("broadcast", seq, x, **extra)
-        transfer = transport.broadcast(channel, x, root)
+        if _by_tessera(transport, name):
+            transfer = algorithms.tree_broadcast(channel, x, root, seq, k)
+        else:
+            transfer = transport.broadcast(channel, x, root)
     deliver = back(_deliver_to(out))
     return _run(
-        channel, "broadcast", seq, transfer, deliver, async_op, x, None, start, check, extra
+        channel, "broadcast", seq, transfer, deliver, async_op, x, None, start, check, extra, name
     )
 
 

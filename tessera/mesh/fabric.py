@@ -15,10 +15,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-from dataclasses import asdict, dataclass, field
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
 
 from ..world import world
-from . import liveness
+from . import collectives, link_cost, liveness
 from .devices import local_rank
 from .mesh import Mesh, current_mesh
 
@@ -42,6 +45,8 @@ class Member:
 @dataclass(frozen=True)
 class Topology:
     members: tuple[Member, ...]
+    # (link class, α seconds, β seconds per byte) fitted by ping-pong (measure=True)
+    measured: tuple[tuple[str, float, float], ...] = ()
 
     def link(self, a: int, b: int) -> str:
         """The path between ranks ``a`` and ``b`` (world ranks)."""
@@ -67,6 +72,7 @@ class Topology:
         return {
             "members": [asdict(m) for m in self.members],
             "links": [[self.link(a, b) for b in range(n)] for a in range(n)],
+            "alpha_beta": {k: {"alpha_s": a, "beta_s_per_byte": b} for k, a, b in self.measured},
         }
 
     def to_json(self) -> str:
@@ -87,17 +93,31 @@ class Topology:
         rows.append("links: " + " ".join(f"{b:>9}" for b in range(n)))
         for a in range(n):
             rows.append(f"{a:>5}  " + " ".join(f"{self.link(a, b):>9}" for b in range(n)))
+        for klass, alpha, beta in self.measured:
+            rows.append(
+                f"measured {klass}: alpha {alpha * 1e6:.2f} us, beta {beta * 1e9:.4f} ns/B "
+                f"({1 / beta / 1e9 if beta else float('inf'):.1f} GB/s)"
+            )
         return "\n".join(rows)
 
 
 _cache: dict[int, Topology] = {}
 
 
-def topology(mesh: Mesh | None = None) -> Topology:
+def topology(mesh: Mesh | None = None, measure: bool = False) -> Topology:
     """The ranks of ``mesh`` (the current one) and the links between them. Collective the
-    first time for a mesh (every rank calls it: one all-gather); cached after."""
+    first time for a mesh (every rank calls it: one all-gather); cached after.
+    ``measure=True`` (collective too) fits α and β of every link class present by
+    ping-pong between one pair of ranks each (8 B and 4 MB messages); the collectives'
+    ``auto`` algorithm choice uses them from then on in this process (link_cost.py)."""
     mesh = current_mesh(mesh)
     found = _cache.get(id(mesh))
+    if measure and (found is None or not found.measured):
+        found = replace(found or topology(mesh), measured=_measure(found or topology(mesh)))
+        _cache[id(mesh)] = found
+        link_cost.set_measured(
+            {k: (a, b) for k, a, b in found.measured}, _calibrate(mesh), _reduce_rate()
+        )
     if found is None:
         comm = world()
         mine = dict(
@@ -117,6 +137,67 @@ def topology(mesh: Mesh | None = None) -> Topology:
             members.append(Member(rank=rank, node=node, **view))
         found = _cache[id(mesh)] = Topology(tuple(members))
     return found
+
+
+def _measure(topo: Topology) -> tuple[tuple[str, float, float], ...]:
+    """(class, α, β) of each link class between the ranks, by ping-pong (collective)."""
+    comm = world()
+    n = len(topo.members)
+    pairs: dict[str, tuple[int, int]] = {}
+    for a in range(n):
+        for b in range(a + 1, n):
+            pairs.setdefault(link_cost.link_class(topo.link(a, b)), (a, b))
+    out = []
+    for klass, (a, b) in sorted(pairs.items()):
+        small = link_cost.ping_pong(comm, a, b, 8, 200)
+        large = link_cost.ping_pong(comm, a, b, 4 << 20, 10)
+        fitted = comm.bcast(link_cost.fit(small, large) if comm.Get_rank() == a else None, root=a)
+        out.append((klass, *fitted))
+    return tuple(out)
+
+
+def _calibrate(mesh: Mesh) -> float | None:
+    """Time every all_reduce algorithm over the mesh's first axis at 8 B, 64 KB and 4 MB
+    (collective: every rank times, the slowest counts) for the choice to use instead of
+    its formula (link_cost.set_fitted); returns a step's overhead in Tessera's
+    algorithms (None on an axis of one)."""
+    axis = mesh.axes[0]
+    ranks = mesh.size(axis)
+    if ranks < 2:
+        return None
+
+    def timed(x, algorithm: str) -> float:
+        """The best of three batches (the least disturbed), the slowest rank's."""
+        reps = max(2, min(20, (1 << 22) // max(x.nbytes, 1)))
+        collectives.all_reduce(x, axis, mesh=mesh, algorithm=algorithm)
+        batches = []
+        for _ in range(3):
+            collectives.barrier(axis, mesh=mesh)
+            start = time.perf_counter()
+            for _ in range(reps):
+                collectives.all_reduce(x, axis, mesh=mesh, algorithm=algorithm)
+            batches.append((time.perf_counter() - start) / reps)
+        mine = np.array([min(batches)])
+        return float(collectives.all_reduce(mine, axis, "max", mesh=mesh, algorithm="library")[0])
+
+    sizes = [np.zeros(n // 4, np.float32) for n in (8, 64 << 10, 4 << 20)]
+    for algorithm in ("library", "ring", "rd", "tree"):
+        points = [(x.nbytes, timed(x, algorithm)) for x in sizes]
+        link_cost.set_fitted(algorithm, ranks, points)
+        if algorithm == "ring":
+            small = points[0][1]
+    alpha = link_cost.parameters(link_cost.axis_link(mesh.channel(axis).processes))[0]
+    return max(small / (2 * (ranks - 1)) - alpha, 0.0)
+
+
+def _reduce_rate() -> float:
+    """γ: seconds per byte NumPy takes to add one float32 array into another (4 MB)."""
+    a, b = np.ones(1 << 20, np.float32), np.ones(1 << 20, np.float32)
+    np.add(a, b, out=a)
+    start = time.perf_counter()
+    for _ in range(10):
+        np.add(a, b, out=a)
+    return (time.perf_counter() - start) / 10 / a.nbytes
 
 
 # ----------------------------------------------------------------------------- this rank

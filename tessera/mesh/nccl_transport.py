@@ -14,12 +14,16 @@ block and compacted, uneven reduce-scatters reduce everything and keep a block.
 from __future__ import annotations
 
 import functools
+import logging
+import os
 
 from ..kernel.targets.cuda.streams import collective_stream, fence, fencing
 from .channel import Channel, Transfer, then
 from .mpi_transport import reduce_in_order
 
 NAME = "nccl"  # what fingerprints (and TESSERA_DIST_BACKEND) call this backend
+_made = [False]  # whether this process has made an NCCL communicator (NCCL_ALGO is read then)
+_NCCL_NAMES = {"ring": "Ring", "tree": "Tree"}
 
 
 def _nccl():
@@ -44,7 +48,32 @@ def communicator(ch: Channel):
         uid = nccl.get_unique_id() if ch.index == 0 else None
         uid = ch.comm.bcast(uid, root=0)
         ch.nccl = nccl.NcclCommunicator(ch.size, uid, ch.index)
+        _made[0] = True
     return ch.nccl
+
+
+def force_algorithm(name: str) -> None:
+    """A forced ``ring`` or ``tree`` on NCCL: ``NCCL_ALGO``, which NCCL reads when the
+    process makes its first communicator, so the choice is the process's; a different
+    forced choice after that applies to new processes only (said once)."""
+    wanted = _NCCL_NAMES[name]
+    if os.environ.get("NCCL_ALGO") == wanted:
+        return
+    if not _made[0]:
+        os.environ["NCCL_ALGO"] = wanted
+        return
+    if not _warned_algo:
+        _warned_algo.append(name)
+        logging.getLogger("tessera").warning(
+            "algorithm=%r on NCCL sets NCCL_ALGO=%s, which NCCL reads when a process makes its "
+            "first communicator: this process keeps NCCL_ALGO=%s; it applies to new processes",
+            name,
+            wanted,
+            os.environ.get("NCCL_ALGO", "(NCCL's choice)"),
+        )
+
+
+_warned_algo: list = []
 
 
 def _dtype_code(dtype) -> int:
