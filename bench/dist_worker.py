@@ -214,7 +214,8 @@ def coalesced_cases(quick: bool) -> list[dict]:
 
 def main() -> None:
     path, quick = sys.argv[1], "--quick" in sys.argv[2:]
-    dist.Mesh(axes=("x",), shape=(dist.size(),))
+    mesh = dist.Mesh(axes=("x",), shape=(dist.size(),))
+    dist.topology(mesh, measure=True)  # fitted links and timings: what "auto" chooses by
     start = time.perf_counter()
     results = []
     for nbytes in QUICK_SIZES if quick else SIZES:

@@ -40,7 +40,7 @@ import numpy as np
 from .. import failures, timed
 from ..config import get as setting
 from ..errors import CollectiveMismatch, CollectiveTimeout, RankExited
-from . import fingerprint, liveness
+from . import fingerprint, link_cost, liveness
 
 QUERY, REPLY = 7301, 7302  # tags on the control channel
 ANSWER_WINDOW_S = 1.0  # at most this long a timed-out rank waits for the members' answers
@@ -82,6 +82,14 @@ class Channel:
         self.abandoned: list = []  # the transfers of collectives that failed (their buffers
         # must outlive them: a late peer may still complete them)
         _channels.append(self)
+
+    def link_class(self) -> str:
+        """The class of the axis's slowest link (link_cost.axis_link): "self", "shm" when
+        its members share a node, "net" otherwise."""
+        found = getattr(self, "_link", None)
+        if found is None:
+            found = self._link = link_cost.axis_link(self.processes)
+        return found
 
     def begin(self, kind: str, x, op: str | None = None, **extra) -> int:
         """Number the next collective; with the fingerprint check on (TESSERA_DIST_DEBUG),

@@ -243,7 +243,7 @@ def _algorithm(kind: str, algorithm, channel: Channel, transport, x, determinist
         algorithm,
         channel.size,
         int(x.nbytes),
-        channel.processes,
+        channel.link_class(),
         deterministic,
         type(x) is np.ndarray,
         transport is nccl_transport,

@@ -115,8 +115,9 @@ def topology(mesh: Mesh | None = None, measure: bool = False) -> Topology:
     if measure and (found is None or not found.measured):
         found = replace(found or topology(mesh), measured=_measure(found or topology(mesh)))
         _cache[id(mesh)] = found
+        gamma = max(world().allgather(_reduce_rate()))  # one value on every rank
         link_cost.set_measured(
-            {k: (a, b) for k, a, b in found.measured}, _calibrate(mesh), _reduce_rate()
+            {k: (a, b) for k, a, b in found.measured}, _calibrate(mesh), gamma
         )
     if found is None:
         comm = world()
@@ -157,7 +158,7 @@ def _measure(topo: Topology) -> tuple[tuple[str, float, float], ...]:
 
 
 def _calibrate(mesh: Mesh) -> float | None:
-    """Time every all_reduce algorithm over the mesh's first axis at 8 B, 64 KB and 4 MB
+    """Time every all_reduce algorithm over the mesh's first axis at 8 B, 64 KB, 512 KB, 4 MB
     (collective: every rank times, the slowest counts) for the choice to use instead of
     its formula (link_cost.set_fitted); returns a step's overhead in Tessera's
     algorithms (None on an axis of one)."""
@@ -180,7 +181,7 @@ def _calibrate(mesh: Mesh) -> float | None:
         mine = np.array([min(batches)])
         return float(collectives.all_reduce(mine, axis, "max", mesh=mesh, algorithm="library")[0])
 
-    sizes = [np.zeros(n // 4, np.float32) for n in (8, 64 << 10, 4 << 20)]
+    sizes = [np.zeros(n // 4, np.float32) for n in (8, 64 << 10, 512 << 10, 4 << 20)]
     for algorithm in ("library", "ring", "rd", "tree"):
         points = [(x.nbytes, timed(x, algorithm)) for x in sizes]
         link_cost.set_fitted(algorithm, ranks, points)

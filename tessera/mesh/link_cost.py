@@ -80,6 +80,7 @@ def set_measured(
     """Use fitted link parameters (and a step's overhead and γ, seconds per byte reduced)
     from now on in this process."""
     _measured.update(values)
+    _choices.clear()
     if reduce_rate is not None:
         _calibration["gamma"] = reduce_rate
     if step is not None:
@@ -120,6 +121,7 @@ def _shape(name: str, p: int) -> tuple[float, float]:
 def set_fitted(name: str, ranks: int, points: list[tuple[int, float]]) -> None:
     """Timings (bytes, seconds) of all_reduce algorithm ``name`` over ``ranks`` ranks."""
     _fitted[name] = (ranks, sorted(points))
+    _choices.clear()
 
 
 def step_overhead() -> float:
@@ -182,12 +184,15 @@ def axis_link(processes: list) -> str:
     return "shm" if len({p[0] for p in processes}) == 1 else "net"
 
 
+_choices: dict[tuple, tuple[str, int]] = {}  # the answers so far (cleared by new timings)
+
+
 def choose(
     kind: str,
     algorithm: str | None,
     p: int,
     nbytes: int,
-    processes: list,
+    link: str,
     deterministic: bool,
     host: bool,
     nccl: bool,
@@ -195,7 +200,16 @@ def choose(
 ) -> tuple[str, int]:
     """(the algorithm a collective runs, the tree's chunk count): ``algorithm`` (None: the
     ``TESSERA_DIST_ALGO`` setting, ``default``) checked against what ``kind`` has, or the
-    model's least cost for ``auto``."""
+    model's least cost for ``auto``, over an axis whose slowest link is of class ``link``
+    (:func:`axis_link`). Remembered: the launch path pays a dictionary lookup."""
+    key = (kind, algorithm, p, nbytes, link, deterministic, host, nccl, default)
+    found = _choices.get(key)
+    if found is None:
+        found = _choices[key] = _choose(*key)
+    return found
+
+
+def _choose(kind, algorithm, p, nbytes, link, deterministic, host, nccl, default):
     name = algorithm
     if algorithm is None:  # the setting, where this collective has it
         name = default if default in VALID[kind] else "auto"
@@ -208,14 +222,16 @@ def choose(
             f"deterministic reduces in rank order; {name} would change the order (use "
             "algorithm='auto' or 'library', or deterministic=False)"
         )
-    alpha, beta = parameters(axis_link(processes))
+    alpha, beta = parameters(link)
     k = best_k(p, nbytes, alpha + step_overhead(), beta)
     if nccl:  # NCCL's own tuner (a forced ring or tree is NCCL_ALGO: nccl_algo below)
         if name == "rd":
             raise TesseraError("the nccl backend has no recursive doubling; use ring or tree")
         return ("library" if name == "auto" else name), k
     if name == "auto":
-        if p < 2 or deterministic or not host:
+        # an all_gather's blocks may differ in length from rank to rank: a choice made
+        # from the local size could differ between members, so it takes the library's
+        if p < 2 or deterministic or not host or kind == "all_gather":
             return "library", k
         modelled = costs(kind, p, nbytes, alpha, beta)
         return min(modelled, key=modelled.get), k
