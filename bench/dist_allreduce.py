@@ -54,6 +54,8 @@ COALESCED_LIMIT = 5.0  # loop of all_reduce / all_reduce_coalesced
 
 ALLREDUCE_TOOLS = ("mpi4py", "mpi4py new array", "tessera", "tessera out=", "tessera deterministic")
 ALGORITHM_TOOLS = ("tessera library", "tessera ring", "tessera rd", "tessera tree")
+OVERLAP_TOOLS = ("backward then all_reduce", "GradReduce during backward")
+OVERLAP_LIMIT = 0.85  # GradReduce / backward then all_reduce
 AUTO_LIMIT = 1.1  # auto (the model's choice) / the best algorithm measured
 COALESCED_TOOLS = ("mpi4py loop", "tessera loop", "tessera coalesced", "tessera coalesced via MPI")
 
@@ -194,7 +196,18 @@ def summary(records: list[dict]) -> str:
             algorithms.append(
                 f"| {ranks} | {size} | {fmt_time(auto)} | {cells} | {auto / min(t.values()):.2f}× |"
             )
-    return "\n".join(lines + [""] + coalesced + [""] + algorithms)
+    overlap = [
+        "| ranks | MLP | weights | backward then all_reduce | GradReduce during backward | ratio |",
+        "| ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for (ranks, size, tool), r in recs.items():
+        if tool == OVERLAP_TOOLS[0]:
+            after, during = (recs[ranks, size, t]["median_s"] for t in OVERLAP_TOOLS)
+            overlap.append(
+                f"| {ranks} | {r['kernel'].split(', ')[0]} | {size} | {fmt_time(after)} "
+                f"| {fmt_time(during)} | {during / after:.2f}× |"
+            )
+    return "\n".join(lines + [""] + coalesced + [""] + algorithms + [""] + overlap)
 
 
 def targets(records: list[dict]) -> list[tuple[str, float, str, bool]]:
@@ -235,6 +248,11 @@ def targets(records: list[dict]) -> list[tuple[str, float, str, bool]]:
             checks.append(
                 (what, over_best(worst), f"≤ {AUTO_LIMIT}×", over_best(worst) <= AUTO_LIMIT)
             )
+        for (n, size, tool), r in recs.items():
+            if n == ranks and tool == OVERLAP_TOOLS[0]:
+                value = recs[n, size, OVERLAP_TOOLS[1]]["median_s"] / r["median_s"]
+                what = f"{ranks} ranks GradReduce / backward then all_reduce"
+                checks.append((what, value, f"≤ {OVERLAP_LIMIT}×", value <= OVERLAP_LIMIT))
         for (n, size, tool), r in recs.items():
             if n == ranks and tool == "tessera loop":
                 value = r["median_s"] / recs[n, size, "tessera coalesced"]["median_s"]

@@ -212,6 +212,59 @@ def coalesced_cases(quick: bool) -> list[dict]:
     ]
 
 
+def overlap_cases(quick: bool) -> list[dict]:
+    """An MLP's forward and backward pass (``graph.value_and_grad``) on each rank's own
+    batch, its gradients averaged over the ranks: with ``reduce=dist.GradReduce`` (buckets
+    started while the backward pass runs) against the backward pass followed by
+    ``all_reduce_coalesced`` of every gradient (one reduction after it)."""
+    from tessera import graph, op
+
+    n = dist.size()
+    batch, width, hidden = (64, 256, 1024) if quick else (256, 1024, 4096)
+
+    def loss(x, w1, w2, w3):
+        h = op.relu(op.matmul(op.relu(op.matmul(x, w1)), w2))
+        return op.mean(op.matmul(h, w3) * op.matmul(h, w3))
+
+    rng = np.random.default_rng(dist.rank())
+    x = rng.standard_normal((batch, width)).astype(np.float32)
+    weights = [
+        (np.random.default_rng(i).standard_normal(shape) * 0.02).astype(np.float32)
+        for i, shape in enumerate([(width, hidden), (hidden, hidden), (hidden, width)])
+    ]
+    plain = graph.value_and_grad(loss, argnums=(1, 2, 3))
+    reducer = dist.GradReduce(axis="x", op="mean", bucket_mb=4)
+    overlapped = graph.value_and_grad(loss, argnums=(1, 2, 3), reduce=reducer)
+
+    def after() -> list:
+        _, grads = plain(x, *weights)
+        reduced = dist.all_reduce_coalesced(list(grads), axis="x", bucket_mb=4)
+        return [g / np.float32(n) for g in reduced]
+
+    def during() -> list:
+        return list(overlapped(x, *weights)[1])
+
+    for a, b in zip(after(), during()):  # the same averages, up to the order of the sums
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    cases = {"backward then all_reduce": after, "GradReduce during backward": during}
+    warmup, reps = (1, 5) if quick else (2, 15)
+    times = slowest(interleaved(cases, warmup, reps, prime=False))
+    if times is None:
+        return []
+    nbytes = sum(w.nbytes for w in weights)
+    return [
+        {
+            "kernel": f"MLP fwd+bwd {batch}x{width}-{hidden}, {n} ranks",
+            "size": f"{nbytes / MB:.1f} MB",
+            "bytes": nbytes,
+            "tool": name,
+            "first_s": 0.0,
+            "times": ts[warmup:],
+        }
+        for name, ts in times.items()
+    ]
+
+
 def main() -> None:
     path, quick = sys.argv[1], "--quick" in sys.argv[2:]
     mesh = dist.Mesh(axes=("x",), shape=(dist.size(),))
@@ -221,6 +274,7 @@ def main() -> None:
     for nbytes in QUICK_SIZES if quick else SIZES:
         results += allreduce_cases(nbytes, quick)
     results += coalesced_cases(quick)
+    results += overlap_cases(quick)
     if dist.rank() == 0:
         report = {
             "ranks": dist.size(),

@@ -36,12 +36,16 @@ class _Bucket:
 
 class GradReduce:
     """Buckets for gradients shaped like ``params`` (arrays, or (shape, dtype) pairs),
-    reduced over ``axis`` with ``op`` (``average=True``: the sum divided by the axis's
-    size). Use one per model: ``ready`` each gradient as it is made, then ``wait``."""
+    reduced over ``axis`` with ``op`` ("sum", "max", "min", or "mean": the sum divided by
+    the axis's size, as ``average=True`` says too). Use one per model: ``ready`` each
+    gradient as it is made, then ``wait``. Without ``params`` the buckets are planned on
+    first use: ``graph.value_and_grad(loss, argnums, reduce=GradReduce(axis="dp",
+    op="mean"))`` plans them over the gradients of ``argnums`` and gives each one as soon
+    as the backward pass has computed it."""
 
     def __init__(
         self,
-        params,
+        params=None,
         axis: str | None = None,
         *,
         mesh: Mesh | None = None,
@@ -49,24 +53,41 @@ class GradReduce:
         op: str = "sum",
         average: bool = False,
         deterministic: bool | None = None,
+        algorithm: str | None = None,
     ):
-        if not bucket_mb > 0:
-            raise TesseraError(f"GradReduce: bucket_mb={bucket_mb!r} must be a positive size")
+        if not 0 < bucket_mb <= 1024:
+            raise TesseraError(f"GradReduce: bucket_mb={bucket_mb!r} must be in (0, 1024]")
+        if op == "mean":
+            op, average = "sum", True
         if average and op != "sum":
             raise TesseraError("GradReduce: average=True averages a sum; op must be 'sum'")
         self.mesh = current_mesh(mesh)
         self.axis = self.mesh.axis_name(axis)
         self.op, self.average, self.deterministic = op, average, deterministic
+        self.algorithm = algorithm
+        self.limit = int(bucket_mb * 2**20)
+        self.specs: list = []
+        self.buckets: list[_Bucket] = []
+        if params is not None:
+            self.plan_for(params)
+
+    def plan_for(self, params) -> None:
+        """Plan the buckets over gradients shaped like ``params`` (once)."""
         self.specs = [_spec(p) for p in params]
-        self.buckets = _plan(self.specs, int(bucket_mb * 2**20))
+        self.buckets = _plan(self.specs, self.limit)
         self.where = {i: (b, o) for b, bk in enumerate(self.buckets) for i, o, _ in bk.slots}
         self._reset()
+
+    @property
+    def planned(self) -> bool:
+        return bool(self.specs)
 
     def _reset(self) -> None:
         self.done = [False] * len(self.specs)
         self.started = 0  # buckets whose all-reduce has started, in plan order
         for bucket in self.buckets:
-            bucket.buffer = np.zeros(bucket.size, bucket.dtype)  # (gaps stay zero)
+            if bucket.buffer is None:  # kept from step to step (the result is a new array)
+                bucket.buffer = np.zeros(bucket.size, bucket.dtype)  # (gaps stay zero)
             bucket.work, bucket.filled = None, 0
 
     def ready(self, index: int, grad) -> None:
@@ -102,8 +123,17 @@ class GradReduce:
                 mesh=self.mesh,
                 deterministic=self.deterministic,
                 async_op=True,
+                algorithm=self.algorithm,
             )
             self.started += 1
+
+    def progress(self) -> None:
+        """Let the started buckets' collectives progress (MPI moves a non-blocking
+        collective's data only inside MPI calls: the backward pass calls this between its
+        kernels)."""
+        for bucket in self.buckets[: self.started]:
+            if bucket.work is not None:
+                bucket.work.is_completed()
 
     def wait(self) -> list[np.ndarray]:
         """The reduced gradients, in parameter order (every one must have been given);
@@ -119,7 +149,7 @@ class GradReduce:
         for bucket in self.buckets:
             reduced = bucket.work.wait()
             if self.average:
-                reduced = reduced / reduced.dtype.type(size)
+                reduced /= reduced.dtype.type(size)  # (a new array of the collective's)
             for i, offset, shape in bucket.slots:
                 n = int(np.prod(shape))
                 out[i] = reduced[offset : offset + n].reshape(shape)

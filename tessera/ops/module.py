@@ -21,7 +21,7 @@ from ..observers import stage
 from ..tracebacks import entry_point
 from . import plan
 from .adjoints import backward
-from .ir import Node
+from .ir import Const, Node
 from .kinds import give_back, give_back_all
 from .passes import Lowered, lower
 from .tensor import PUBLIC_NAMES, Tensor, Tracer, tracing
@@ -178,8 +178,9 @@ class GradModule(Module):
     """``graph.grad(f, argnums)`` / ``graph.value_and_grad``: the traced ``f`` extended
     with its adjoint (adjoints.py), lowered and run as one fused graph."""
 
-    def __init__(self, fn, argnums, with_value: bool):
+    def __init__(self, fn, argnums, with_value: bool, reduce=None):
         super().__init__(fn, f"grad_{getattr(fn, 'name', fn.__name__)}")
+        self.reduce = reduce  # a dist.GradReduce: gradients reduced as they are made
         self.fn = getattr(fn, "fn", fn)  # a @graph.module's function is traced again
         self.params, self.variadic = _parameters(self.fn)
         self.many = isinstance(argnums, (tuple, list))
@@ -204,10 +205,40 @@ class GradModule(Module):
             return self._inline(traced[0].tracer, args)
         with stage("graph module", self.name):
             lowered, arrays = self.lowered(args)
-            results = give_back_all(arrays.kind, plan.run(lowered, arrays, fresh=True))
+            if self.reduce is None:
+                results = plan.run(lowered, arrays, fresh=True)
+            else:
+                results = self._reduced(lowered, arrays)
+            results = give_back_all(arrays.kind, results)
         value = results.pop(0) if self.with_value else None
         grads = tuple(results) if self.many else results[0]
         return (value, grads) if self.with_value else grads
+
+    def _reduced(self, lowered: Lowered, arrays) -> list:
+        """Run the step, giving ``reduce`` each gradient as soon as the kernel that makes it
+        has run (its bucket's collective starts while the backward pass goes on, and
+        progresses between the later kernels); the value, then the reduced gradients."""
+        reduce, graph = self.reduce, lowered.graph
+        grads = graph.outputs[1:] if self.with_value else list(graph.outputs)
+        params = [arrays[i] for i in self.argnums]
+        if any(not isinstance(a, np.ndarray) for a in params):
+            raise TesseraError(
+                f"graph.grad of '{self.name}' with reduce=: gradients are reduced from host "
+                "arrays; for GPU arrays reduce them after the step (dist.all_reduce_coalesced)"
+            )
+        if not reduce.planned:
+            reduce.plan_for([(p.shape, p.dtype) for p in params])
+        watch, constant = {}, []
+        for i, node in enumerate(grads):
+            if isinstance(node, Const):  # a gradient that does not depend on the inputs
+                constant.append((i, np.full(params[i].shape, node.value, params[i].dtype)))
+            else:
+                watch[id(node)] = functools.partial(reduce.ready, i)
+        results = plan.run(lowered, arrays, fresh=True, watch=watch, between=reduce.progress)
+        for i, grad in constant:
+            reduce.ready(i, grad)
+        value = results[:1] if self.with_value else []
+        return value + list(reduce.wait())
 
     def _inline(self, tracer: Tracer, args: tuple):
         """``graph.grad`` called on the tensors of a function being traced (``tessera.jit``,
@@ -216,6 +247,11 @@ class GradModule(Module):
             raise TesseraError(
                 f"graph.grad of '{self.name}' inside a traced function takes the tensors "
                 "of that function only"
+            )
+        if self.reduce is not None:
+            raise TesseraError(
+                f"graph.grad of '{self.name}' with reduce= runs as a step of its own, not "
+                "inside a traced function: call dist collectives on its gradients there"
             )
         result, grads = self._differentiated(tracer, list(args))
         grads = tuple(grads) if self.many else grads[0]
@@ -265,15 +301,17 @@ def _mutable(fn) -> set[str]:
     return out
 
 
-def grad(fn, argnums=0):
+def grad(fn, argnums=0, reduce=None):
     """The gradient of ``fn`` (a function of arrays returning a scalar tensor, or a
-    ``@graph.module``) with respect to argument ``argnums`` (an int or a tuple)."""
-    return GradModule(fn, argnums, with_value=False)
+    ``@graph.module``) with respect to argument ``argnums`` (an int or a tuple).
+    ``reduce=dist.GradReduce(axis="dp", op="mean")``: each gradient is reduced over the
+    axis in buckets started while the backward pass still runs (docs/distributed.md)."""
+    return GradModule(fn, argnums, with_value=False, reduce=reduce)
 
 
-def value_and_grad(fn, argnums=0):
+def value_and_grad(fn, argnums=0, reduce=None):
     """Like :func:`grad`, returning ``(value, gradient)``."""
-    return GradModule(fn, argnums, with_value=True)
+    return GradModule(fn, argnums, with_value=True, reduce=reduce)
 
 
 def module(name: str | None = None):

@@ -28,11 +28,15 @@ from .ir import Const, Input
 from .passes import Lowered
 
 
-def run(lowered: Lowered, arrays: list, fresh: bool = False) -> list:
+def run(
+    lowered: Lowered, arrays: list, fresh: bool = False, watch: dict | None = None, between=None
+) -> list:
     """Launch ``lowered`` on ``arrays``; the graph's outputs, written into the arguments
     they are assigned to (aliasing.py: as if every input were read before any output is
-    written). ``fresh``: no result is (a view of) an argument."""
-    results, finish = start(lowered, arrays, fresh)
+    written). ``fresh``: no result is (a view of) an argument. ``watch``: {id(node):
+    fn(array)}, each called once its node's value is stored (a value no kernel stores, an
+    input, at the end); ``between()`` is called after each kernel."""
+    results, finish = start(lowered, arrays, fresh, watch, between)
     finish.run()
     return results
 
@@ -57,7 +61,9 @@ class Finish:
             step()
 
 
-def start(lowered: Lowered, arrays: list, fresh: bool = False) -> tuple[list, Finish]:
+def start(
+    lowered: Lowered, arrays: list, fresh: bool = False, watch: dict | None = None, between=None
+) -> tuple[list, Finish]:
     """:func:`run` but its last step, which it returns (``tessera.jit`` replays it)."""
     graph = lowered.graph
     buffers = memory(arrays)
@@ -68,7 +74,10 @@ def start(lowered: Lowered, arrays: list, fresh: bool = False) -> tuple[list, Fi
         env[id(inp)] = np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a
     direct = aliasing.direct_outputs(lowered, arrays, env)
     with _stream_scope(arrays):
-        _launch(lowered, env, direct, buffers)
+        _launch(lowered, env, direct, buffers, watch or {}, between)
+    for key, fn in list((watch or {}).items()):  # values no kernel stored (inputs)
+        if key in env:
+            fn(env[key])
     results, writes = [], []
     for i, value in enumerate(graph.outputs):
         if isinstance(value, Const):
@@ -88,31 +97,44 @@ def start(lowered: Lowered, arrays: list, fresh: bool = False) -> tuple[list, Fi
     return results, Finish(buffers, steps, list(graph.after))
 
 
-def _launch(lowered: Lowered, env: dict, direct: dict, memory) -> None:
-    """One launch per kernel, in the groups' order, filling ``env`` with stored values."""
+def _launch(lowered: Lowered, env: dict, direct: dict, memory, watch: dict, between=None) -> None:
+    """One launch per kernel, in the groups' order, filling ``env`` with stored values
+    (and calling ``watch``'s functions as theirs are stored, ``between()`` after each)."""
     for group, source, kernel in zip(lowered.groups, lowered.sources, lowered.kernels):
-        if source is None:  # a reshape (a view), or a @kernel launched by the user
-            node = group.head
-            if node.op == "launch":
-                launches.run(node, env)
-            elif node.op == "collective":
-                step = collective_nodes.run(node, env, memory)
-                recording.host_step(node.attrs["kind"], step)
-            elif node.op == "launch_result":
-                launches.result(node, env)
-            else:
-                env[id(node)] = env[id(node.inputs[0])].reshape(node.shape)
-            continue
-        for node in group.outputs:
-            buffer = direct.get(id(node))
-            if buffer is None:
-                buffer = memory.empty(node.shape, node.dtype.np_dtype)
-            env[id(node)] = buffer
-        args = []
-        for a in source.args:
-            array = env[id(a.value)]
-            args.append(array.reshape(argument_shape(a)))
-        kernel[source.grid](*args)
+        _stored(group, source, env, memory, kernel, direct)
+        if watch:
+            for node in group.outputs if source is not None else [group.head]:
+                fn = watch.pop(id(node), None)
+                if fn is not None and id(node) in env:
+                    fn(env[id(node)])
+        if between is not None:
+            between()
+
+
+def _stored(group, source, env: dict, memory, kernel, direct: dict) -> None:
+    """Run one group: its kernel's launch, or the view, launch or collective it stands for."""
+    if source is None:  # a reshape (a view), or a @kernel launched by the user
+        node = group.head
+        if node.op == "launch":
+            launches.run(node, env)
+        elif node.op == "collective":
+            step = collective_nodes.run(node, env, memory)
+            recording.host_step(node.attrs["kind"], step)
+        elif node.op == "launch_result":
+            launches.result(node, env)
+        else:
+            env[id(node)] = env[id(node.inputs[0])].reshape(node.shape)
+        return
+    for node in group.outputs:
+        buffer = direct.get(id(node))
+        if buffer is None:
+            buffer = memory.empty(node.shape, node.dtype.np_dtype)
+        env[id(node)] = buffer
+    args = []
+    for a in source.args:
+        array = env[id(a.value)]
+        args.append(array.reshape(argument_shape(a)))
+    kernel[source.grid](*args)
 
 
 def argument_shape(a) -> tuple[int, ...]:
