@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import runpy
+from pathlib import Path
+
 import tessera as ts
 from tessera import (
     KiB,
@@ -30,26 +33,10 @@ def block_sum(x: f32[n], partial: mut[f32[grid_groups]]):
         partial[group_linear_id()] = total
 
 
-@kernel(tile=(64,), shared=32 * KiB)
-def linear_relu(
-    A: f32[M, K],
-    B: f32[K, N],
-    bias: f32[N],
-    C: mut[f32[M, N]],
-    BM: ts.constexpr,
-    BN: ts.constexpr,
-    BK: ts.constexpr,
-):
-    """A tile GEMM with a fused bias + ReLU epilogue (examples/gemm_tiles.py)."""
-    m0 = group_id(0) * BM
-    n0 = group_id(1) * BN
-    acc = tile.zeros((BM, BN), f32)
-    for k0 in tile.range(0, K, BK):
-        a = tile.load_block(A, (m0, k0), (BM, BK))
-        b = tile.load_block(B, (k0, n0), (BK, BN))
-        acc = tile.dot(a, b, acc)
-    y = acc + tile.load_block(bias, (n0,), (BN,))[None, :]
-    tile.store_block(C, (m0, n0), max(y, 0.0))
+# the tile GEMM with a fused bias + ReLU epilogue, as examples/gemm_tiles.py defines it
+linear_relu = runpy.run_path(str(Path(__file__).parent.parent / "examples" / "gemm_tiles.py"))[
+    "linear_relu"
+]
 
 
 @kernel
