@@ -23,6 +23,8 @@ from .. import threads
 from ..errors import SourceLoc, TesseraError
 from ..tracebacks import entry_point, internal_frame
 from ..world import world
+from . import liveness
+from .advice import advise
 from .channel import Channel
 from .devices import ranks_on_node, select_device
 
@@ -61,6 +63,7 @@ class Mesh:
             others = self.coords[:k] + self.coords[k + 1 :]
             color = _ravel(others, self.shape[:k] + self.shape[k + 1 :])
             self._channels[axis] = Channel(axis, comm.Split(color, self.coords[k]), self.rank)
+        advise(self.axes, self.shape, comm, liveness.identity()[0])  # a 'tp' axis across hosts
         self.device = select_device(comm)
         if have > 1:  # the node's cores shared among its ranks, as MPI counts them
             threads.set_default(ranks_on_node(comm))
