@@ -50,10 +50,20 @@ def check() -> None:
     np.testing.assert_array_equal(flags, np.logical_or.reduce(everyone((20,), np.bool_)))
 
     # reduce_scatter (uneven blocks of dim 1) and all_gather (blocks of different lengths)
-    x = data(r, (3, 2 * n + 1), np.int32)
-    got = dist.reduce_scatter(x, "x", dim=1, algorithm="ring")
-    total = np.stack(everyone((3, 2 * n + 1), np.int32)).sum(axis=0)
-    np.testing.assert_array_equal(got, np.array_split(total, n, axis=1)[r])
+    for algorithm in ("ring", "rd"):
+        x = data(r, (3, 2 * n + 1), np.int32)
+        got = dist.reduce_scatter(x, "x", dim=1, algorithm=algorithm)
+        total = np.stack(everyone((3, 2 * n + 1), np.int32)).sum(axis=0)
+        np.testing.assert_array_equal(got, np.array_split(total, n, axis=1)[r])
+        mine = data(r, (r + 1, 2), np.float64)
+        got = dist.all_gather(mine, "x", algorithm=algorithm)
+        np.testing.assert_array_equal(
+            got, np.concatenate([data(i, (i + 1, 2), np.float64) for i in range(n)])
+        )
+        # f32 sums of rd's halving: within rounding of NumPy's
+        got = dist.reduce_scatter(data(r, (4 * n + 3,), np.float32), "x", algorithm=algorithm)
+        want = np.array_split(np.stack(everyone((4 * n + 3,), np.float32)).sum(0), n)[r]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     mine = data(r, (r + 1, 2), np.float64)
     got = dist.all_gather(mine, "x", algorithm="ring")
     np.testing.assert_array_equal(

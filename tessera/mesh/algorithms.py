@@ -109,13 +109,22 @@ def ring_all_reduce(ch: Channel, x, op: str, seq: int) -> Transfer:
 
 def ring_reduce_scatter(ch: Channel, front, op: str, rows: list[int], seq: int) -> Transfer:
     """``front``'s reduction over the axis, then this rank's block of ``rows[r]`` rows."""
+    return _scatter(ch, front, op, rows, seq, _ring_reduce_scatter)
+
+
+def ring_all_gather(ch: Channel, front, rows: list[int], seq: int) -> Transfer:
+    """The axis's blocks of ``rows[i]`` rows each concatenated along dim 0."""
+    return _gather(ch, front, rows, seq, _ring_all_gather)
+
+
+def _scatter(ch: Channel, front, op: str, rows: list[int], seq: int, steps_of) -> Transfer:
     buf = _flat_wire(front)
     row = int(np.prod(front.shape[1:], dtype=np.int64))
     starts = np.concatenate([[0], np.cumsum(rows)]) * row
     bounds = [(int(starts[i]), int(starts[i + 1])) for i in range(ch.size)]
 
     def steps():
-        yield from _ring_reduce_scatter(ch, buf, bounds, op, _tag(seq))
+        yield from steps_of(ch, buf, bounds, op, _tag(seq))
         a, b = bounds[ch.index]
         mine = buf[a:b].reshape((rows[ch.index],) + front.shape[1:])
         return from_reduction_wire(mine, front.dtype)
@@ -123,8 +132,7 @@ def ring_reduce_scatter(ch: Channel, front, op: str, rows: list[int], seq: int) 
     return stepped(steps())
 
 
-def ring_all_gather(ch: Channel, front, rows: list[int], seq: int) -> Transfer:
-    """The axis's blocks of ``rows[i]`` rows each concatenated along dim 0."""
+def _gather(ch: Channel, front, rows: list[int], seq: int, steps_of) -> Transfer:
     row = int(np.prod(front.shape[1:], dtype=np.int64))
     flat = np.ascontiguousarray(front).reshape(-1).view(np.uint8)
     width = row * front.dtype.itemsize
@@ -135,7 +143,7 @@ def ring_all_gather(ch: Channel, front, rows: list[int], seq: int) -> Transfer:
     buf[a:b] = flat
 
     def steps():
-        yield from _ring_all_gather(ch, buf, bounds, _tag(seq))
+        yield from steps_of(ch, buf, bounds, _tag(seq))
         return buf.view(front.dtype).reshape((sum(rows),) + front.shape[1:])
 
     return stepped(steps())
@@ -175,6 +183,87 @@ def rd_all_reduce(ch: Channel, x, op: str, seq: int) -> Transfer:
         return from_reduction_wire(buf.reshape(x.shape), x.dtype)
 
     return stepped(steps())
+
+
+def _owned(v: int, mask: int, pof2: int, extra: int, bounds) -> list[tuple[int, int]]:
+    """The ranges of ``buf`` the group of ``mask`` virtual ranks holding ``v`` owns: their
+    own blocks, and the blocks of the ranks past ``pof2`` folded into them (non-empty
+    ranges only)."""
+    first = v & ~(mask - 1)
+    ranges = [(bounds[first][0], bounds[first + mask - 1][1])]
+    folded = max(0, min(first + mask, extra) - first)
+    if folded:
+        ranges.append((bounds[first + pof2][0], bounds[first + pof2 + folded - 1][1]))
+    return [(a, b) for a, b in ranges if b > a]
+
+
+def _rd_all_gather(ch: Channel, buf, bounds, tag: int):
+    """Steps filling every block of ``buf`` from rank r's ``buf[bounds[r]]`` by
+    recursive doubling (ranks past the largest power of two folded in first)."""
+    p, r = ch.size, ch.index
+    pof2 = 1 << (p.bit_length() - 1)
+    extra = p - pof2
+    if r >= pof2:  # hands its block to r - pof2, gets everything back at the end
+        a, b = bounds[r]
+        yield [ch.steps.Isend(buf[a:b], dest=r - pof2, tag=tag)]
+        yield [ch.steps.Irecv(buf, source=r - pof2, tag=tag)]
+        return
+    if r < extra:
+        a, b = bounds[r + pof2]
+        yield [ch.steps.Irecv(buf[a:b], source=r + pof2, tag=tag)]
+    mask = 1
+    while mask < pof2:
+        partner = r ^ mask
+        mine = _owned(r, mask, pof2, extra, bounds)
+        theirs = _owned(partner, mask, pof2, extra, bounds)
+        yield [ch.steps.Isend(buf[a:b], dest=partner, tag=tag) for a, b in mine] + [
+            ch.steps.Irecv(buf[a:b], source=partner, tag=tag) for a, b in theirs
+        ]
+        mask <<= 1
+    if r < extra:
+        yield [ch.steps.Isend(buf, dest=r + pof2, tag=tag)]
+
+
+def _rd_reduce_scatter(ch: Channel, buf, bounds, op: str, tag: int):
+    """Steps leaving rank r with the whole reduction of ``buf[bounds[r]]`` by recursive
+    halving (ranks past the largest power of two folded in first)."""
+    p, r = ch.size, ch.index
+    pof2 = 1 << (p.bit_length() - 1)
+    extra = p - pof2
+    combine = _reducer(op)
+    scratch = np.empty_like(buf)
+    if r >= pof2:  # its whole array to r - pof2, its own block back at the end
+        yield [ch.steps.Isend(buf, dest=r - pof2, tag=tag)]
+        a, b = bounds[r]
+        yield [ch.steps.Irecv(buf[a:b], source=r - pof2, tag=tag)]
+        return
+    if r < extra:
+        yield [ch.steps.Irecv(scratch, source=r + pof2, tag=tag)]
+        combine(buf, scratch, out=buf)
+    mask = pof2 // 2
+    while mask >= 1:
+        partner = r ^ mask
+        keep = _owned(r, mask, pof2, extra, bounds)
+        give = _owned(partner, mask, pof2, extra, bounds)
+        yield [ch.steps.Isend(buf[a:b], dest=partner, tag=tag) for a, b in give] + [
+            ch.steps.Irecv(scratch[a:b], source=partner, tag=tag) for a, b in keep
+        ]
+        for a, b in keep:
+            combine(buf[a:b], scratch[a:b], out=buf[a:b])
+        mask //= 2
+    if r < extra:
+        a, b = bounds[r + pof2]
+        yield [ch.steps.Isend(buf[a:b], dest=r + pof2, tag=tag)]
+
+
+def rd_reduce_scatter(ch: Channel, front, op: str, rows: list[int], seq: int) -> Transfer:
+    """``ring_reduce_scatter`` by recursive halving."""
+    return _scatter(ch, front, op, rows, seq, _rd_reduce_scatter)
+
+
+def rd_all_gather(ch: Channel, front, rows: list[int], seq: int) -> Transfer:
+    """``ring_all_gather`` by recursive doubling."""
+    return _gather(ch, front, rows, seq, _rd_all_gather)
 
 
 # ------------------------------------------------------------------ pipelined binary tree

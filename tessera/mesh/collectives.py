@@ -387,7 +387,7 @@ def all_gather(
 ):
     """The axis's arrays concatenated along ``dim`` (default 0), in rank order; blocks may
     differ in length along ``dim``. A sharded tensor is gathered along the dim that is
-    split over ``axis``. ``algorithm``: "auto", "ring" or "library"."""
+    split over ``axis``. ``algorithm``: "auto", "ring", "rd" or "library"."""
     if TRACED_COLLECTIVES and type(x) is not np.ndarray:  # in a traced function?
         kwargs = dict(mesh=mesh, out=out, dim=dim, async_op=async_op, algorithm=algorithm)
         traced = _traced("all_gather", x, axis, mesh, kwargs)
@@ -418,7 +418,8 @@ def all_gather(
             extra["algorithm"] = name
         seq, rows = channel.begin_gather(x, **extra)
         if _by_tessera(transport, name):
-            transfer = algorithms.ring_all_gather(channel, front, rows, seq)
+            gather = algorithms.rd_all_gather if name == "rd" else algorithms.ring_all_gather
+            transfer = gather(channel, front, rows, seq)
         else:
             transfer = transport.all_gather(channel, front, rows)
     deliver = back(_deliver_to(out, dim % x.ndim))
@@ -441,7 +442,7 @@ def reduce_scatter(
 ):
     """``op`` over the axis, then this rank's ``array_split`` block of ``dim`` (default 0).
     A sharded tensor (whole on ``axis``) comes back split over ``axis`` along ``dim``.
-    ``algorithm``: "auto", "ring" or "library"."""
+    ``algorithm``: "auto", "ring", "rd" or "library"."""
     if TRACED_COLLECTIVES and type(x) is not np.ndarray:  # in a traced function?
         traced = _traced(
             "reduce_scatter",
@@ -505,7 +506,10 @@ def reduce_scatter(
             stamp = _stamp(channel, transport, deterministic, x, op, extra["dim"])
         check = None if stamp else channel.check("reduce_scatter", seq, x, op, **extra)
         if _by_tessera(transport, name):
-            transfer = algorithms.ring_reduce_scatter(channel, front, op, rows, seq)
+            scatter = (
+                algorithms.rd_reduce_scatter if name == "rd" else algorithms.ring_reduce_scatter
+            )
+            transfer = scatter(channel, front, op, rows, seq)
         elif stamp:
             check_of = (seq, x, extra["dim"])
             transfer = transport.reduce_scatter(channel, front, op, rows, stamp, check_of)

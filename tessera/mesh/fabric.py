@@ -116,9 +116,7 @@ def topology(mesh: Mesh | None = None, measure: bool = False) -> Topology:
         found = replace(found or topology(mesh), measured=_measure(found or topology(mesh)))
         _cache[id(mesh)] = found
         gamma = max(world().allgather(_reduce_rate()))  # one value on every rank
-        link_cost.set_measured(
-            {k: (a, b) for k, a, b in found.measured}, _calibrate(mesh), gamma
-        )
+        link_cost.set_measured({k: (a, b) for k, a, b in found.measured}, _calibrate(mesh), gamma)
     if found is None:
         comm = world()
         mine = dict(

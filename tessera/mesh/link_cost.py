@@ -55,8 +55,8 @@ _fitted: dict[str, tuple[int, list]] = {}  # all_reduce algorithm -> (ranks, [(b
 # the algorithms each collective takes (MESH.md); "auto" chooses by the model
 VALID = {
     "all_reduce": ("auto", "ring", "tree", "rd", "library"),
-    "reduce_scatter": ("auto", "ring", "library"),
-    "all_gather": ("auto", "ring", "library"),
+    "reduce_scatter": ("auto", "ring", "rd", "library"),
+    "all_gather": ("auto", "ring", "rd", "library"),
     "broadcast": ("auto", "tree", "library"),
 }
 REORDERING = ("ring", "tree", "rd")  # reduce in an order other than the ranks'
