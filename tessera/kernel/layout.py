@@ -264,6 +264,16 @@ def mma_acc(atom: LinearLayout, shape, warps=(1, 1)) -> LinearLayout:
     return _tile_atom(atom, shape, warps)
 
 
+def wgmma_acc(atom: LinearLayout, n: int, warpgroups: int = 1) -> LinearLayout:
+    """The accumulator of ``wgmma.mma_async.m64nNk*`` (sm_90a): each warpgroup's four
+    warps own 16 rows each (warp ``w``: rows ``16 w`` to ``16 w + 15``), every warp's rows
+    laid as ``mma.sync``'s m16n8 accumulator (``atom``) repeated N/8 times along the
+    columns: register ``4 j + i`` of a lane is element ``i`` of column tile ``j`` (the
+    PTX ISA's figure for the m64nN D fragment; N/2 f32 per thread). Warpgroups stack
+    along the rows."""
+    return _tile_atom(atom, (64 * warpgroups, n), (4 * warpgroups, 1))
+
+
 def mma_operand(operand: str, atom: LinearLayout, shape, warps=(1, 1)) -> LinearLayout:
     """Operand ``"A"`` (m x k) or ``"B"`` (k x n) of a tensor-core ``tile.dot``, from the
     instruction's fragment ``atom`` (m16n8k16 f16/bf16: eight / four 16-bit elements,
