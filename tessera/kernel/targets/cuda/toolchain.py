@@ -54,11 +54,13 @@ def link(codes: list, arch: str) -> tuple[bytes, str]:
 
     handle = nvjitlink.create(2, [f"-arch={arch}", "-verbose"])
     try:
-        for k, code in enumerate(codes):
-            data, kind, name = _input(nvjitlink, code, k)
-            nvjitlink.add_data(handle, kind, data, len(data), name)
         try:
+            for k, code in enumerate(codes):
+                data, kind, name = _input(nvjitlink, code, k)
+                nvjitlink.add_data(handle, kind, data, len(data), name)  # (compiles PTX)
             nvjitlink.complete(handle)
+        except TesseraError:
+            raise
         except Exception as exc:
             raise TesseraError(
                 f"ptxas failed for {arch}: {_log(nvjitlink, handle, error=True)}"

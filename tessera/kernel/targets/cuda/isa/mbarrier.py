@@ -27,6 +27,15 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+# The instructions, as PTX templates (shared::cta barriers of 8 bytes; ``bar`` an address
+# or symbol in shared memory, ``pred`` a predicate register)
+PTX = {
+    "init": "mbarrier.init.shared::cta.b64 [{bar}], {count};",
+    "arrive": "mbarrier.arrive.shared::cta.b64 _, [{bar}];",
+    "arrive_expect_tx": "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{bar}], {nbytes};",
+    "try_wait_parity": "mbarrier.try_wait.parity.shared::cta.b64 {pred}, [{bar}], {parity};",
+}
+
 
 class RingError(RuntimeError):
     """The ring's protocol went wrong (one of the three below)."""

@@ -40,6 +40,20 @@ MAX_BOX = 256
 ALIGN = 16  # bytes: the global address and every stride
 
 
+def load_ptx(rank: int, dst: str, tmap: str, coords: list[str], bar: str) -> str:
+    """The PTX of one box load into shared memory completing on mbarrier ``bar``
+    (coordinates innermost first, as the tensor map's dims)."""
+    if len(coords) != rank or not 1 <= rank <= 5:
+        raise ValueError(f"a {rank}-d box load takes {rank} coordinates")
+    return (
+        f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes "
+        f"[{dst}], [{tmap}, {{{', '.join(coords)}}}], [{bar}];"
+    )
+
+
+FENCE_PROXY_ASYNC = "fence.proxy.async.shared::cta;"  # generic stores -> async-proxy reads
+
+
 class TensorMapError(ValueError):
     """A description the driver would refuse (the message says which rule)."""
 
