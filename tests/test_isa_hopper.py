@@ -215,3 +215,42 @@ def test_a_broken_ring_is_caught(broken):
         except RingError:
             failures += 1
     assert failures == 10
+
+
+# ----------------------------------------------------------------------------- together
+def test_a_hopper_gemm_block_of_tma_boxes_descriptors_and_wgmma_is_numpys():
+    """One 64 x 64 block of C = A @ B^T (f16 in, f32 out) the sm_90a way: each K tile of A
+    and B (K-major, 64 f16 = 128 bytes per row) arrives as a 128-byte-swizzled TMA box, four
+    wgmma m64n64k16 read it through descriptors advanced 32 bytes per step, and the
+    accumulator is read back through its register layout."""
+    rng = np.random.default_rng(7)
+    m_total, n_total, k_total = 100, 80, 192  # ragged: the last boxes are zero-filled
+    a = rng.standard_normal((m_total, k_total)).astype(np.float16)
+    b_t = rng.standard_normal((n_total, k_total)).astype(np.float16)  # B stored K-major
+    m0, n0 = 64, 64
+    ta = tensor_map(a.shape, a.strides, a.dtype, (64, 64), "128B")
+    tb = tensor_map(b_t.shape, b_t.strides, b_t.dtype, (64, 64), "128B")
+    smem = np.zeros(16384, np.uint8)  # A's stage at 0, B's at 8192 (1 KiB aligned)
+    acc = layout.wgmma_acc(mma_sync.C_16x8.atom(), 64)
+    regs = np.zeros((4, 32, 32), np.float32)  # warp, lane, the 32 f32 of m64n64
+    for k0 in range(0, k_total, 64):
+        smem[:8192] = box_load(a, ta, (m0, k0))
+        smem[8192:] = box_load(b_t, tb, (n0, k0))
+        desc_a, desc_b = wgmma.k_major(0, 64, 128), wgmma.k_major(8192, 64, 128)
+        for step in range(4):  # 16 f16 of K = 32 bytes per instruction
+            d = wgmma.execute(
+                smem, desc_a.advance(32 * step), desc_b.advance(32 * step), 64, np.float16
+            )
+            for w in range(4):
+                for lane in range(32):
+                    for i in range(32):
+                        regs[w, lane, i] += d[acc.position(i, lane, w)]
+    c = np.zeros((64, 64), np.float32)
+    for w in range(4):
+        for lane in range(32):
+            for i in range(32):
+                c[acc.position(i, lane, w)] = regs[w, lane, i]
+    want = np.zeros((64, 64), np.float32)
+    block = a[m0:, :].astype(np.float32) @ b_t[n0:, :].astype(np.float32).T
+    want[: block.shape[0], : block.shape[1]] = block
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-3)

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 SWIZZLE_MODES = {"none": 0, "128B": 1, "64B": 2, "32B": 3}  # the descriptor's bits 62-63
 SWIZZLE_BYTES = {"none": 16, "32B": 32, "64B": 64, "128B": 128}  # a swizzled row's span
 _SWIZZLE_MASK = {"none": 0, "32B": 1, "64B": 3, "128B": 7}
@@ -160,3 +162,29 @@ def instruction(
     else:
         tail = f", 1, 1, {trans_a}, {trans_b}"
     return f"{head} {{d...}}, descA, descB, {scale_d}{tail};"
+
+
+def operand(smem, desc: Descriptor, rows: int, k: int, dtype):
+    """The ``rows`` x ``k`` matrix a K-major descriptor reads from shared memory (a byte
+    array): row ``r``'s ``j``-th element is at the swizzle of ``address + (r // 8) *
+    stride_bytes + (r % 8) * span + j * itemsize`` (the swizzle is a function of the
+    address, which is why a swizzled tile starts on its repeat boundary)."""
+    dtype = np.dtype(dtype)
+    span = SWIZZLE_BYTES[desc.swizzle]
+    out = np.empty((rows, k), dtype)
+    for r in range(rows):
+        start = desc.address + (r // ATOM_ROWS) * desc.stride_bytes + (r % ATOM_ROWS) * span
+        for j in range(k):
+            at = swizzle(start + j * dtype.itemsize, desc.swizzle)
+            out[r, j] = smem[at : at + dtype.itemsize].view(dtype)[0]
+    return out
+
+
+def execute(smem, desc_a: Descriptor, desc_b: Descriptor, n: int, dtype):
+    """What one ``wgmma.m64nNk16`` (16-bit inputs, both K-major) adds to its accumulator:
+    A (64 x 16, from ``desc_a``) times B (16 x N, stored as N rows of K, from ``desc_b``),
+    in f32: the model the code generator's use of descriptors is checked against."""
+    k = 16
+    a = operand(smem, desc_a, 64, k, dtype).astype(np.float32)
+    b = operand(smem, desc_b, n, k, dtype).astype(np.float32)
+    return a @ b.T
