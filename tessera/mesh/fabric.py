@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from ..world import world
-from . import collectives, link_cost, liveness
+from . import collectives, link_cost, link_store, liveness
 from .devices import local_rank
 from .mesh import Mesh, current_mesh
 
@@ -104,19 +104,20 @@ class Topology:
 _cache: dict[int, Topology] = {}
 
 
-def topology(mesh: Mesh | None = None, measure: bool = False) -> Topology:
+def topology(mesh: Mesh | None = None, measure: bool | str = False) -> Topology:
     """The ranks of ``mesh`` (the current one) and the links between them. Collective the
     first time for a mesh (every rank calls it: one all-gather); cached after.
     ``measure=True`` (collective too) fits α and β of every link class present by
-    ping-pong between one pair of ranks each (8 B and 4 MB messages); the collectives'
-    ``auto`` algorithm choice uses them from then on in this process (link_cost.py)."""
+    ping-pong between one pair of ranks each (8 B and 4 MB messages) and times the
+    all_reduce algorithms; the collectives' ``auto`` algorithm choice uses them from then
+    on in this process (link_cost.py). The measurement is kept in the disk cache per set of
+    hosts and devices (link_store.py) and reused by later processes; ``measure="again"``
+    measures anew."""
     mesh = current_mesh(mesh)
     found = _cache.get(id(mesh))
-    if measure and (found is None or not found.measured):
-        found = replace(found or topology(mesh), measured=_measure(found or topology(mesh)))
-        _cache[id(mesh)] = found
-        gamma = max(world().allgather(_reduce_rate()))  # one value on every rank
-        link_cost.set_measured({k: (a, b) for k, a, b in found.measured}, _calibrate(mesh), gamma)
+    if measure and (found is None or not found.measured or measure == "again"):
+        base = found or topology(mesh)
+        found = _cache[id(mesh)] = replace(base, measured=_measured(mesh, base, measure))
     if found is None:
         comm = world()
         mine = dict(
@@ -136,6 +137,26 @@ def topology(mesh: Mesh | None = None, measure: bool = False) -> Topology:
             members.append(Member(rank=rank, node=node, **view))
         found = _cache[id(mesh)] = Topology(tuple(members))
     return found
+
+
+def _measured(mesh: Mesh, topo: Topology, measure) -> tuple[tuple[str, float, float], ...]:
+    """The links' fits: stored for these hosts and devices, else measured now (and
+    stored); every rank uses rank 0's answer."""
+    comm = world()
+    devices = [f"{m.device} {m.gpu} {m.bus_id}".strip() for m in topo.members]
+    key = link_store.key_of(topo.hosts, devices, mesh.size(mesh.axes[0]))
+    stored = None
+    if measure != "again":
+        stored = comm.bcast(link_store.load(key) if comm.Get_rank() == 0 else None, root=0)
+    if stored is not None:
+        link_cost.restore(stored)
+        return tuple((k, a, b) for k, a, b in stored["measured"])
+    measured = _measure(topo)
+    gamma = max(comm.allgather(_reduce_rate()))  # one value on every rank
+    link_cost.set_measured({k: (a, b) for k, a, b in measured}, _calibrate(mesh), gamma)
+    if comm.Get_rank() == 0:
+        link_store.save(key, link_cost.snapshot())
+    return measured
 
 
 def _measure(topo: Topology) -> tuple[tuple[str, float, float], ...]:

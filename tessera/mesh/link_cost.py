@@ -124,6 +124,23 @@ def set_fitted(name: str, ranks: int, points: list[tuple[int, float]]) -> None:
     _choices.clear()
 
 
+def snapshot() -> dict:
+    """What measure=True fitted in this process, as JSON-ready data (link_store.py)."""
+    return {
+        "measured": [[k, a, b] for k, (a, b) in sorted(_measured.items())],
+        "step": _calibration.get("step"),
+        "gamma": _calibration.get("gamma"),
+        "fitted": {k: [ranks, [list(p) for p in points]] for k, (ranks, points) in _fitted.items()},
+    }
+
+
+def restore(data: dict) -> None:
+    """Use a stored :func:`snapshot` from now on in this process."""
+    set_measured({k: (a, b) for k, a, b in data["measured"]}, data.get("step"), data.get("gamma"))
+    for name, (ranks, points) in data["fitted"].items():
+        set_fitted(name, ranks, [tuple(p) for p in points])
+
+
 def step_overhead() -> float:
     return _calibration.get("step", STEP_OVERHEAD)
 
