@@ -23,7 +23,7 @@ from .config import CONFIG_ENV, refresh, report
 from .errors import TesseraError
 from .kernel import disk_cache
 from .kernel.targets import TARGETS
-from .mesh import Mesh, topology
+from .mesh import Mesh, link_store, topology
 from .observe import plots, repro
 from .observe.metrics import summary as metrics_table
 from .observe.session import stand_down
@@ -113,9 +113,11 @@ def cache(action: str, out=print) -> int:
     if action == "clear":
         files, nbytes = disk_cache.clear(root)
         tuned = store.clear()
+        measured = link_store.clear()
         out(
-            f"removed {_count(files, 'file')} ({_size(nbytes)}) and "
-            f"{_count(tuned, 'autotune entry')} from {root}{state}"
+            f"removed {_count(files, 'file')} ({_size(nbytes)}), "
+            f"{_count(tuned, 'autotune entry')} and {_count(measured, 'link measurement')} "
+            f"from {root}{state}"
         )
         return 0
     found = disk_cache.entries(root)
@@ -135,6 +137,8 @@ def cache(action: str, out=print) -> int:
         if e["problem"]:
             config = f"unusable ({e['problem']})"
         out(f"  {e['kernel']}  {config}  {e['created']}  {e['path'].name}")
+    links = link_store.files()
+    out(f"links: {_count(len(links), 'measurement')} (dist.topology(measure=True))")
     return 0
 
 

@@ -80,3 +80,14 @@ def test_topology_measures_once_then_reads_the_store(cache, monkeypatch):
     fabric._cache.clear()
     fabric.topology(mesh, measure="again")
     assert calls == [1, 1]
+
+
+def test_the_cache_command_lists_and_clears_measurements(cache, capsys):
+    from tessera.cli import main
+
+    link_store.save(KEY, LINKS)
+    main(["cache", "list"])
+    assert "links: 1 measurement" in capsys.readouterr().out
+    main(["cache", "clear"])
+    assert "1 link measurement" in capsys.readouterr().out
+    assert link_store.files() == []

@@ -127,3 +127,20 @@ def valid(links) -> bool:
         ):
             return False
     return all(links.get(k) is None or _seconds(links[k]) for k in ("step", "gamma"))
+
+
+def files() -> list[Path]:
+    """The stored measurements (``tessera cache list``)."""
+    return cache_files.files(disk_cache.directory() / FOLDER, "*.json")
+
+
+def clear() -> int:
+    """Delete every stored measurement (``tessera cache clear``); how many went."""
+    removed = 0
+    for path in files():
+        try:
+            path.unlink()
+            removed += 1
+        except OSError:
+            continue
+    return removed
