@@ -102,7 +102,10 @@ def check() -> None:
     topo = dist.topology(mesh, measure=True)
     assert [k for k, _, _ in topo.measured] == ["shm"], topo.measured
     ((_, alpha, beta),) = topo.measured
-    assert alpha > 0 and beta > 0 and link_cost.parameters("shm") == (alpha, beta)
+    # (either fit may be 0 on a loaded machine: an oversubscribed ping-pong's small
+    # messages can take as long as its large ones)
+    assert alpha >= 0 and beta >= 0, (alpha, beta)
+    assert link_cost.parameters("shm") == (alpha, beta), (link_cost.parameters("shm"), alpha, beta)
     assert topo.to_dict()["alpha_beta"]["shm"]["alpha_s"] == alpha
 
 
