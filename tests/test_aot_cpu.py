@@ -99,6 +99,16 @@ def test_half_arrays_and_a_half_scalar_passed_as_bits(rng):
     assert np.array_equal(run.arrays[0].view(np.uint16), want.view(np.uint16))
 
 
+def test_zero_grid_y_and_z_mean_one(rng):
+    x = rng.random(1000).astype(np.float32)
+    groups = -(-x.size // 256)
+    want = np.zeros(groups, np.float32)
+    K.block_sum[groups](x, want)
+    run = launch("block_sum", [x, np.zeros(groups, np.float32)], grid=(groups, 0, 0))
+    assert run.status == 0, run.message
+    assert np.array_equal(run.arrays[1], want)
+
+
 def test_zero_groups_run_nothing(rng):
     x = rng.random(10).astype(np.float32)
     run = launch("block_sum", [x, np.zeros(0, np.float32)], grid=(0, 1, 1))

@@ -226,8 +226,13 @@ class GradModule(Module):
                 f"graph.grad of '{self.name}' with reduce=: gradients are reduced from host "
                 "arrays; for GPU arrays reduce them after the step (dist.all_reduce_coalesced)"
             )
-        if not reduce.planned:
-            reduce.plan_for([(p.shape, p.dtype) for p in params])
+        if not reduce.planned:  # the gradients' own dtypes (a Const's: its parameter's)
+            reduce.plan_for(
+                [
+                    (p.shape, p.dtype if isinstance(g, Const) else g.dtype.np_dtype)
+                    for p, g in zip(params, grads)
+                ]
+            )
         watch, constant = {}, []
         for i, node in enumerate(grads):
             if isinstance(node, Const):  # a gradient that does not depend on the inputs

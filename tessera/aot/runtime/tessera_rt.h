@@ -48,7 +48,8 @@ typedef struct {
 } tsr_context_desc_t;
 
 typedef struct {
-  uint32_t grid_x, grid_y, grid_z;    /* groups along each axis (Python's k[grid]) */
+  uint32_t grid_x, grid_y, grid_z;    /* groups along each axis (Python's k[grid]); y, z:
+                                         0 means 1 */
   uint32_t block_x, block_y, block_z; /* the kernel's tile= shape, or 0: the image's */
   uint32_t smem_bytes;                /* dynamic shared bytes, or 0: from the arguments */
 } tsr_launch_t;
