@@ -58,8 +58,7 @@ def load(kernel: str, key: dict) -> dict | None:
 
 def read(path: Path, mac: bytes) -> dict:
     """The entry in ``path``, checked (file, MAC, JSON, fields); else :class:`CorruptEntry`."""
-    body = cache_files.unseal(mac, MAGIC, cache_files.read_regular(path, MAX_BYTES))
-    data = cache_files.loads_json(body)
+    data = cache_files.read_sealed_json(path, mac, MAGIC, MAX_BYTES)
     config = data.get("config") if isinstance(data, dict) else None
     if not (
         isinstance(config, dict)
@@ -86,9 +85,8 @@ def save(kernel: str, key: dict, config: dict, table: list[dict]) -> Path | None
         "table": table,
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
-    body = json.dumps(entry, indent=1, default=str).encode()
     try:
-        cache_files.write_atomic(path, cache_files.seal(mac, MAGIC, body))
+        cache_files.write_sealed_json(path, mac, MAGIC, entry)
     except OSError as exc:
         warnings.warn(f"cannot write the autotune cache {path}: {exc}", CacheWarning, stacklevel=3)
         return None

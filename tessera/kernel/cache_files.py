@@ -278,6 +278,19 @@ def _mac(key: bytes, magic: bytes, body: bytes) -> bytes:
     return mac.hexdigest().encode()
 
 
+def read_sealed_json(path: Path, key: bytes, magic: bytes, limit: int) -> object:
+    """The JSON body of a sealed file (:func:`seal`), every check made: a regular private
+    file of at most ``limit`` bytes, its magic line and MAC, JSON of bounded depth; else
+    :class:`CorruptEntry` (or OSError, FileNotFoundError)."""
+    return loads_json(unseal(key, magic, read_regular(path, limit)))
+
+
+def write_sealed_json(path: Path, key: bytes, magic: bytes, value: object) -> None:
+    """Write ``value`` as the JSON body of a sealed file, atomically (OSError on failure)."""
+    body = json.dumps(value, indent=1, default=str).encode()
+    write_atomic(path, seal(key, magic, body))
+
+
 def loads_json(text: bytes) -> object:
     """``json.loads`` of untrusted text, nested at most :data:`MAX_JSON_DEPTH` deep (deeper
     is :class:`CorruptEntry`, where ``json`` would recurse until ``RecursionError``)."""

@@ -47,8 +47,7 @@ def load(key: dict) -> dict | None:
         return None
     path = _path(key)
     try:
-        body = cache_files.unseal(mac, MAGIC, cache_files.read_regular(path, MAX_BYTES))
-        data = cache_files.loads_json(body)
+        data = cache_files.read_sealed_json(path, mac, MAGIC, MAX_BYTES)
         if not isinstance(data, dict) or data.get("key") != key or not valid(data.get("links")):
             raise CorruptEntry("not a measurement for these hosts and devices")
     except (FileNotFoundError, NotADirectoryError):
@@ -66,11 +65,9 @@ def save(key: dict, links: dict) -> Path | None:
     if mac is None:
         return None
     path = _path(key)
-    body = json.dumps(
-        {"key": key, "links": links, "created": time.strftime("%Y-%m-%d %H:%M:%S")}, indent=1
-    ).encode()
+    entry = {"key": key, "links": links, "created": time.strftime("%Y-%m-%d %H:%M:%S")}
     try:
-        cache_files.write_atomic(path, cache_files.seal(mac, MAGIC, body))
+        cache_files.write_sealed_json(path, mac, MAGIC, entry)
     except OSError as exc:
         warnings.warn(
             f"cannot write the link measurement {path}: {exc}", CacheWarning, stacklevel=3
