@@ -13,11 +13,13 @@ export TESSERA_CACHE_DIR="$(mktemp -d)"
   python -c "import numpy, numba, numba_cuda, llvmlite; print('numpy', numpy.__version__, 'numba', numba.__version__, 'llvmlite', llvmlite.__version__)"
   python -m tessera.cli info 2>&1 | head -30
 } > "$OUT/env.txt" 2>&1
-GPU_TESTS=${GPU_TESTS:-"tests/test_cuda_gpu.py tests/test_cuda_reduction_tree.py tests/test_gpu_paths.py tests/test_dist_gpu.py tests/test_cuda_direct_launch.py tests/test_cuda_plain_dot.py tests/test_cuda_shared_limit.py tests/test_aot_gpu.py"}
-timeout "${TEST_S:-180}" python -m pytest -q -s -p no:cacheprovider $GPU_TESTS 2>&1 | tee "$OUT/tests.log"
+GPU_TESTS=${GPU_TESTS:-"tests/test_cuda_gpu.py tests/test_cuda_reduction_tree.py tests/test_gpu_paths.py tests/test_dist_gpu.py tests/test_cuda_direct_launch.py tests/test_cuda_plain_dot.py tests/test_cuda_shared_limit.py tests/test_aot_gpu.py tests/test_ops_aliasing.py"}
+# the tests compile dozens of kernels: in parallel where pytest-xdist is installed
+XDIST=$(python -c "import xdist" 2>/dev/null && echo "-n ${TEST_WORKERS:-8}")
+timeout "${TEST_S:-180}" python -m pytest -q -rfE -p no:cacheprovider $XDIST $GPU_TESTS 2>&1 | tee "$OUT/tests.log"
 timeout "${BENCH_S:-180}" python -m bench gpu_launch gpu_rows gpu_gemm gpu_attention 2>&1 | tee "$OUT/bench.log"
 if command -v ncu >/dev/null; then
-  timeout 45 ncu --metrics gpu__time_duration.sum python -c "
+  timeout ${NCU_S:-45} ncu --metrics gpu__time_duration.sum python -c "
 import numpy as np, tessera
 from numba import cuda
 from bench.kernels import empty
@@ -25,7 +27,7 @@ empty[1](cuda.to_device(np.zeros(16, np.float32)))
 tessera.synchronize()
 " > "$OUT/ncu.log" 2>&1
   grep -E '^\s+[_A-Za-z].*\(' "$OUT/ncu.log" | head -5
-  timeout 60 ncu --kernel-name regex:softmax --launch-skip 1 --launch-count 1 \
+  timeout ${NCU_S:-60} ncu --kernel-name regex:softmax --launch-skip 1 --launch-count 1 \
     --metrics dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum \
     python -c "
 import numpy as np, tessera
@@ -36,7 +38,7 @@ op.softmax(x); op.softmax(x)
 tessera.synchronize()
 " > "$OUT/ncu_softmax.log" 2>&1
   tail -12 "$OUT/ncu_softmax.log"
-  timeout 60 ncu --kernel-name regex:gemm_f16 --launch-skip 1 --launch-count 1 \
+  timeout ${NCU_S:-60} ncu --kernel-name regex:gemm_f16 --launch-skip 1 --launch-count 1 \
     --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,launch__registers_per_thread \
     python -c "
 import numpy as np, tessera
@@ -49,7 +51,7 @@ for _ in range(2):
 tessera.synchronize()
 " > "$OUT/ncu_gemm.log" 2>&1
   tail -12 "$OUT/ncu_gemm.log"
-  timeout 60 ncu --kernel-name regex:attention --launch-skip 1 --launch-count 1 \
+  timeout ${NCU_S:-60} ncu --kernel-name regex:attention --launch-skip 1 --launch-count 1 \
     --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,launch__registers_per_thread \
     python -c "
 import numpy as np, tessera
@@ -62,3 +64,5 @@ tessera.synchronize()
 " > "$OUT/ncu_attention.log" 2>&1
   tail -12 "$OUT/ncu_attention.log"
 fi
+# the benchmarks' JSON records, in one file (the GPU run's logs come back as at most 8 files)
+tar -czf "$OUT/results.tgz" bench/results/gpu_*.json 2>/dev/null
