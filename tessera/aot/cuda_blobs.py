@@ -16,7 +16,7 @@ import re
 from ..errors import AOTError, TesseraError
 from ..kernel.targets import TARGETS
 from ..kernel.targets.cuda import abi as cuda_abi
-from ..kernel.targets.cuda import shared_memory, toolchain
+from ..kernel.targets.cuda import shared_memory
 from ..kernel.targets.cuda.launcher import storage_dtype
 from ..kernel.targets.cuda.program import (
     CudaProgram,
@@ -111,11 +111,8 @@ def compile_cuda(k, spec, params, image, layouts, digest: str, arch, ptx: bool) 
                 params, k, layout, image.grid_rank, lambda d: storage_dtype(d.np_dtype)
             )
             signature = argtypes + (numba.boolean,) * len(aligned)
-            codes = toolchain.ptx_codes(
-                program.python_function(), signature, capability_for(a), program.max_threads()
-            )
+            codes, cubin, log = program.build(signature, a)
             text = codes[0] if isinstance(codes[0], str) else ""
-            cubin, log = toolchain.link(codes, a)
             entry = cuda_abi.entry_name(text)
             if entry not in elf.defined_globals(cubin):
                 raise AOTError(k.name, f"the cubin for {a} does not define its entry {entry}")

@@ -8,9 +8,14 @@ bank conflicts for the copies nor for ``ldmatrix``), filled ``S - 1`` iterations
 
     for i in range(1 - S, tiles):
         if i >= 0: wait until tile i has landed (cp.async.wait_group S-2), barrier
+        if i >= 0: the first k16 step of tile i: ldmatrix.x4 A fragments,
+                   ldmatrix.x4.trans B fragments, one mma.sync per m16n8 tile
         if i + S - 1 < tiles: copy tile i + S - 1 into its stage; commit a group
-        if i >= 0: for each k16 step: ldmatrix.x4 A fragments, ldmatrix.x4.trans B
-                   fragments, one mma.sync per m16n8 tile of the warp
+        if i >= 0: the other k16 steps of tile i
+
+The copies come after the first step's products so that the tensor cores start right
+after the barrier and the copies' index arithmetic overlaps those products (the stage
+they fill was last read in iteration i - 1, before the barrier). of the warp
 
 Copies are 16-byte ``cp.async`` with zero fill (``src-size`` 0 outside the array: the
 language's masked block load) where the array allows it (16-byte aligned rows of
@@ -113,6 +118,12 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     stage_copy.array_info(out, block_b)
     e(f"_mfa = {stage_copy.chunks_possible(block_a)}  # 16-byte chunks of A possible")
     e(f"_mfb = {stage_copy.chunks_possible(block_b)} and _mcb % {ce} == 0")
+    moving_a = (
+        "cols" if stage_copy.chunk_setup(out, block_a, plan.threads, "_mra", "cols") else None
+    )
+    moving_b = (
+        "rows" if stage_copy.chunk_setup(out, block_b, plan.threads, "_mcb", "rows") else None
+    )
     e(f"_ms0 = (np.int64(_saddr({ops.ring})) + 127) // 128 * 128  # the ring, 128-byte aligned")
     per = inst.c.elements
     jobs = (wm // inst.m) * (wn // inst.n)
@@ -133,6 +144,15 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     e("if _mi >= 0:  # tile _mi has landed (its group and every older one)")
     e(f"    {'_cp_wait_all' if S == 2 else f'_cp_wait{S - 2}'}()")
     e("    cuda.syncthreads()")
+    steps = bk // inst.k
+    # the first k step's products go first: the tensor cores start right after the
+    # barrier, and the copies' index arithmetic runs while those products execute
+    e("if _mi >= 0:")
+    out.indent += 1
+    e(f"_mrs = _ms0 + (_mi % {S}) * {stage}")
+    e("_mkk = 0")
+    _fragments(out, plan, inst, acc)
+    out.indent -= 1
     e(f"_mt = _mi + {S - 1}")
     e("if _mt < _mkt:  # copy tile _mt into its stage (read S - 1 iterations later)")
     out.indent += 1
@@ -142,24 +162,32 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     e(f"_mst = _ms0 + (_mt % {S}) * {stage}")
     # A: rows of the block's m, 16-byte chunks along k; B: k-rows, chunks along n
     fast_a = f"_mfa and _mka % {ce} == 0"
-    stage_copy.copy(out, block_a, plan.threads, "_mst", "_mra", "_mka", fast_a)
-    stage_copy.copy(out, block_b, plan.threads, f"_mst + {a_bytes}", "_mkb", "_mcb", "_mfb")
+    stage_copy.copy(out, block_a, plan.threads, "_mst", "_mra", "_mka", fast_a, moving_a)
+    stage_copy.copy(
+        out, block_b, plan.threads, f"_mst + {a_bytes}", "_mkb", "_mcb", "_mfb", moving_b
+    )
     out.indent -= 1
     e("_cp_commit()")
-    e("if _mi >= 0:")
-    out.indent += 1
-    e(f"_mrs = _ms0 + (_mi % {S}) * {stage}")
-    e(f"for _mkk in range({bk // inst.k}):")
-    out.indent += 1
-    if elem == 2:
-        _fragments_16(out, plan, inst, acc)
-    else:
-        _fragments_64(out, plan, inst, acc)
-    out.indent -= 3
+    if steps > 1:
+        e("if _mi >= 0:")
+        out.indent += 1
+        e(f"for _mkk in range(1, {steps}):")
+        out.indent += 1
+        _fragments(out, plan, inst, acc)
+        out.indent -= 2
+    out.indent -= 1
     e("_cp_wait_all()")
     if not ops.keep:
         _accumulator(out, plan, acc, ops.acc, load=False)
         e("cuda.syncthreads()")
+
+
+def _fragments(out, plan: Mainloop, inst, acc: str) -> None:
+    """The products of k step ``_mkk`` of the stage at ``_mrs``."""
+    if plan.shape.element == 2:
+        _fragments_16(out, plan, inst, acc)
+    else:
+        _fragments_64(out, plan, inst, acc)
 
 
 def _fragments_16(out, plan: Mainloop, inst, acc: str) -> None:

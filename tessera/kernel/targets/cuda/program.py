@@ -30,6 +30,7 @@ from . import driver as driver_module
 from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
 from .launcher import DirectLauncher, storage_dtype
 from .occupancy import occupancy
+from .passes.launch_shape import blocks_per_sm
 from .runtime import cuda_module, simulating
 from .streams import current_stream, fence, fencing_on, gpu_work, note_gpu_work
 
@@ -166,6 +167,7 @@ class CudaProgram:
         self.stages = stages
         self.register_loops = bool(codegen.mainloops)  # tile.dot on the register path
         self.threads = codegen.lanes if spec.kir.grouped else FLAT_BLOCK  # a block's
+        self.min_blocks = blocks_per_sm(codegen.mainloops.values(), codegen.row_loops, self.threads)
         self.align_params = codegen.align_params
         self.source = codegen.generate()
         self.shared_arrays = codegen.shared_arrays
@@ -207,10 +209,26 @@ class CudaProgram:
             self._function = function
         return self._function
 
-    def max_threads(self) -> int:
-        """The most threads a block of this kernel has: its launch bound, so ptxas keeps
-        to the registers that let a whole group run (tensor-core tile.dot holds many)."""
-        return self.threads
+    def launch_bound(self, min_blocks: int | None = None):
+        """The launch bound ptxas compiles for: the most threads a block of this kernel
+        has (so it keeps to the registers that let a whole group run), and with
+        ``min_blocks`` above 1 the blocks an SM should hold at once."""
+        blocks = self.min_blocks if min_blocks is None else min_blocks
+        return (self.threads, blocks) if blocks > 1 else self.threads
+
+    def build(self, signature: tuple, arch: str) -> tuple[list, bytes, str]:
+        """(PTX codes, cubin, ptxas's report) for ``arch`` (NVVM and nvJitLink; needs no
+        GPU). A kernel that asks for two blocks an SM (launch_shape.blocks_per_sm) is
+        compiled again for one where ptxas spills under that register cap."""
+        cc = parse_arch(arch)
+        shared_memory.check(self.kir, self.shared_arrays, shared_memory.limit_for(cc), arch)
+        function = self.python_function()
+        codes = toolchain.ptx_codes(function, signature, cc, self.launch_bound())
+        cubin, report = toolchain.link(codes, arch)
+        if self.min_blocks > 1 and spill_bytes(report):
+            codes = toolchain.ptx_codes(function, signature, cc, self.launch_bound(1))
+            cubin, report = toolchain.link(codes, arch)
+        return codes, cubin, report
 
     def launch_shape(self, grid: tuple[int, ...]) -> tuple[int, int]:
         """(blocks, threads per block) of a launch over ``grid``."""
@@ -281,7 +299,7 @@ class CudaProgram:
         """(entry symbol, cubin) for ``argtypes`` on ``arch``: read from the disk cache,
         else compiled here (one process of a node at a time: cubin_cache.compiling)."""
         entry = cubin_cache.entry(
-            self.kir.name, self.source, argtypes, arch, self.max_threads(), str(self.kir.loc)
+            self.kir.name, self.source, argtypes, arch, self.launch_bound(), str(self.kir.loc)
         )
         found = self._read(entry)
         if found is not None:
@@ -292,11 +310,7 @@ class CudaProgram:
                 return found
             start = time.perf_counter()
             with stage("compile", self.kir.name, step=f"numba-cuda, NVVM, nvJitLink ({arch})"):
-                cc = parse_arch(arch)
-                codes = toolchain.ptx_codes(
-                    self.python_function(), argtypes, cc, self.max_threads()
-                )
-                cubin, _ = toolchain.link(codes, arch)
+                codes, cubin, _ = self.build(argtypes, arch)
                 entry_name = abi.entry_name(codes[0] if isinstance(codes[0], str) else "")
             stats.bump("compiles")
             log.info(
@@ -456,17 +470,13 @@ class CudaProgram:
 
     # ------------------------------------------------------------------ without a GPU
     def ptx(self, signature: tuple, arch: str) -> str:
-        """PTX for ``arch`` (NVVM; needs no GPU)."""
-        return self._codes(signature, arch)[0]
-
-    def _codes(self, signature: tuple, arch: str) -> list:
-        cc = parse_arch(arch)
-        shared_memory.check(self.kir, self.shared_arrays, shared_memory.limit_for(cc), arch)
-        return toolchain.ptx_codes(self.python_function(), signature, cc, self.max_threads())
+        """PTX for ``arch``, the one the cubin is built from (needs no GPU)."""
+        return self.build(signature, arch)[0][0]
 
     def cubin(self, signature: tuple, arch: str) -> tuple[bytes, str]:
         """A cubin for ``arch`` and ptxas's report (nvJitLink; needs no GPU)."""
-        return toolchain.link(self._codes(signature, arch), arch)
+        _, cubin, report = self.build(signature, arch)
+        return cubin, report
 
     def metadata(self, signature: tuple, arch: str, grid: tuple[int, ...]) -> dict:
         """What the seeds' kernel metadata lists, read from the cubin's ptxas report."""
@@ -477,7 +487,7 @@ class CudaProgram:
         """The metadata of this kernel's code for ``arch`` from ptxas's ``report``; for a
         launch over ``grid``, or (None) for any launch (an ahead-of-time image)."""
         registers = re.search(r"Used (\d+) registers", report)
-        spills = sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", report))
+        spills = spill_bytes(report)
         # every shared array the generated code declares (tiles, scratch, staging rings,
         # tshared arrays), or the declared budget where that is more
         arrays = sum(n for _, n in self.shared_arrays)
@@ -506,3 +516,8 @@ class CudaProgram:
         group = list(self.kir.tile_shape) or [threads]
         meta.update(seed_keys(self.kir, group, resources, stages, self.async_copies))
         return meta
+
+
+def spill_bytes(report: str) -> int:
+    """The bytes of spill stores and loads ptxas's ``report`` lists."""
+    return sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", report))

@@ -6,8 +6,9 @@ row tiles one value per row of a thread's elements. Before the loop the operand 
 (``qb``) are copied to shared memory once and loaded into A fragments (``ldmatrix.x4``)
 that stay in registers, and the carried tiles get their fill. The loop is the main loop's
 pipeline (mainloop.py): the blocks it loads go through a ring of ``S`` swizzled stages
-filled ``S - 1`` iterations ahead by 16-byte ``cp.async`` (stage_copy.py); then each
-statement in order:
+filled ``S - 1`` iterations ahead by 16-byte ``cp.async`` (stage_copy.py), issued after
+the iteration's first product (so that the tensor cores start right after the barrier);
+each statement in order:
 
 * a product: per k16 step, the A fragments (the operand's registers, or packed from an
   acc tile's C registers: ``p.astype(f16)``), the B fragments from the stage
@@ -68,7 +69,7 @@ def emit(cg, plan, ring: str, staging: str) -> None:
         e(f"    {regs}[_mj] = {fill}")
     blocks = _staged(cg, plan)
     offsets, at = {}, 0
-    for blk in blocks:
+    for blk, _ in blocks:
         offsets[blk.name] = at
         at += blk.bytes
     loop = plan.loop
@@ -80,27 +81,34 @@ def emit(cg, plan, ring: str, staging: str) -> None:
     e("if _mi >= 0:  # tile _mi has landed (its group and every older one)")
     e(f"    {'_cp_wait_all' if S == 2 else f'_cp_wait{S - 2}'}()")
     e("    cuda.syncthreads()")
-    e(f"_mt = _mi + {S - 1}")
-    e("if _mt < _mkt:  # copy tile _mt's blocks into its stage")
+
+    def copies() -> None:  # tile _mi + S - 1 into the stage read in iteration _mi - 1
+        e(f"_mt = _mi + {S - 1}")
+        e("if _mt < _mkt:  # copy tile _mt's blocks into its stage")
+        cg.indent += 1
+        e("_mk = np.int64(np.uint64(_mk0) + np.uint64(_mt) * np.uint64(_mk2))")
+        e(f"_mst = _ms0 + (_mt % {S}) * {plan.stage_bytes}")
+        for blk, moving in blocks:
+            n, rows = blk.name, blk.rows
+            e(f"_mk{n} = _mk if -{rows} < _mk < {blk.array}.shape[0] else np.int64(-{rows})")
+            fast = f"_mf{n} and _mc{n} % {blk.chunk_elements} == 0"
+            base = f"_mst + {offsets[blk.name]}"
+            stage_copy.copy(cg, blk, plan.threads, base, f"_mk{n}", f"_mc{n}", fast, moving)
+        cg.indent -= 1
+        e("_cp_commit()")
+
+    e("if _mi < 0:")
     cg.indent += 1
-    e("_mk = np.int64(np.uint64(_mk0) + np.uint64(_mt) * np.uint64(_mk2))")
-    e(f"_mst = _ms0 + (_mt % {S}) * {plan.stage_bytes}")
-    for blk in blocks:
-        n = blk.name
-        e(f"_mk{n} = _mk if -{blk.rows} < _mk < {blk.array}.shape[0] else np.int64(-{blk.rows})")
-        fast = f"_mf{n} and _mc{n} % {blk.chunk_elements} == 0"
-        stage_copy.copy(
-            cg, blk, plan.threads, f"_mst + {offsets[blk.name]}", f"_mk{n}", f"_mc{n}", fast
-        )
+    copies()
     cg.indent -= 1
-    e("_cp_commit()")
-    e("if _mi >= 0:")
+    e("else:")
     cg.indent += 1
     e(f"_mrs = _ms0 + (_mi % {S}) * {plan.stage_bytes}")
     e(f"{cg.name(loop.var)} = np.int64(np.uint64(_mk0) + np.uint64(_mi) * np.uint64(_mk2))")
     names = {blk.stmt.target: blk for blk in plan.staged}
     stage_of = {b.name: offsets[f"s{k}"] for k, b in enumerate(plan.staged)}
     packed: dict[str, str] = {}
+    copied = False
     for s in loop.body:
         kind = plan.kinds.get(s.target)
         call = s.value if hasattr(s.value, "prim") else None
@@ -108,12 +116,17 @@ def emit(cg, plan, ring: str, staging: str) -> None:
             continue
         if call is not None and call.prim.name == "tile.dot":
             _product(cg, plan, inst, s, call, fragments, packed, names, stage_of, mt_count)
+            if not copied:  # the copies' index arithmetic overlaps the first products
+                copies()
+                copied = True
         elif call is not None and call.prim in REDUCTIONS:
             _reduce(cg, plan, s, call, REDUCTIONS[call.prim], mt_count)
         elif kind == PACKED:
             packed[s.target] = _pack(cg, plan, inst, s, mt_count)
         else:
             cg.register_elementwise(s.target, s.value, s.loc)
+    if not copied:
+        copies()
     cg.indent -= 2
     e("_cp_wait_all()")
     tiles = {n: cg.reg_tiles[n] for n in plan.carried}
@@ -169,7 +182,8 @@ def _staged(cg, plan) -> list:
         e(f"_mcs{k} = {cg.i64(blk.col0)}")
         e(f"_mcs{k} = _mcs{k} if -{b.cols} < _mcs{k} < {b.array}.shape[1] else np.int64(-{b.cols})")
         e(f"_mfs{k} = {stage_copy.chunks_possible(b)}")
-        blocks.append(b)
+        moving = "rows" if stage_copy.chunk_setup(cg, b, plan.threads, f"_mcs{k}", "rows") else None
+        blocks.append((b, moving))
     return blocks
 
 

@@ -68,11 +68,100 @@ def chunks_possible(block: Block) -> str:
     )
 
 
-def copy(out, block: Block, threads: int, base: str, row0: str, col0: str, fast: str) -> None:
+def _chunk_rows(block: Block, threads: int) -> int | None:
+    """Rows of the block one pass of the threads' 16-byte copies covers, when every
+    thread keeps its chunk column and its swizzle term from pass to pass (then a pass
+    adds constants to offsets computed once per thread); None otherwise."""
+    chunks = block.cols // block.chunk_elements
+    if threads % chunks or (block.rows * chunks) % threads:
+        return None
+    rows = threads // chunks
+    if block.element == 8:
+        period = 4
+    else:
+        sw = swizzle_for(block.row_bytes)
+        period = sw.per_phase * sw.max_phase
+    return rows if rows % period == 0 else None
+
+
+def chunk_setup(out, block: Block, threads: int, fixed: str, moving: str) -> bool:
+    """Emit, once before a loop, each thread's share of ``block``'s 16-byte copies: its
+    row and chunk, the shared offset of its first chunk, the byte offset of its first
+    chunk in the array (from the fixed offset ``fixed``, code of a clamped i64, along
+    the dimension that does not move; ``moving`` is ``"rows"`` when the loop walks the
+    block down the array (a B block, keys) or ``"cols"`` when it walks along the rows
+    (an A block)) and what of its bounds check does not depend on the loop. Returns
+    False (emitting nothing) where the passes do not keep their columns and swizzle;
+    :func:`copy` then computes every chunk's offsets in the loop."""
+    rows = _chunk_rows(block, threads)
+    if rows is None:
+        return False
+    e = out.emit
+    n, arr, elem, ce = block.name, block.array, block.element, block.chunk_elements
+    chunks = block.cols // ce
+    e(f"_mx{n}r = _lane // {chunks}  # this thread's row and chunk of the block's copies")
+    e(f"_mx{n}c = _lane % {chunks}")
+    swz = swizzle(elem, block.row_bytes, f"_mx{n}r", f"_mx{n}c")
+    e(f"_mx{n}o = _mx{n}r * {block.row_bytes} + {swz} * 16  # its first chunk in a stage")
+    e(f"_mx{n}p = {rows} * _ms{n}0  # the array's bytes between two passes")
+    if moving == "cols":  # rows fixed: which passes are inside is known now
+        e(f"_mx{n}l = -({fixed} + _mx{n}r)  # pass j's row is inside when l <= j*rows < h")
+        e(f"_mx{n}h = {arr}.shape[0] - ({fixed} + _mx{n}r)")
+        e(f"_mx{n}e = {ce} * _mx{n}c")
+        e(f"_mx{n}g = ({fixed} + _mx{n}r) * _ms{n}0 + _mx{n}e * {elem}")
+    else:  # columns fixed
+        e(f"_mx{n}e = {fixed} + {ce} * _mx{n}c")
+        e(f"_mx{n}k = (_mx{n}e >= 0) & (_mx{n}e < {arr}.shape[1])")
+        e(f"_mx{n}g = _mx{n}r * _ms{n}0 + _mx{n}e * {elem}")
+    return True
+
+
+def _chunk_copy(out, block: Block, threads: int, base: str, offset: str, moving: str) -> None:
+    """The loop's side of :func:`chunk_setup`: the block at ``offset`` (code of a clamped
+    i64) along the moving dimension, one ``cp.async`` per pass with offsets that differ
+    from the thread's first chunk by constants."""
+    e = out.emit
+    n, arr, elem = block.name, block.array, block.element
+    rows = _chunk_rows(block, threads)
+    passes = block.rows // rows
+    if moving == "cols":
+        e(f"_my{n} = {offset} * {elem}")
+        e(f"_myl{n} = -{offset}")
+        e(f"_myh{n} = {arr}.shape[1] - {offset}")
+        inside = (
+            f"(_mj * {rows} >= _mx{n}l) & (_mj * {rows} < _mx{n}h)"
+            f" & (_mx{n}e >= _myl{n}) & (_mx{n}e < _myh{n})"
+        )
+    else:
+        e(f"_my{n} = {offset} * _ms{n}0")
+        e(f"_myl{n} = -{offset}")
+        e(f"_myh{n} = {arr}.shape[0] - {offset}")
+        inside = (
+            f"_mx{n}k & (_mx{n}r + _mj * {rows} >= _myl{n}) & (_mx{n}r + _mj * {rows} < _myh{n})"
+        )
+    e(f"for _mj in range({passes}):")
+    e(f"    _mok = {inside}")
+    e(
+        f"    _cp16({base} + _mx{n}o + _mj * {rows * block.row_bytes}, "
+        f"_mb{n} + _mok * (_mx{n}g + _my{n} + _mj * _mx{n}p), _mok * 16)"
+    )
+
+
+def copy(
+    out,
+    block: Block,
+    threads: int,
+    base: str,
+    row0: str,
+    col0: str,
+    fast: str,
+    moving: str | None = None,
+) -> None:
     """Fill ``block`` at stage byte address ``base`` from the array's block at (``row0``,
     ``col0``) (codes of clamped i64 offsets): 16-byte ``cp.async`` chunks when ``fast``
     holds, else element by element; a position outside the array reads nothing and
-    stores 0."""
+    stores 0. ``moving``: the dimension (``"rows"``/``"cols"``) whose offset the loop
+    changes, when :func:`chunk_setup` emitted the thread's offsets before it."""
     e = out.emit
     arr, n, elem, ce = block.array, block.name, block.element, block.chunk_elements
     chunks = block.cols // ce
@@ -80,6 +169,11 @@ def copy(out, block: Block, threads: int, base: str, row0: str, col0: str, fast:
     inside = f"(_mgr >= 0) & (_mgr < {arr}.shape[0]) & (_mgc >= 0) & (_mgc < {arr}.shape[1])"
     e(f"if {fast}:")
     out.indent += 1
+    if moving is not None:
+        _chunk_copy(out, block, threads, base, row0 if moving == "rows" else col0, moving)
+        out.indent -= 1
+        _element_copy(out, block, threads, base, row0, col0, inside, bits)
+        return
     e(f"for _mj in range({block.rows * chunks // threads}):")
     out.indent += 1
     e(f"_mc = _lane + {threads} * _mj")
@@ -94,6 +188,13 @@ def copy(out, block: Block, threads: int, base: str, row0: str, col0: str, fast:
         f"_mb{n} + _mok * (_mgr * _ms{n}0 + _mgc * {elem}), _mok * 16)"
     )
     out.indent -= 2
+    _element_copy(out, block, threads, base, row0, col0, inside, bits)
+
+
+def _element_copy(out, block: Block, threads, base, row0, col0, inside, bits) -> None:
+    """The ``else`` branch of :func:`copy`: element by element, predicated."""
+    e = out.emit
+    n, elem, ce = block.name, block.element, block.chunk_elements
     e("else:")
     out.indent += 1
     e(f"for _mj in range({block.rows * block.cols // threads}):")

@@ -28,6 +28,9 @@ from .row_loop import plan_row_loop
 UNIFORM_PRIMITIVES = (P.group_id, P.group_linear_id, P.group_count, P.group_tile_count, P.tbarrier)
 WARP_TILE = 64 * 32  # accumulators a warp holds, about
 MIN_WARPS, MAX_WARPS = 4, 8
+TWO_BLOCKS_ACCUMULATORS = 64  # 32-bit accumulator registers a thread holds, at most
+TWO_BLOCKS_SHARED = 200 * 1024  # two rings in an SM's shared memory (sm_90: 228 KiB)
+MAX_THREADS_PER_SM = 2048
 
 
 def tile_only(kir: ir.KernelIR) -> bool:
@@ -42,6 +45,27 @@ def tile_only(kir: ir.KernelIR) -> bool:
                 if isinstance(x, ir.PrimCall) and not (x.prim.tile or x.prim in UNIFORM_PRIMITIVES):
                     return False
     return True
+
+
+def blocks_per_sm(mainloops, row_loops, threads: int) -> int:
+    """The blocks of a kernel each SM should hold at once, asked of ptxas as the launch
+    bound's minimum (which caps a thread's registers at 65,536 / (blocks x threads)).
+
+    2 where the kernel's register loops are all GEMM main loops whose accumulators take
+    at most ``TWO_BLOCKS_ACCUMULATORS`` registers a thread and whose rings leave room
+    for a second block in shared memory: while one block waits at its barrier the
+    other keeps the tensor cores busy (the 128 x 128 x 32 block of 8 warps, 4 stages,
+    fits 127 registers without spills). 1 otherwise: row loops and larger warp tiles
+    need their registers. Where ptxas would spill under the cap, the program compiles
+    again without it (program.py)."""
+    loops = list(mainloops)
+    if not loops or row_loops or 2 * threads > MAX_THREADS_PER_SM:
+        return 1
+    for plan in loops:
+        acc = plan.accumulators * (2 if plan.shape.element == 8 else 1)
+        if acc > TWO_BLOCKS_ACCUMULATORS or 2 * plan.ring_bytes > TWO_BLOCKS_SHARED:
+            return 1
+    return 2
 
 
 def threads_for(kir: ir.KernelIR, tensor_cores: bool, stages: int) -> int:
