@@ -547,3 +547,68 @@ def test_random_plans_and_arrays_give_the_blocks_product(case):
     col0 = int(gen.integers(-bn, B.shape[1] + 1))
     start = int(gen.integers(-bk, 2))
     _check(plan, A, B, row0, col0, start, A.shape[1], bk, gen, eager=bool(gen.random() < 0.5))
+
+
+# ----------------------------------------------------------------------------- schedule
+def test_a_chunked_copy_adds_constants_to_offsets_computed_before_the_loop():
+    source = emulator.mainloop_source(_plan("f16", 64, 64, 32, threads=128))
+    before, loop = source.split("for _mi in range(", 1)
+    for block in ("a", "b"):  # each thread's chunk: its row, column, shared and array offsets
+        assert f"_mx{block}o = " in before and f"_mx{block}g = " in before
+        assert f"_mb{block} + _mok * (_mx{block}g + _my{block} + _mj * _mx{block}p)" in loop
+    fast = loop.split("else:", 1)[0]  # the chunked copies, not the element-wise fallback
+    assert "_msa0" not in fast and "_msb0 *" not in fast.replace("_mkb * _msb0", "")
+
+
+def test_an_iteration_starts_its_products_before_it_issues_its_copies():
+    source = emulator.mainloop_source(_plan("f16", 64, 64, 32, threads=128))
+    loop = source.split("for _mi in range(", 1)[1]
+    barrier, first_mma, copy = (
+        loop.index("cuda.syncthreads()"),
+        loop.index("_mma_f16("),
+        loop.index("_cp16("),
+    )
+    assert barrier < first_mma < copy
+    assert "for _mkk in range(1, 2):" in loop[copy:]  # the second k16 step after the copies
+
+
+@NO_PTX
+def test_a_128x128_gemm_block_asks_for_two_blocks_an_sm_and_spills_nothing():
+    args = (np.zeros((256, 256), np.float16),) * 2 + (np.zeros((256, 256), np.float32),)
+    ptx = gemm_f16_8warps.inspect("ptx", *args, 128, 128, grid=(2, 2), arch="sm_90")
+    assert ".minnctapersm 2" in ptx
+    meta = gemm_f16_8warps.metadata(*args, 128, 128, grid=(2, 2), arch="sm_90")
+    assert meta["spill_bytes"] == 0 and meta["registers_per_thread"] <= 128
+    assert meta["occupancy"]["blocks_per_sm"] == 2
+
+
+@NO_PTX
+def test_a_128x256_gemm_block_keeps_one_block_an_sm_for_its_accumulators():
+    args = (np.zeros((256, 256), np.float16),) * 2 + (np.zeros((256, 256), np.float32),)
+    ptx = gemm_f16_8warps.inspect("ptx", *args, 128, 256, grid=(2, 1), arch="sm_90")
+    assert ".minnctapersm" not in ptx
+
+
+@NO_PTX
+def test_where_two_blocks_an_sm_would_spill_the_kernel_is_compiled_for_one(monkeypatch):
+    from tessera.kernel.targets.cuda.passes import launch_shape
+
+    monkeypatch.setattr(launch_shape, "TWO_BLOCKS_ACCUMULATORS", 128)  # ask for too much
+    args = (np.zeros((256, 256), np.float16),) * 2 + (np.zeros((256, 256), np.float32),)
+    ptx = gemm_f16_8warps.inspect("ptx", *args, 128, 256, grid=(2, 1), arch="sm_90")
+    assert ".minnctapersm" not in ptx  # 128 accumulators do not fit 128 registers
+    meta = gemm_f16_8warps.metadata(*args, 128, 256, grid=(2, 1), arch="sm_90")
+    assert meta["spill_bytes"] == 0
+
+
+@kernel(tile=(256,))
+def gemm_f16_8warps(
+    A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]], BM: ts.constexpr, BN: ts.constexpr
+):
+    m0, n0 = group_id(0) * BM, group_id(1) * BN
+    acc = tile.zeros((BM, BN), f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (BM, 32))
+        b = tile.load_block(B, (k0, n0), (32, BN))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
