@@ -1,7 +1,8 @@
 """GEMM on a GPU (GPU.md §7): f16 operands, f32 accumulation, side by side in one process:
 Tessera's hand-written tile kernel (``bench.kernels.gemm_f16``: the CUDA target's register
-main loop), ``op.matmul`` (f16 result), ``torch.matmul`` (cuBLAS, f16 result),
-``torch.mm(..., out_dtype=torch.float32)`` where this PyTorch has it, and Triton's
+main loop) with blocks of 128 x 128 (two blocks an SM) and 128 x 256, ``op.matmul``
+(f16 result), ``torch.matmul`` (cuBLAS, f16 result), ``torch.mm(...,
+out_dtype=torch.float32)`` where this PyTorch has it, and Triton's
 textbook tiled GEMM where Triton is installed. Every result is checked against float64 on
 fresh data; each timed run is ``calls`` products followed by one synchronisation. Without
 a GPU (or PyTorch) it records nothing and says so."""
@@ -22,6 +23,7 @@ from .kernels import gemm_f16
 
 NAME = "gpu_gemm"
 BLOCK = (128, 128, 32)  # the tile kernel's block: 8 warps of 64 x 32 (BM, BN, BK)
+WIDE = (128, 256, 32)  # 8 warps of 64 x 64, one block an SM (GPU.md §2's fastest on sm_90)
 
 
 def _triton_gemm():
@@ -64,12 +66,16 @@ def _size(s: int, calls: int, quick: bool) -> list[Record]:
     da, db, dc = cuda.to_device(a), cuda.to_device(b), cuda.device_array((s, s), np.float32)
     ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
     tc = torch.empty((s, s), dtype=torch.float32, device="cuda")
-    bm, bn, bk = BLOCK
-    grid = (s // bm, s // bn)
 
-    def tile_kernel():
-        gemm_f16[grid](da, db, dc, bm, bn, bk)
-        return dc
+    def tile_kernel(block):
+        bm, bn, bk = block
+        grid = (s // bm, s // bn)
+
+        def launch():
+            gemm_f16[grid](da, db, dc, bm, bn, bk)
+            return dc
+
+        return launch
 
     def case(tool, fn, sync, host, atol):
         timed = repeated(fn, sync, calls)
@@ -77,7 +83,14 @@ def _size(s: int, calls: int, quick: bool) -> list[Record]:
 
     on_device, from_torch = (lambda x: x.copy_to_host()), (lambda x: x.cpu().numpy())
     cases = [
-        case("tessera tile kernel", tile_kernel, tessera.synchronize, on_device, 0.1),
+        case("tessera tile kernel", tile_kernel(BLOCK), tessera.synchronize, on_device, 0.1),
+        case(
+            "tessera tile kernel 128x256",
+            tile_kernel(WIDE),
+            tessera.synchronize,
+            on_device,
+            0.1,
+        ),
         case("tessera op.matmul", lambda: op.matmul(da, db), tessera.synchronize, on_device, 1.0),
         case(
             "torch.matmul (f16 out)",

@@ -518,3 +518,15 @@ def test_cast_takes_a_dtype_by_name_numpy_type_or_tessera_dtype(rng, dtype):
 def test_cast_to_an_unknown_dtype_names_the_dtypes_there_are():
     with pytest.raises(TypeError, match=r"dtype='f17' is not a Tessera dtype \(one of .*f16"):
         op.cast(np.zeros(4, np.float32), "f17")
+
+
+@graph.module("row_softmax")
+def row_softmax(x):
+    return op.softmax(x)
+
+
+def test_a_row_kernel_loops_a_constant_number_of_times_where_the_lanes_divide_the_row():
+    text = row_softmax.graph(np.ones((4, 1024), np.float32))  # 128 lanes, 8 elements each
+    assert "for jt in range(8):" in text and "j = tile.linear_id() + jt * 128" in text
+    ragged = row_softmax.graph(np.ones((4, 1000), np.float32))
+    assert "for j in range(tile.linear_id(), 1000, 128):" in ragged

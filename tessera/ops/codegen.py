@@ -226,7 +226,7 @@ def _row_reduce(em: _Emitter, group: Group, rows: int, length: int, acc_t: str) 
     lanes = row_lanes(length)
     em.emit(f"base = group_id(0) * {length}", 1)
     em.emit(f"acc = {acc_t}({_identity(node.op, node.dtype)})", 1)
-    em.emit(f"for r in range(tile.linear_id(), {length}, {lanes}):", 1)
+    _emit_each(em, _each("r", length, lanes), 1)
     em.emit("i = base + r", 2)
     _element_body(em, group.nodes[:-1], source.shape, "i", 2)
     if id(source) not in em.names:
@@ -272,15 +272,34 @@ def row_lanes(length: int) -> int:
     return lanes
 
 
-def _row_max_and_sum(em, x: str, acc_t: str, each: str) -> None:
+def _each(var: str, length: int, lanes: int) -> tuple[str, ...]:
+    """The loop header over a lane's elements of a row, every ``lanes``-th from the
+    lane's own: where the lanes divide the row, a loop of a constant trip count (a GPU
+    compiler unrolls it, so a thread's loads are in flight together) whose first
+    statement sets ``var``; else ``range(lane, length, lanes)``. Same elements, same
+    order."""
+    if length % lanes:
+        return (f"for {var} in range(tile.linear_id(), {length}, {lanes}):",)
+    return (
+        f"for jt in range({length // lanes}):",
+        f"    {var} = tile.linear_id() + jt * {lanes}",
+    )
+
+
+def _emit_each(em, each: tuple[str, ...], depth: int) -> None:
+    for line in each:
+        em.emit(line, depth)
+
+
+def _row_max_and_sum(em, x: str, acc_t: str, each: tuple[str, ...]) -> None:
     """Emit a row kernel's ``row_max`` and ``total`` (the sum of ``exp(x - row_max)``):
     each lane over its elements (``each``, the loop header), then the fixed tree."""
     em.emit(f"m = {acc_t}(-math.inf)", 1)
-    em.emit(each, 1)
+    _emit_each(em, each, 1)
     em.emit(f"m = max(m, {acc_t}({x}[base + j]))", 2)
     em.emit("row_max = tile.max(m)", 1)
     em.emit(f"s = {acc_t}(0)", 1)
-    em.emit(each, 1)
+    _emit_each(em, each, 1)
     em.emit(f"s = s + math.exp({acc_t}({x}[base + j]) - row_max)", 2)
     em.emit("total = tile.sum(s)", 1)
 
@@ -297,10 +316,10 @@ def softmax(group: Group, name: str) -> Source:
     acc_t = "f64" if node.dtype == D.f64 else "f32"
     x, y = em.arg(node.inputs[0], flat=True), em.arg(node, flat=True, written=True)
     lanes = row_lanes(length)
-    each = f"for j in range(tile.linear_id(), {length}, {lanes}):"
+    each = _each("j", length, lanes)
     em.emit(f"base = group_id(0) * {length}", 1)
     _row_max_and_sum(em, x, acc_t, each)
-    em.emit(each, 1)
+    _emit_each(em, each, 1)
     em.emit(f"{y}[base + j] = math.exp({acc_t}({x}[base + j]) - row_max) / total", 2)
     scratch = lanes * (8 if acc_t == "f64" else 4)
     return em.source(f"@kernel(tile=({lanes},), shared={scratch})", (rows,))
@@ -322,7 +341,7 @@ def cross_entropy(group: Group, name: str) -> Source:
     upstream = em.arg(node.inputs[2], flat=True) if node.op == "cross_entropy_grad" else None
     y = em.arg(node, flat=True, written=True)
     lanes = row_lanes(length)
-    each = f"for j in range(tile.linear_id(), {length}, {lanes}):"
+    each = _each("j", length, lanes)
     em.emit("r = group_id(0)", 1)
     em.emit(f"base = r * {length}", 1)
     _row_max_and_sum(em, x, acc_t, each)
@@ -335,7 +354,7 @@ def cross_entropy(group: Group, name: str) -> Source:
         em.emit(f"{y}[r] = {out}(loss if kk == k else {acc_t}(math.nan))", 2)
     else:
         em.emit(f"g = {acc_t}({upstream}[r]) if kk == k else {acc_t}(math.nan)", 1)
-        em.emit(each, 1)
+        _emit_each(em, each, 1)
         em.emit(f"p = math.exp({acc_t}({x}[base + j]) - row_max) / total", 2)
         em.emit(f"hit = {acc_t}(1) if j == k else {acc_t}(0)", 2)
         em.emit(f"{y}[base + j] = {out}((p - hit) * g)", 2)
@@ -388,23 +407,23 @@ def _row_norm(em: _Emitter, node, rows: int, length: int, ct: str, px, pw, py) -
     tree, rounded once), so the bits are the composite's; then each lane writes its
     elements."""
     lanes = row_lanes(length)
-    each = f"for j in range(tile.linear_id(), {length}, {lanes}):"
+    each = _each("j", length, lanes)
     em.emit(f"base = group_id(0) * {length}", 1)
     if node.op == "layernorm":
         em.emit("s = f64(0)", 1)
-        em.emit(each, 1)
+        _emit_each(em, each, 1)
         em.emit(f"s = s + f64({ct}({px}[base + j]))", 2)
         em.emit(f"mu = {ct}(tile.sum(s) / f64({length}))", 1)
         centred = f"({ct}({px}[base + j]) - mu)"
     else:
         centred = f"{ct}({px}[base + j])"
     em.emit("v = f64(0)", 1)
-    em.emit(each, 1)
+    _emit_each(em, each, 1)
     em.emit(f"d = {centred}", 2)
     em.emit("v = v + f64(d * d)", 2)
     eps = literal(node.attrs["eps"])
     em.emit(f"sd = math.sqrt({ct}(tile.sum(v) / f64({length})) + {ct}({eps}))", 1)
-    em.emit(each, 1)
+    _emit_each(em, each, 1)
     y = f"{centred} / sd * {ct}({pw[0]}[j])"
     if node.op == "layernorm":
         y = f"{y} + {ct}({pw[1]}[j])"
