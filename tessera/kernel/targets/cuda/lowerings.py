@@ -26,6 +26,7 @@ from . import atomics, mma
 
 LOWERINGS, lowering = lowerings_table()
 SHFL_TYPES = {D.i32: "np.int32", D.i64: "np.int64", D.f32: "np.float32", D.f64: "np.float64"}
+WARP = 32
 
 
 @lowering(*P.ATOMICS)
@@ -123,13 +124,71 @@ def _reduce_shared(cg, call, site):
     _finish(cg, site, scratch, size, call.prim.op, t)
 
 
+def warp_tree(lanes: int):
+    """The fixed tree over ``lanes`` values (a power of two, at least a warp) as warp 0
+    runs it: for its lane ``i``, ``(cross, shuffles)``: ``cross`` the steps whose offsets
+    are a warp or more, folded into one expression over the values at ``i + c`` (nested
+    pairs ``(left, right)`` of such constants ``c``; the tree's pairs and order), then
+    ``shuffles``: the offsets below a warp, each ``v = v ⊕ v[i ^ h]`` (for ``i < h``,
+    ``i ^ h`` is the tree's ``i + h``; the other lanes' values are never read)."""
+
+    def fold(c: int, offsets: list[int]):
+        if not offsets:
+            return c
+        return (fold(c, offsets[:-1]), fold(c + offsets[-1], offsets[:-1]))
+
+    offsets = [offset for _, offset in tree_steps(lanes)]
+    cross = [o for o in offsets if o >= WARP]
+    return fold(0, cross), [o for o in offsets if o < WARP]
+
+
+def _fold_code(tree, scratch: str, fn: str) -> str:
+    if isinstance(tree, int):
+        return f"{scratch}[_lane + {tree}]" if tree else f"{scratch}[_lane]"
+    left, right = tree
+    return f"{fn}({_fold_code(left, scratch, fn)}, {_fold_code(right, scratch, fn)})"
+
+
+def _shuffle_tree(cg, site, scratch: str, op: str, t) -> None:
+    """The fixed tree with two barriers instead of log2(lanes): every lane posts its
+    value, warp 0 combines the posted values of its lane's column in the tree's order
+    (the steps of offsets a warp and above), then the steps below a warp by
+    ``shfl.sync.bfly``; lane 0 posts the result. The same pairs in the same order as
+    :func:`parallel_tree`, so the same bits."""
+    fn = combine(op, t.dtype)
+    cross, shuffles = warp_tree(cg.lanes)
+    wire = SHFL_TYPES[t.dtype]
+    cg.emit("cuda.syncthreads()")
+    cg.emit(f"if _lane < {WARP}:")
+    cg.emit(f"    _wt = {_fold_code(cross, scratch, fn)}")
+    for h in shuffles:
+        moved = f"cuda.shfl_sync(np.uint32(0xFFFFFFFF), {wire}(_wt), np.int32(_lane ^ {h}))"
+        cg.emit(f"    _wt = {fn}(_wt, {ctor(t.dtype)}({moved}))")
+    cg.emit("    if _lane == 0:")
+    cg.emit(f"        {scratch}[0] = _wt")
+    cg.emit("cuda.syncthreads()")
+    cg.set_result(site, f"{scratch}[0]", t)
+    cg.emit("cuda.syncthreads()  # the scratch may be reused right after")
+
+
+def _warp_shuffles(cg, t) -> bool:
+    """Whether a lane reduction of ``t`` runs as :func:`_shuffle_tree`: on a GPU (the
+    simulator has no shuffles), a power-of-two group of whole warps, a type a shuffle
+    carries whole."""
+    lanes = cg.lanes
+    return not cg.simulated and lanes >= WARP and lanes & (lanes - 1) == 0 and t.dtype in SHFL_TYPES
+
+
 @lowering(P.sum, P.max, P.min)
 def _reduce_lanes(cg, call, site):
     value = call.args[0]
     t = concrete(call.type)
     scratch = cg.scratch_for(t.dtype, cg.lanes)
     cg.emit(f"{scratch}[_lane] = {cg.conv(cg.expr(value), value.type, t)}", call.loc)
-    _finish(cg, site, scratch, cg.lanes, call.prim.op, t)
+    if _warp_shuffles(cg, t):
+        _shuffle_tree(cg, site, scratch, call.prim.op, t)
+    else:
+        _finish(cg, site, scratch, cg.lanes, call.prim.op, t)
 
 
 @lowering(P.prefix_sum)
