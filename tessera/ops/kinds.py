@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import BF16, ArrayKind, TorchKind, is_device_array, kind_of
+from ..arrays import BF16, ArrayKind, TorchKind, is_device_array, kind_of, kind_of_type
 from ..errors import TesseraError
 from ..kernel.targets import DEVICE_TARGET
 
@@ -26,9 +26,31 @@ _NATIVE = ("DeviceNDArray", "FakeCUDAArray", "MappedNDArray", "ManagedNDArray")
 
 class Operands(list):
     """The arguments as the arrays a graph runs on; ``kind``: the library the results
-    go back as (None: NumPy arrays, or device arrays of the target)."""
+    go back as (None: NumPy arrays, or device arrays of the target); ``placed``: for
+    each array whether it is a device array (read once, as it is taken)."""
 
     kind: ArrayKind | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.placed: list[bool] = []
+
+
+# Types whose arrays the graph runs on as they are (``_NATIVE``, CuPy's), learnt once per
+# type: an op's arguments of these types are taken with one lookup (asking an instance
+# for ``__cuda_array_interface__`` builds the whole interface dict).
+_native_types: dict[type, bool] = {}
+
+
+def _native(cls: type) -> bool:
+    native = _native_types.get(cls)
+    if native is None:
+        module = cls.__module__ or ""
+        native = _native_types[cls] = kind_of_type(cls) is None and (
+            (cls.__name__ in _NATIVE and module.startswith("numba"))
+            or (module.startswith("cupy") and hasattr(cls, "__cuda_array_interface__"))
+        )
+    return native
 
 
 def operands(name: str, args: tuple) -> Operands:
@@ -36,20 +58,29 @@ def operands(name: str, args: tuple) -> Operands:
     libraries' host tensors, or device arrays; a TesseraError names an argument that
     cannot be taken."""
     out = Operands()
+    placed = out.placed
     for i, a in enumerate(args):
         if isinstance(a, np.ndarray):
             out.append(a)
+            placed.append(False)
+            continue
+        if _native(type(a)):  # numba-cuda's or CuPy's device arrays: as they are
+            out.append(a)
+            placed.append(True)
             continue
         kind = kind_of(a)
         if kind is not None:
             out.append(_foreign(name, i, kind, a))
+            placed.append(not isinstance(out[-1], np.ndarray))
             if out.kind is None:
                 out.kind = kind
         elif is_device_array(a):
             out.append(device_array(name, i, a))
+            placed.append(True)
         elif isinstance(a, (list, tuple, np.generic)):
             try:
                 out.append(np.asarray(a))
+                placed.append(False)
             except ValueError as exc:  # a ragged list
                 raise TesseraError(
                     f"{name}: argument {i} (a {type(a).__name__}) is not an array: {exc}"

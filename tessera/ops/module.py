@@ -343,20 +343,28 @@ def apply(op: str, inputs: list, attrs: dict):
         if isinstance(v, Tensor):
             return v.tracer.record(op, list(inputs), dict(attrs))
     name = f"op.{PUBLIC_NAMES.get(op, op)}"
-    arrays = plan.operands(name, tuple(v for v in inputs if not isinstance(v, (bool, int, float))))
+    if any(isinstance(v, _NUMBERS) for v in inputs):
+        arrays = plan.operands(name, tuple(v for v in inputs if not isinstance(v, _NUMBERS)))
+        parts = tuple(  # (repr: a NaN is one key, though it equals no NaN)
+            ("c", type(v).__name__, repr(v)) if isinstance(v, _NUMBERS) else ("a",) for v in inputs
+        )
+    else:  # arrays only (the usual call): the same key, with less work
+        arrays = plan.operands(name, tuple(inputs))
+        parts = (("a",),) * len(inputs)
     if not arrays:
         raise TesseraError(f"{name} needs at least one array")
-    parts = tuple(  # (repr: a NaN is one key, though it equals no NaN)
-        ("c", type(v).__name__, repr(v)) if isinstance(v, (bool, int, float)) else ("a",)
-        for v in inputs
-    )
-    key = (op, tuple(sorted(attrs.items(), key=lambda kv: kv[0])), parts)
-    key += (tuple((shape_of(a), a.dtype.str) for a in arrays), setting("target"))
-    with _eager_lock:
-        lowered = _eager.get(key)
-        if lowered is None:
-            lowered = _eager[key] = lower(_one_op(op, inputs, attrs, arrays))
+    key = (op, tuple(sorted(attrs.items())) if len(attrs) > 1 else tuple(attrs.items()), parts)
+    key += (tuple([(tuple(a.shape), a.dtype.str) for a in arrays]), setting("target"))
+    lowered = _eager.get(key)  # (a dict read is atomic; made under the lock)
+    if lowered is None:
+        with _eager_lock:
+            lowered = _eager.get(key)
+            if lowered is None:
+                lowered = _eager[key] = lower(_one_op(op, inputs, attrs, arrays))
     return give_back(arrays.kind, plan.run(lowered, arrays)[0])
+
+
+_NUMBERS = (bool, int, float)
 
 
 def _one_op(op: str, inputs: list, attrs: dict, arrays: list[np.ndarray]):

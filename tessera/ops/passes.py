@@ -31,6 +31,7 @@ class Lowered:
     groups: list[Group]
     sources: list[codegen.Source | None]  # None: a group without a kernel (a view)
     kernels: list  # the Kernel of each source (or None)
+    calls: list | None = None  # how plan.py launches each group, worked out on first run
 
     def text(self) -> str:
         out = [str(self.graph), "", "fused groups:"]

@@ -21,7 +21,7 @@ from ..arrays import is_device_array
 from ..config import get as setting
 from ..errors import TesseraError
 from ..kernel import stream_scope as streams
-from ..kernel.targets import resolve
+from ..kernel.targets import DEVICE_CHOICE, resolve
 from . import aliasing, collective_nodes, kinds, launches, recording
 from .aliasing import c_contiguous
 from .ir import Const, Input
@@ -67,14 +67,21 @@ def start(
     """:func:`run` but its last step, which it returns (``tessera.jit`` replays it)."""
     graph = lowered.graph
     buffers = memory(arrays)
-    arrays = list(arrays) + [buffers.from_host(c) for c in graph.captured]
-    aliasing.check_writable(graph, arrays)
+    arrays = list(arrays)
+    if graph.captured:
+        arrays += [buffers.from_host(c) for c in graph.captured]
     env: dict[int, object] = {}
     for inp, a in zip(graph.inputs, arrays):
         env[id(inp)] = np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a
-    direct = aliasing.direct_outputs(lowered, arrays, env)
-    with _stream_scope(arrays):
+    direct = {}
+    if graph.written:  # (an op, and most modules, assign no argument)
+        aliasing.check_writable(graph, arrays)
+        direct = aliasing.direct_outputs(lowered, arrays, env)
+    if streams.current() is None:
         _launch(lowered, env, direct, buffers, watch or {}, between)
+    else:
+        with _stream_scope(arrays):
+            _launch(lowered, env, direct, buffers, watch or {}, between)
     for key, fn in list((watch or {}).items()):  # values no kernel stored (inputs)
         if key in env:
             fn(env[key])
@@ -100,8 +107,13 @@ def start(
 def _launch(lowered: Lowered, env: dict, direct: dict, memory, watch: dict, between=None) -> None:
     """One launch per kernel, in the groups' order, filling ``env`` with stored values
     (and calling ``watch``'s functions as theirs are stored, ``between()`` after each)."""
-    for group, source, kernel in zip(lowered.groups, lowered.sources, lowered.kernels):
-        _stored(group, source, env, memory, kernel, direct)
+    calls = lowered.calls
+    if calls is None or any(
+        c is not None and c[0] is not k for c, k in zip(calls, lowered.kernels)
+    ):  # (worked out again for a kernel replaced since)
+        calls = lowered.calls = _calls(lowered)
+    for group, source, call in zip(lowered.groups, lowered.sources, calls):
+        _stored(group, source, env, memory, call, direct)
         if watch:
             for node in group.outputs if source is not None else [group.head]:
                 fn = watch.pop(id(node), None)
@@ -111,7 +123,32 @@ def _launch(lowered: Lowered, env: dict, direct: dict, memory, watch: dict, betw
             between()
 
 
-def _stored(group, source, env: dict, memory, kernel, direct: dict) -> None:
+def _calls(lowered: Lowered) -> list:
+    """Per group, what running it takes, worked out once per lowered graph: its kernel,
+    that kernel launched over its grid (``kernel[grid]``), and for each argument the value
+    it reads and the shape the kernel takes it in; None for a group without a kernel."""
+    calls = []
+    for source, kernel in zip(lowered.sources, lowered.kernels):
+        if source is None:
+            calls.append(None)
+            continue
+        args = tuple((id(a.value), _concrete_shape(a)) for a in source.args)
+        calls.append((kernel, kernel[source.grid], args))
+    return calls
+
+
+def _concrete_shape(a) -> tuple[int, ...]:
+    """:func:`argument_shape` with the flat shape's -1 worked out."""
+    shape = tuple(a.value.shape)
+    if not a.flat:
+        return _matrix(shape)
+    count = 1
+    for n in shape:
+        count *= n
+    return (count,)
+
+
+def _stored(group, source, env: dict, memory, call, direct: dict) -> None:
     """Run one group: its kernel's launch, or the view, launch or collective it stands for."""
     if source is None:  # a reshape (a view), or a @kernel launched by the user
         node = group.head
@@ -130,11 +167,32 @@ def _stored(group, source, env: dict, memory, kernel, direct: dict) -> None:
         if buffer is None:
             buffer = memory.empty(node.shape, node.dtype.np_dtype)
         env[id(node)] = buffer
-    args = []
-    for a in source.args:
-        array = env[id(a.value)]
-        args.append(array.reshape(argument_shape(a)))
-    kernel[source.grid](*args)
+    _, launch, shapes = call
+    launch(*[reshaped(env[key], shape) for key, shape in shapes])
+
+
+def reshaped(array, shape: tuple[int, ...]):
+    """``array.reshape(shape)`` (``array`` row-major without gaps, as every buffer of a
+    run is): the array itself when it has that shape; a numba-cuda device array's view
+    made directly, as its ``reshape`` makes it, without working the strides out again."""
+    if array.shape == shape:
+        return array
+    cls = type(array)
+    if cls.__name__ == "DeviceNDArray" and cls.__module__.startswith("numba"):
+        itemsize = array.dtype.itemsize
+        if array.strides == _c_strides(array.shape, itemsize):
+            strides = _c_strides(shape, itemsize)
+            return cls(shape=shape, strides=strides, dtype=array.dtype, gpu_data=array.gpu_data)
+    return array.reshape(shape)
+
+
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Row-major byte strides as numba-cuda's ``reshape`` gives a contiguous array's."""
+    strides, step = [], itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
 
 
 def argument_shape(a) -> tuple[int, ...]:
@@ -157,9 +215,15 @@ def _overlaps(array, others: list) -> bool:
 
 def memory(arrays: list):
     """Where the graph's buffers live: beside device arrays, the target that runs them
-    makes them (``Target.empty``); beside host arrays, NumPy."""
-    if any(is_device_array(a) for a in arrays):
-        return resolve(setting("target"), tuple(arrays), "the operator layer")
+    makes them (``Target.empty``); beside host arrays, NumPy. (An op's operands say
+    where each array is: ``Operands.placed``.)"""
+    placed = getattr(arrays, "placed", None)
+    if placed is None:
+        placed = [is_device_array(a) for a in arrays]
+    if any(placed):
+        name = setting("target")
+        target = DEVICE_CHOICE.get(name)  # a device array: the target that takes them
+        return target if target is not None else resolve(name, tuple(arrays), "the operator layer")
     return _HOST
 
 
@@ -184,11 +248,10 @@ def operands(name: str, args: tuple) -> kinds.Operands:
     tensors, device arrays), all on the host or all on a device, device arrays
     row-major without gaps; ``.kind`` says what the results go back as."""
     out = kinds.operands(name, args)
-    placed = {is_device_array(a) for a in out}
-    if len(placed) > 1:
+    if len(set(out.placed)) > 1:
         raise TesseraError(f"{name}: the arguments mix host and device arrays; copy one side")
-    for i, a in enumerate(out):
-        if is_device_array(a) and not c_contiguous(a):
+    for i, (a, device) in enumerate(zip(out, out.placed)):
+        if device and not c_contiguous(a):
             raise TesseraError(f"{name}: device array argument {i} is not contiguous")
     return out
 

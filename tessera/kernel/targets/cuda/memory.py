@@ -27,18 +27,23 @@ _GRANULE = 512  # sizes are rounded up to a multiple of this (one class per roun
 
 
 class DevicePool:
-    def __init__(self, limit: int = LIMIT_BYTES):
+    """``allocate(size)``: a new owned block of device memory (numba-cuda's
+    ``memalloc`` in the current context unless given)."""
+
+    def __init__(self, limit: int = LIMIT_BYTES, allocate=None):
         self.limit = limit
         self.kept = 0  # bytes of all blocks the pool keeps
         self._blocks: dict[int, list] = {}  # size class → owned blocks (numba OwnedPointer)
+        self._next: dict[int, int] = {}  # size class → the block to look at first
+        self._allocate = allocate
         self._lock = threading.Lock()
 
     def empty(self, shape: tuple[int, ...], dtype) -> object:
         """A device array of ``shape`` and ``dtype`` (C order) on pooled memory."""
-        from numba.cuda.cudadrv.devicearray import DeviceNDArray
-
-        dtype = np.dtype(dtype)
-        shape = tuple(int(n) for n in shape)
+        array_type = _ARRAY_TYPE or _device_array_type()
+        if type(dtype) is not np.dtype:
+            dtype = np.dtype(dtype)
+        shape = tuple([int(n) for n in shape])
         nbytes = dtype.itemsize
         for n in shape:
             nbytes *= n
@@ -46,18 +51,33 @@ class DevicePool:
         if block is None:  # past the limit: numba-cuda's own allocation
             return cuda_module().device_array(shape, dtype)
         strides = _c_strides(shape, dtype.itemsize)
-        return DeviceNDArray(shape, strides, dtype, gpu_data=block.view(0, nbytes))
+        return array_type(shape, strides, dtype, gpu_data=block.view(0, nbytes))
 
     def _block(self, size: int):
+        """A free block of ``size`` bytes. The blocks of a class are looked at in turn
+        from the one after the last handed out (next fit): blocks taken in a row are freed
+        in about that order, so the first looked at is usually free however many arrays
+        of its size are alive (a scan from the first block would pass each live one)."""
         with self._lock:
-            blocks = self._blocks.setdefault(size, [])
-            for block in blocks:
-                if _free(block):
+            blocks = self._blocks.get(size)
+            if blocks is None:
+                blocks = self._blocks[size] = []
+            count = len(blocks)
+            start = self._next.get(size, 0)
+            for k in range(count):
+                i = start + k
+                if i >= count:
+                    i -= count
+                block = blocks[i]
+                if block._mem.refct == 1:  # _free(block), inline: the launch path
+                    self._next[size] = i + 1
                     return block
             if self.kept + size > self.limit:
                 return None
-            block = cuda_module().current_context().memalloc(size)
+            allocate = self._allocate or cuda_module().current_context().memalloc
+            block = allocate(size)
             blocks.append(block)
+            self._next[size] = 0  # (every block was looked at: start again at the first)
             self.kept += size
             return block
 
@@ -69,8 +89,20 @@ class DevicePool:
                 keep = [b for b in blocks if not _free(b)]
                 released += size * (len(blocks) - len(keep))
                 blocks[:] = keep
+                self._next[size] = 0
             self.kept -= released
         return released
+
+
+_ARRAY_TYPE = None  # numba-cuda's DeviceNDArray, imported on first use
+
+
+def _device_array_type():
+    global _ARRAY_TYPE
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    _ARRAY_TYPE = DeviceNDArray
+    return DeviceNDArray
 
 
 def _free(block) -> bool:

@@ -1,0 +1,169 @@
+"""What keeps an op call cheap on device arrays, checked without a GPU: the launches of a
+lowered graph worked out once, kernel-shaped views of device arrays made directly, the
+operands' placement read once, and the device pool's next-fit search. Device arrays here
+are numba-cuda's own over made-up addresses (nothing reads or writes them); the pool's
+allocator is a stand-in that records each allocation and hands out such blocks."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import os
+
+import numpy as np
+import pytest
+
+from tessera import op
+from tessera.kernel.targets.cuda.memory import DevicePool
+from tessera.ops import kinds, plan
+from tessera.ops import module as ops_module
+
+simulated = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+numba_driver = pytest.mark.skipif(
+    simulated, reason="numba-cuda's driver classes, not the simulator"
+)
+
+_addresses = itertools.count(1 << 40, 1 << 30)
+
+
+class RecordingAllocator:
+    """Records each allocation the pool asks for; answers with an owned block of numba-cuda
+    (reference counted as ``memalloc``'s are) at a made-up address."""
+
+    def __init__(self):
+        self.sizes: list[int] = []
+        self._kept: list = []  # the allocations (numba-cuda keeps them in its context)
+
+    def __call__(self, size: int):
+        from numba.cuda.cudadrv import driver
+
+        self.sizes.append(size)
+        pointer = driver.binding.CUdeviceptr(next(_addresses))
+        memory = driver.AutoFreePointer(None, pointer, size, finalizer=lambda: None)
+        self._kept.append(memory)
+        return memory.own()
+
+
+def _device_array(shape, dtype=np.float32):
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    dtype = np.dtype(dtype)
+    strides = np.empty(shape, dtype).strides
+    return DeviceNDArray(shape, strides, dtype, gpu_data=RecordingAllocator()(4 << 20))
+
+
+def test_an_op_works_out_its_launches_once_and_reuses_them():
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    first = op.softmax(x)
+    (lowered,) = [
+        v for k, v in ops_module._eager.items() if k[0] == "softmax" and k[3][0][0] == (3, 4)
+    ]
+    calls = lowered.calls
+    assert calls is not None and calls[0][0] is lowered.kernels[0]
+    assert [shape for _, shape in calls[0][2]] == [(12,), (12,)]  # flat: the -1 worked out
+    second = op.softmax(x)
+    assert lowered.calls is calls
+    np.testing.assert_array_equal(first, second)
+
+
+def test_an_op_of_numbers_and_arrays_keys_the_numbers():
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(op.add(x, 1.0), x + 1)
+    np.testing.assert_array_equal(op.add(x, 2.0), x + 2)
+    np.testing.assert_array_equal(op.add(x, x), x + x)
+
+
+def test_a_host_array_of_the_kernels_shape_is_passed_as_it_is():
+    x = np.zeros((3, 4), np.float32)
+    assert plan.reshaped(x, (3, 4)) is x
+    view = plan.reshaped(x, (12,))
+    assert view.shape == (12,) and np.shares_memory(view, x)
+
+
+@numba_driver
+@pytest.mark.parametrize(
+    ("shape", "to"), [((64, 32), (2048,)), ((2048,), (64, 32)), ((4, 8, 16), (32, 16))]
+)
+def test_a_device_arrays_view_is_what_its_reshape_gives(shape, to):
+    a = _device_array(shape)
+    mine, numbas = plan.reshaped(a, to), a.reshape(to)
+    assert type(mine) is type(numbas)
+    assert (mine.shape, mine.strides, mine.dtype) == (numbas.shape, numbas.strides, numbas.dtype)
+    assert mine.gpu_data is a.gpu_data
+    assert mine.device_ctypes_pointer.value == numbas.device_ctypes_pointer.value
+    assert plan.reshaped(a, shape) is a
+
+
+@numba_driver
+def test_a_strided_device_array_is_reshaped_by_numba_cuda():
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    # every other row of an (8, 4) array: not contiguous, numba-cuda's reshape says so
+    a = DeviceNDArray((4, 4), (32, 4), np.float32, gpu_data=RecordingAllocator()(128))
+    with pytest.raises(NotImplementedError):
+        plan.reshaped(a, (16,))
+
+
+@numba_driver
+def test_operands_say_once_where_each_array_is():
+    host = kinds.operands("op.add", (np.zeros(3, np.float32), [1.0, 2.0, 3.0]))
+    assert host.placed == [False, False]
+    device = kinds.operands("op.add", (_device_array((3,)), _device_array((3,))))
+    assert device.placed == [True, True]
+    with pytest.raises(Exception, match="mix host and device"):
+        plan.operands("op.add", (np.zeros(3, np.float32), _device_array((3,))))
+
+
+@numba_driver
+def test_the_pool_hands_out_a_free_block_without_allocating():
+
+    allocate = RecordingAllocator()
+    pool = DevicePool(limit=1 << 20, allocate=allocate)
+    a = pool.empty((1000,), np.float32)
+    pointer = a.device_ctypes_pointer.value
+    del a
+    gc.collect()
+    b = pool.empty((999,), np.float32)  # the same size class
+    assert b.device_ctypes_pointer.value == pointer
+    assert allocate.sizes == [4096]
+
+
+@numba_driver
+def test_the_pool_never_hands_out_a_block_in_use():
+
+    pool = DevicePool(limit=1 << 20, allocate=RecordingAllocator())
+    live = [pool.empty((256,), np.float32) for _ in range(4)]
+    view = live[1].gpu_data.view(32)  # (what a slice of the array holds) keeps its block
+    pointers = {a.device_ctypes_pointer.value for a in live}
+    del live[1]
+    more = [pool.empty((256,), np.float32) for _ in range(3)]
+    assert not pointers & {a.device_ctypes_pointer.value for a in more}
+    del view
+
+
+@numba_driver
+def test_the_pool_looks_first_after_the_block_it_handed_out_last():
+    allocate = RecordingAllocator()
+    pool = DevicePool(limit=1 << 20, allocate=allocate)
+    arrays = [pool.empty((256,), np.float32) for _ in range(4)]
+    pointers = [a.device_ctypes_pointer.value for a in arrays]
+    del arrays
+    gc.collect()  # four free blocks
+    a = pool.empty((256,), np.float32)
+    b = pool.empty((256,), np.float32)
+    assert [a.device_ctypes_pointer.value, b.device_ctypes_pointer.value] == pointers[:2]
+    del a
+    gc.collect()  # block 0 is free again, but the search goes on after block 1
+    c = pool.empty((256,), np.float32)
+    assert c.device_ctypes_pointer.value == pointers[2]
+    d, e = pool.empty((256,), np.float32), pool.empty((256,), np.float32)
+    assert [d.device_ctypes_pointer.value, e.device_ctypes_pointer.value] == [
+        pointers[3],
+        pointers[0],  # (round again to the first)
+    ]
+    assert len(allocate.sizes) == 4
+    f = pool.empty((256,), np.float32)  # none free: a new block
+    assert len(allocate.sizes) == 5 and f.device_ctypes_pointer.value not in pointers
+    del b, c, d, e, f
+    gc.collect()
+    assert pool.release() == 5 * 1024 and pool.kept == 0
