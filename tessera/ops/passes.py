@@ -15,7 +15,7 @@ import itertools
 from dataclasses import dataclass
 
 from ..kernel import stages
-from . import codegen, generated
+from . import attention_code, codegen, generated
 from .fuse import Group, fuse
 from .ir import Const, Graph, Node
 
@@ -23,6 +23,21 @@ STAGES = ("graph", "fused", "kernels")
 VIEWS = ("reshape", "launch", "launch_result", "collective")  # groups without a generated kernel
 stages.EXTRA_STAGES.extend(s for s in STAGES if s not in stages.EXTRA_STAGES)
 _dumped = itertools.count(1)
+
+
+# each group kind's code generator
+LOWER = {
+    "elementwise": codegen.elementwise,
+    "reduce": codegen.reduce,
+    "softmax": codegen.softmax,
+    "cross_entropy": codegen.cross_entropy,
+    "transpose": codegen.transpose,
+    "norm": codegen.norm,
+    "matmul": codegen.matmul,
+    "attention": attention_code.attention,
+    "attention_lse": attention_code.attention_lse,
+    "attention_grad": attention_code.attention_grad,
+}
 
 
 @dataclass
@@ -112,7 +127,7 @@ def lower(graph: Graph) -> Lowered:
             sources.append(None)
             continue
         name = f"{_identifier(graph.name)}_{i}_{g.kind}"
-        sources.append(codegen.LOWER[g.kind](g, name))
+        sources.append(LOWER[g.kind](g, name))
     kernels = [generated.define(s) if s is not None else None for s in sources]
     lowered = Lowered(graph, groups, sources, kernels)
     if requested:

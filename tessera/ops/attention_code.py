@@ -1,0 +1,175 @@
+"""Groups of the attention kinds → generated ``@kernel`` source: the flash-attention
+forward (``attention``: the scores never stored), the row log-sum-exp of its softmax
+(``attention_lse``) and the backward blocks (``attention_grad``: dq, dk, dv recomputed
+from the log-sum-exp). The rest of the kinds: codegen.py, which this module shares its
+emitter with.
+"""
+
+from __future__ import annotations
+
+from .. import dtypes as D
+from .codegen import Source, _block, _Emitter, literal
+from .fuse import Group
+from .ir import Node
+
+
+def attention(group: Group, name: str) -> Source:
+    """Flash attention (examples/flash_attention.py): each group owns ``BM`` query rows
+    and walks the keys in blocks of ``BN`` with an online softmax; keys past the end are
+    masked to -inf, so no score is ever stored."""
+    em = _Emitter(group, name)
+    node = group.head
+    q, k, v = node.inputs
+    n, d = q.shape
+    keys, dv = k.shape[0], v.shape[1]
+    bm, bn = _block(n, 64), _block(keys, 64)
+    pq, pk, pv = (em.arg(x, flat=False) for x in (q, k, v))
+    # f16/bf16 operands stay f16/bf16 for both products (tensor cores on a GPU); P is
+    # rounded to the inputs' dtype before P @ V, as FlashAttention and SDPA do
+    half = q.dtype in D.COMPUTED_IN_F32 and q.dtype == k.dtype == v.dtype
+    cast = ".astype(f32)" if q.dtype in D.COMPUTED_IN_F32 and not half else ""
+    p_operand = f"p.astype({q.dtype.name})" if half else "p"
+    em.emit(f"m0 = group_id(0) * {bm}", 1)
+    em.emit(f"qb = tile.load_block({pq}, (m0, 0), ({bm}, {d})){cast}", 1)
+    em.emit(f"row_max = tile.full(({bm},), -math.inf, f32)", 1)
+    em.emit(f"row_sum = tile.zeros(({bm},), f32)", 1)
+    em.emit(f"acc = tile.zeros(({bm}, {dv}), f32)", 1)
+    causal = node.attrs.get("causal", False)
+    end = f"min({keys}, m0 + {bm})" if causal else f"{keys}"  # causal: no key past the rows
+    em.emit(f"for n0 in tile.range(0, {end}, {bn}):", 1)
+    em.emit(f"kb = tile.load_block({pk}, (n0, 0), ({bn}, {d})){cast}", 2)
+    em.emit(f"vb = tile.load_block({pv}, (n0, 0), ({bn}, {dv})){cast}", 2)
+    em.emit(f"s = tile.dot(qb, kb.T) * {literal(node.attrs['scale'])}", 2)
+    if causal:  # (also masks keys past the end: a key past the end is past every row)
+        em.emit(f"cols = (tile.arange({bn}) + n0)[None, :]", 2)
+        em.emit(f"rows = (tile.arange({bm}) + m0)[:, None]", 2)
+        em.emit("s = tile.where((cols <= rows) & (cols < " + str(keys) + "), s, -math.inf)", 2)
+    elif keys % bn:
+        em.emit(f"s = tile.where((tile.arange({bn}) + n0 < {keys})[None, :], s, -math.inf)", 2)
+    em.emit("new_max = max(row_max, s.max(axis=1))", 2)
+    em.emit("p = math.exp(s - new_max[:, None])", 2)
+    em.emit("rescale = math.exp(row_max - new_max)", 2)
+    em.emit("row_sum = row_sum * rescale + p.sum(axis=1)", 2)
+    em.emit(f"acc = acc * rescale[:, None] + tile.dot({p_operand}, vb)", 2)
+    em.emit("row_max = new_max", 2)
+    out = "acc / row_sum[:, None]"
+    if node.dtype != D.f32:
+        out = f"({out}).astype({node.dtype.name})"
+    em.emit(f"tile.store_block({em.arg(node, flat=False, written=True)}, (m0, 0), {out})", 1)
+    return em.source("@kernel(tile=(64,), shared=64 * KiB)", (-(-n // bm),))
+
+
+def _scores(em: _Emitter, node: Node, bm: int, bn: int, depth: int) -> None:
+    """``s`` = the scaled scores of query block ``m0`` and key block ``n0``, masked to -inf
+    past the keys' end and, when causal, above the diagonal."""
+    keys = node.inputs[1].shape[0]
+    em.emit(f"s = tile.dot(qb, kb.T) * {literal(node.attrs['scale'])}", depth)
+    cols = f"(tile.arange({bn}) + n0)[None, :]"
+    if node.attrs.get("causal"):
+        rows = f"(tile.arange({bm}) + m0)[:, None]"
+        em.emit(f"s = tile.where(({cols} <= {rows}) & ({cols} < {keys}), s, -math.inf)", depth)
+    elif keys % bn:
+        em.emit(f"s = tile.where({cols} < {keys}, s, -math.inf)", depth)
+
+
+def _backward_block(n: int, keys: int) -> int:
+    """The backward kernels' square block: 32, or 16 for short sequences (a tile kernel's
+    compile time grows with its blocks, and short sequences gain nothing from 32)."""
+    return 16 if min(n, keys) < 128 else 32
+
+
+def attention_lse(group: Group, name: str) -> Source:
+    """Each query row's log-sum-exp of its scores (the forward's softmax statistics, kept
+    for the backward kernels: N numbers instead of N × M probabilities)."""
+    em = _Emitter(group, name)
+    node = group.head
+    q, k = node.inputs
+    n, d = q.shape
+    keys = k.shape[0]
+    bm = bn = _backward_block(n, keys)
+    cast = ".astype(f32)" if q.dtype in D.COMPUTED_IN_F32 else ""
+    pq, pk = em.arg(q, flat=False), em.arg(k, flat=False)
+    em.emit(f"m0 = group_id(0) * {bm}", 1)
+    em.emit(f"qb = tile.load_block({pq}, (m0, 0), ({bm}, {d})){cast}", 1)
+    em.emit(f"row_max = tile.full(({bm},), -math.inf, f32)", 1)
+    em.emit(f"row_sum = tile.zeros(({bm},), f32)", 1)
+    end = f"min({keys}, m0 + {bm})" if node.attrs.get("causal") else f"{keys}"
+    em.emit(f"for n0 in tile.range(0, {end}, {bn}):", 1)
+    em.emit(f"kb = tile.load_block({pk}, (n0, 0), ({bn}, {d})){cast}", 2)
+    _scores(em, node, bm, bn, 2)
+    em.emit("new_max = max(row_max, s.max(axis=1))", 2)
+    em.emit(
+        "row_sum = row_sum * math.exp(row_max - new_max)"
+        " + math.exp(s - new_max[:, None]).sum(axis=1)",
+        2,
+    )
+    em.emit("row_max = new_max", 2)
+    out = em.arg(node, flat=True, written=True)
+    em.emit(f"tile.store_block({out}, (m0,), row_max + math.log(row_sum))", 1)
+    return em.source("@kernel(tile=(64,), shared=64 * KiB)", (-(-n // bm),))
+
+
+def attention_grad(group: Group, name: str) -> Source:
+    """dq (one group per query block, over the key blocks) or dk / dv (one group per key
+    block, over the query blocks), recomputing each block's probabilities from the row
+    log-sum-exp: ``p = exp(s - lse)``, ``ds = p · (g vᵀ - delta) · scale`` with ``delta``
+    each row's ``g · out``. Nothing of size N × M is stored."""
+    em = _Emitter(group, name)
+    node = group.head
+    q, k, v, g, lse, delta = node.inputs
+    n, d = q.shape
+    keys, dv = k.shape[0], v.shape[1]
+    bm = bn = _backward_block(n, keys)
+    causal = node.attrs.get("causal")
+    cast = ".astype(f32)" if q.dtype in D.COMPUTED_IN_F32 else ""
+    part = node.op.removeprefix("attention_")
+    pq, pk, pg = (em.arg(x, flat=False) for x in (q, k, g))
+    pv = em.arg(v, flat=False) if part != "dv" else None
+    plse = em.arg(lse, flat=True)
+    pdelta = em.arg(delta, flat=True) if part != "dv" else None
+    width = {"dq": d, "dk": d, "dv": dv}[part]
+
+    def load_queries(depth: int) -> None:
+        em.emit(f"qb = tile.load_block({pq}, (m0, 0), ({bm}, {d})){cast}", depth)
+        em.emit(f"gb = tile.load_block({pg}, (m0, 0), ({bm}, {dv})){cast}", depth)
+        em.emit(f"lb = tile.load_block({plse}, (m0,), ({bm},))", depth)
+        if pdelta is not None:
+            em.emit(f"db = tile.load_block({pdelta}, (m0,), ({bm},))", depth)
+
+    def load_keys(depth: int) -> None:
+        em.emit(f"kb = tile.load_block({pk}, (n0, 0), ({bn}, {d})){cast}", depth)
+        if pv is not None:
+            em.emit(f"vb = tile.load_block({pv}, (n0, 0), ({bn}, {dv})){cast}", depth)
+
+    def probabilities(depth: int) -> None:
+        _scores(em, node, bm, bn, depth)
+        em.emit("p = math.exp(s - lb[:, None])", depth)
+        if part != "dv":
+            scale = literal(node.attrs["scale"])
+            em.emit(f"ds = p * (tile.dot(gb, vb.T) - db[:, None]) * {scale}", depth)
+
+    if part == "dq":
+        em.emit(f"m0 = group_id(0) * {bm}", 1)
+        load_queries(1)
+        em.emit(f"acc = tile.zeros(({bm}, {width}), f32)", 1)
+        end = f"min({keys}, m0 + {bm})" if causal else f"{keys}"
+        em.emit(f"for n0 in tile.range(0, {end}, {bn}):", 1)
+        load_keys(2)
+        probabilities(2)
+        em.emit("acc = tile.dot(ds, kb, acc)", 2)
+        origin, grid = "(m0, 0)", (-(-n // bm),)
+    else:
+        em.emit(f"n0 = group_id(0) * {bn}", 1)
+        load_keys(1)
+        em.emit(f"acc = tile.zeros(({bn}, {width}), f32)", 1)
+        start = f"(n0 // {bm}) * {bm}" if causal else "0"  # causal: no query before the key
+        em.emit(f"for m0 in tile.range({start}, {n}, {bm}):", 1)
+        load_queries(2)
+        probabilities(2)
+        em.emit(
+            "acc = tile.dot(p.T, gb, acc)" if part == "dv" else "acc = tile.dot(ds.T, qb, acc)", 2
+        )
+        origin, grid = "(n0, 0)", (-(-keys // bn),)
+    out = "acc" if node.dtype == D.f32 else f"acc.astype({node.dtype.name})"
+    em.emit(f"tile.store_block({em.arg(node, flat=False, written=True)}, {origin}, {out})", 1)
+    return em.source("@kernel(tile=(64,), shared=64 * KiB)", grid)
