@@ -288,9 +288,9 @@ def device_info(a) -> tuple[int, tuple, tuple, np.dtype] | None:
     cheapest accessor (learnt once per type: numba-cuda device arrays, CuPy, PyTorch CUDA
     tensors, else ``__cuda_array_interface__``), or None: not a GPU array (or a tensor
     that must take the checked path, such as one that requires grad)."""
-    reader = _READERS.get(type(a))
+    reader = DEVICE_READERS.get(type(a))
     if reader is None:
-        reader = _READERS[type(a)] = _reader_for(type(a))
+        reader = DEVICE_READERS[type(a)] = _reader_for(type(a))
     return reader(a)
 
 
@@ -404,7 +404,7 @@ def contiguous_strides(shape: tuple, itemsize: int) -> tuple:
     return tuple(reversed(strides))
 
 
-_READERS: dict[type, object] = {}
+DEVICE_READERS: dict[type, object] = {}  # per type its reader: what device_info learnt
 
 
 def layout_class(shape: tuple, strides: tuple, itemsize: int) -> str:

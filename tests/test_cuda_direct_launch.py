@@ -423,3 +423,30 @@ def test_a_launch_from_another_thread_makes_the_context_current_there(cache_dir)
         worker.join()
     _gpu_work[0] = False
     assert len(driver.threads_made_current) == 2
+
+
+def _words(params: int, slots) -> list[int]:
+    pointers = (ctypes.c_void_p * 17).from_address(params)
+    return [struct.unpack("<q", ctypes.string_at(pointers[k], 8))[0] for k in slots]
+
+
+def test_a_launch_with_another_shape_writes_that_shapes_words(recording):
+    recording, scale = recording
+    scale[1000](
+        FakeGPUArray(0x10000, (1000,), np.float32), FakeGPUArray(0x20000, (1000,), np.float32), 1.0
+    )
+    x, y = FakeGPUArray(0x30000, (500,), np.float32), FakeGPUArray(0x40000, (500,), np.float32)
+    scale[500](x, y, 1.0)  # items, item size, data, shape, stride of x, then of y
+    assert _words(recording.params, range(2, 7)) == [500, 4, 0x30000, 500, 4]
+    assert _words(recording.params, range(9, 14)) == [500, 4, 0x40000, 500, 4]
+
+
+def test_a_strided_array_after_a_contiguous_one_compiles_its_own_code(recording):
+    recording, scale = recording
+    x = FakeGPUArray(0x10000, (64,), np.float32)
+    scale[64](x, x, 1.0)
+    strided = FakeGPUArray(0x20000, (64,), np.float32, (8,))
+    scale[64](strided, x, 1.0)
+    scale[64](x, x, 1.0)
+    assert len([c for c in recording.calls if c[0] == "load"]) == 2
+    assert _words(recording.params, [5, 6]) == [64, 4]  # x's shape and stride again

@@ -276,3 +276,15 @@ def test_masked_load_and_store_in_flat_kernel(target, rng):
     padded = np.concatenate([x, np.full(3, -5.0, np.float32)])
     ref = np.where(np.arange(10) % 3 != 0, padded * np.float32(2.0), np.float32(9.0))
     np.testing.assert_array_equal(y, ref)
+
+
+def test_stats_counts_each_launch_once_however_often_it_is_read(target, rng):
+    k = kernel(power_cx)
+    x = rng.standard_normal(16).astype(np.float32)
+    y = np.zeros_like(x)
+    before = ts.stats()["launches"]
+    k[16](x, y, 2)
+    assert ts.stats()["launches"] == ts.stats()["launches"] == before + 1
+    k[16](x, y, 2)
+    k[16](x, y, 2)
+    assert ts.stats()["launches"] == before + 3

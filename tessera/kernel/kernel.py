@@ -124,6 +124,8 @@ class Kernel(Launchable):
             t: launch.Binder(self.name, self.params, self.ir.symbols, self.grouped, t)
             for t in TARGETS.values()
         }
+        # per setting that takes GPU arrays, the binder of the target that runs them
+        self._device_binders = {n: self._binders[t] for n, t in DEVICE_CHOICE.items()}
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.describe()}" for p in self.params)
@@ -142,9 +144,11 @@ class Kernel(Launchable):
             name = self.target or name
             checked = boundscheck if self.boundscheck is None else self.boundscheck
             bound = None
-            if self._on_device and name in DEVICE_CHOICE:  # the last launch had GPU arrays
-                target = DEVICE_CHOICE[name]
-                bound = self._binders[target].fast_device(args, grid)
+            if self._on_device:  # the last launch had GPU arrays: try their lean check first
+                binder = self._device_binders.get(name)
+                if binder is not None:
+                    target = binder.target
+                    bound = binder.fast_device(args, grid)
             if bound is None:
                 target = HOST_CHOICE.get(name)  # the target when every array is NumPy's
                 bound = self._binders[target].fast(args, grid) if target is not None else None
@@ -174,7 +178,7 @@ class Kernel(Launchable):
             if self._dynamic_shared:  # tshared.dynamic: sized by this launch's arguments
                 spec = program.spec
                 launch.check_dynamic_shared(spec.kir, spec.shared_bytes, bound.call_args)
-            stats.bump("launches")
+            stats.count_launch()
             if lanes:
                 try:
                     if OBSERVERS:  # a profile, trace, metrics file or NVTX: the one check

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import dtypes as D
 from ..arrays import (
+    DEVICE_READERS,
     DeviceArg,
     bits_view,
     device_dtype,
@@ -45,6 +46,11 @@ class Bound(NamedTuple):
     key: tuple
     call_args: tuple  # arrays, then scalars, then symbol values, in the codegen's order
     constexprs: dict[str, object]
+
+
+def _bound(fields: tuple) -> Bound:
+    """A Bound of (key, call_args, constexprs), made without NamedTuple's keyword call."""
+    return tuple.__new__(Bound, fields)
 
 
 # Who takes a launch whose arguments include a traced tensor of the operator layer (a
@@ -91,6 +97,7 @@ class Binder:
     ):
         self.kernel, self.params, self.symbols, self.grouped = kernel, params, symbols, grouped
         self.target = target
+        self._seen: list = [None] * len(params)  # fast_device: per position, last layout
         self.plan = []
         for p in params:
             if not isinstance(p.dtype, (D.DType, type(None))) or p.dtype in D.COMPLEX_PARTS:
@@ -116,6 +123,21 @@ class Binder:
             else:
                 self.plan = None
                 break
+        # fast_device's rows: (position, is an array, dtype, ndim or a float's largest
+        # value, literal dims (axis, extent), symbolic dims (axis, name))
+        self._device_plan = None
+        if self.plan is not None and target.device_arrays:
+            self._device_plan = [
+                (
+                    k,
+                    kind == "array",
+                    dtype,
+                    ndim,
+                    tuple((axis, d) for axis, d, sym in dims or () if sym is None),
+                    tuple((axis, sym) for axis, _, sym in dims or () if sym is not None),
+                )
+                for k, (kind, dtype, ndim, _, dims, _) in enumerate(self.plan)
+            ]
 
     def bind(self, args: tuple, grid: tuple[int, ...]) -> Bound:
         bound = self.fast(args, grid)
@@ -133,10 +155,60 @@ class Binder:
     def fast_device(self, args: tuple, grid: tuple[int, ...]) -> Bound | None:
         """The same for a launch of GPU arrays (numba-cuda, CuPy, CUDA PyTorch tensors,
         ``__cuda_array_interface__``) on a target that takes them, or None. The arrays are
-        passed on as they are: the target's launcher reads their pointers itself."""
-        if self.plan is None or not self.target.device_arrays:
+        passed on as :class:`DeviceArg` (what was read of them, read once): the target's
+        launcher writes their pointers itself.
+
+        Written for speed (the GPU launch path): each array is read through its type's
+        accessor (arrays.device_info), and its layout class, the key part, is computed
+        only when its shape or strides differ from those its position had last time."""
+        plan = self._device_plan
+        if plan is None or len(args) != len(plan):
             return None
-        return self._fast(args, grid, _device_array)
+        syms: dict[str, int] = {}
+        if self.grouped:
+            groups = 1
+            for g in grid:
+                groups *= g
+            syms[GRID_GROUPS] = groups
+        key = [len(grid)]
+        arrays, scalars = [], []
+        readers, seen = DEVICE_READERS, self._seen
+        for k, is_array, dtype, limit, literals, symbolic in plan:
+            a = args[k]
+            if is_array:
+                reader = readers.get(type(a))
+                info = device_info(a) if reader is None else reader(a)
+                if info is None:
+                    return None
+                pointer, shape, strides, a_dtype = info
+                last = seen[k]  # (shape, strides, dtype, key part): one tuple, threads agree
+                if last is None or last[2] is not a_dtype or last[0] != shape or last[1] != strides:
+                    if len(shape) != limit or (a_dtype is not dtype and a_dtype != dtype):
+                        return None
+                    for axis, literal in literals:
+                        if shape[axis] != literal:
+                            return None
+                    part = device_key(shape, strides, a_dtype.itemsize)
+                    last = seen[k] = (shape, strides, a_dtype, part)
+                for axis, sym in symbolic:
+                    extent = shape[axis]
+                    if syms.setdefault(sym, extent) != extent:
+                        return None
+                key.append(last[3])
+                arrays.append(DeviceArg((pointer, shape, strides, a_dtype, a)))
+            else:
+                if type(a) is not float and (type(a) is not int or not _I64 <= a < -_I64):
+                    return None  # (an int beyond i64 takes the checked path)
+                if not -limit <= a <= limit:  # NaN, inf or out of range: the checked path
+                    return None
+                scalars.append(dtype(a))
+        for s in self.symbols:
+            value = syms.get(s)
+            if value is None:
+                return None
+            scalars.append(value)
+        arrays += scalars
+        return _bound((tuple(key), tuple(arrays), _NO_CONSTEXPRS))
 
     def _fast(self, args: tuple, grid: tuple[int, ...], read) -> Bound | None:
         """The launch-path check: None as soon as anything is unusual. ``read(a, mutable,
@@ -196,17 +268,6 @@ def _host_array(a, mutable: bool, view):
     if mutable and not flags & _WRITEABLE:
         return None
     return (a if view is None else a.view(view)), a.ndim, a.dtype, a.shape, flags & _KEY_FLAGS
-
-
-def _device_array(a, mutable: bool, view):
-    """What the fast check needs of a GPU array; its key part is its layout class. The
-    array is passed on as a :class:`DeviceArg` (what was read of it, read once)."""
-    info = device_info(a)
-    if info is None:
-        return None
-    pointer, shape, strides, dtype = info
-    key = device_key(shape, strides, dtype.itemsize)
-    return DeviceArg((pointer, shape, strides, dtype, a)), len(shape), dtype, shape, key
 
 
 def device_key(shape: tuple, strides: tuple, itemsize: int) -> tuple:

@@ -76,33 +76,23 @@ class DirectLauncher:
         # did so on every call; a launch from a worker thread needs it too)
         self._ensure_context = getattr(self.driver, "ensure_context", None)
         self._shared_allowed = 48 * 1024
-        self._writers = [self._writer(k, lay) for k, lay in enumerate(self.layouts)]
+        # per array argument (shape, strides, bytes) its slots hold: a launch writes an
+        # array's shape words only when they change (its pointer every time)
+        self._held: list = [None] * len(self.layouts)
+        self.array_bytes = [0]  # the bytes of the arrays the block holds, summed
+        # what pack() walks: arrays (position, first slot, dims), plain scalars (position,
+        # their ctypes value, its conversion), and f16 and complex scalars (position, writer)
+        self._array_at, self._plain, self._special = [], [], []
+        for k, lay in enumerate(self.layouts):
+            if lay.kind == "array":
+                self._array_at.append((k, lay.first, lay.ndim))
+            elif lay.kind in COMPLEX or lay.kind == "float16":
+                self._special.append((k, self._writer(lay)))
+            else:
+                convert = float if lay.kind.startswith("float") else int
+                self._plain.append((k, self.block.scalars[lay.first], convert))
 
-    def _writer(self, k: int, lay):
-        cells = self.block.cells
-        if lay.kind == "array":
-            first = lay.first
-            ndim = lay.ndim
-            data, shape0, stride0 = first + 4, first + 5, first + 5 + ndim
-
-            def write_array(a):
-                if type(a) is DeviceArg:  # read by the launch's check
-                    pointer, shape, strides, dtype, _ = a
-                else:
-                    info = device_info(a)
-                    if info is None:
-                        raise TypeError(f"argument {k} is not a GPU array")
-                    pointer, shape, strides, dtype = info
-                cells[data] = pointer
-                nitems = 1
-                for d in range(ndim):
-                    cells[shape0 + d] = shape[d]
-                    cells[stride0 + d] = strides[d]
-                    nitems *= shape[d]
-                cells[first + 2] = nitems
-                cells[first + 3] = dtype.itemsize
-
-            return write_array
+    def _writer(self, lay):
         cell = self.block.scalars[lay.first]
         if lay.kind in COMPLEX:
             imag = self.block.scalars[lay.first + 1]
@@ -111,23 +101,48 @@ class DirectLauncher:
                 cell.value, imag.value = value.real, value.imag
 
             return write_complex
-        if lay.kind == "float16":
 
-            def write_half(value):
-                cell.value = int(np.float16(value).view(np.uint16))
+        def write_half(value):
+            cell.value = int(np.float16(value).view(np.uint16))
 
-            return write_half
-        convert = float if lay.kind.startswith("float") else int
-
-        def write_scalar(value):
-            cell.value = convert(value)
-
-        return write_scalar
+        return write_half
 
     def pack(self, args) -> None:
-        """Write the cells of one launch's arguments."""
-        for write, a in zip(self._writers, args):
-            write(a)
+        """Write the cells of one launch's arguments: each array's pointer, its shape
+        words where they changed, and each scalar (the launch path: written for speed)."""
+        cells, held = self.block.cells, self._held
+        for k, first, ndim in self._array_at:
+            a = args[k]
+            if type(a) is DeviceArg:  # read by the launch's check
+                pointer, shape, strides, dtype, _ = a
+            else:
+                info = device_info(a)
+                if info is None:
+                    raise TypeError(f"argument {k} is not a GPU array")
+                pointer, shape, strides, dtype = info
+            cells[first + 4] = pointer
+            last = held[k]
+            if last is None or last[0] != shape or last[1] != strides:
+                self._write_shape(k, first, ndim, shape, strides, dtype.itemsize)
+        for k, cell, convert in self._plain:
+            cell.value = convert(args[k])
+        for k, write in self._special:
+            write(args[k])
+
+    def _write_shape(self, k: int, first: int, ndim: int, shape, strides, itemsize: int):
+        """Write an array's words other than its pointer: its items, item size, shape and
+        strides."""
+        cells = self.block.cells
+        nitems = 1
+        for d in range(ndim):
+            cells[first + 5 + d] = shape[d]
+            cells[first + 5 + ndim + d] = strides[d]
+            nitems *= shape[d]
+        cells[first + 2] = nitems
+        cells[first + 3] = itemsize
+        last = self._held[k]
+        self.array_bytes[0] += nitems * itemsize - (0 if last is None else last[2])
+        self._held[k] = (shape, strides, nitems * itemsize)
 
     def allow_shared(self, nbytes: int) -> None:
         """Opt in to ``nbytes`` of dynamic shared memory (once per size above 48 KiB)."""
@@ -139,6 +154,10 @@ class DirectLauncher:
         """Pack ``args`` and launch ``blocks`` blocks of ``threads`` on ``stream`` (a
         numba-cuda stream or 0): one driver call."""
         self.pack(args)
+        self.launch_packed(blocks, threads, shared, stream)
+
+    def launch_packed(self, blocks: int, threads: int, shared: int, stream) -> None:
+        """Launch with the arguments :meth:`pack` wrote."""
         if self._ensure_context is not None:
             self._ensure_context()
         handle = 0 if stream == 0 else stream_handle(stream, self.driver)

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from .... import stats
-from ....arrays import device_info, layout_class
+from ....arrays import DeviceArg, device_info, layout_class
 from ....errors import OutOfBoundsError, TesseraError
 from ....observers import stage
 from ...pipeline import Specialised
@@ -246,7 +246,9 @@ class CudaProgram:
         if self.simulated:
             return self._run_simulated(args, grid, stream)
         write_back = None
-        if self._array_count:
+        if self._array_count and type(args[0]) is not DeviceArg:
+            # (a launch's first array is a DeviceArg only when its lean check read every
+            # array as one: launch.Binder.fast_device)
             for a in args[: self._array_count]:
                 if type(a) is np.ndarray:  # host arrays travel to the GPU and back
                     args, write_back = self._on_device(args, stream)
@@ -271,11 +273,13 @@ class CudaProgram:
         else:  # a flat kernel: FLAT_BLOCK tiles a block, fewer for a small grid
             threads = FLAT_BLOCK if total >= FLAT_BLOCK else max(total, 1)
             blocks = -(-total // threads)
-        if blocks < self._few_blocks:  # fewer blocks than SMs: maybe a poor launch shape
-            self._check_shape(args, blocks, threads)
         if fencing_on[0]:
             fence(stream, [_address(a) for a in args[: self._array_count]])
-        launcher.launch(args + grid + aligned, blocks, threads, shared, stream)
+        launcher.pack(args + grid + aligned if aligned else args + grid)
+        # fewer blocks than SMs over much memory: maybe a poor launch shape
+        if blocks < self._few_blocks and launcher.array_bytes[0] >= POOR_SHAPE_BYTES:
+            self._check_shape(launcher.array_bytes[0], blocks, threads)
+        launcher.launch_packed(blocks, threads, shared, stream)
         if write_back:
             self._write_back(write_back, stream)
 
@@ -360,18 +364,12 @@ class CudaProgram:
             if host is not original:
                 original[...] = host
 
-    def _check_shape(self, args, blocks: int, threads: int) -> None:
+    def _check_shape(self, nbytes: int, blocks: int, threads: int) -> None:
         """Warn, once per kernel, about a launch of fewer blocks than the GPU has SMs over
-        much memory: a group runs on one SM, so the others sit idle (a CPU-style grid-
-        stride loop over a few groups). Small launches cost little either way: not
-        reported; neither are the operator layer's kernels (the user cannot change them)."""
-        nbytes = 0
-        for a in args[: self._array_count]:
-            info = device_info(a) if not isinstance(a, np.ndarray) else None
-            if info is not None:
-                nbytes += info[3].itemsize * math.prod(info[1])
-        if nbytes < POOR_SHAPE_BYTES:
-            return
+        ``nbytes`` of arrays, much memory: a group runs on one SM, so the others sit idle
+        (a CPU-style grid-stride loop over a few groups). Small launches cost little
+        either way: not reported; neither are the operator layer's kernels (the user
+        cannot change them)."""
         sms, self._few_blocks = self._few_blocks, 0  # reported at most once
         key = (self.kir.name, str(self.kir.loc))
         if key in _warned_shapes:

@@ -28,7 +28,15 @@ from ....stats import bump
 from ... import stream_scope
 from .runtime import cuda_module, simulating
 
-_local = threading.local()
+
+class _Streams(threading.local):
+    """Per thread the stack of current streams (a class default: reading it where no
+    stream was ever made current raises nothing, which a ``getattr`` default would)."""
+
+    streams: tuple | list = ()
+
+
+_local = _Streams()
 _named: dict[str, object] = {}
 _lock = threading.Lock()
 
@@ -66,7 +74,7 @@ class HostStream:
 
 def current_stream() -> object:
     """The numba-cuda stream CUDA launches go to now (0 means the default stream)."""
-    stack = getattr(_local, "streams", None)
+    stack = _local.streams
     return stack[-1] if stack else 0
 
 
