@@ -36,9 +36,9 @@ from tessera import op
 x = cuda.to_device(np.ones((4096, 4096), np.float32))
 op.softmax(x); op.softmax(x)
 tessera.synchronize()
-" > "$OUT/ncu_softmax.log" 2>&1
-  tail -12 "$OUT/ncu_softmax.log"
-  timeout ${NCU_S:-60} ncu --kernel-name regex:gemm_f16 --launch-skip 1 --launch-count 1 \
+" > "$OUT/ncu_kernels.log" 2>&1
+  tail -12 "$OUT/ncu_kernels.log"
+  timeout ${NCU_S:-60} ncu --kernel-name regex:gemm_f16 --launch-skip 1 --launch-count 1 --section WarpStateStats \
     --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,launch__registers_per_thread \
     python -c "
 import numpy as np, tessera
@@ -49,8 +49,8 @@ c = cuda.device_array((4096, 4096), np.float32)
 for _ in range(2):
     gemm_f16[(32, 32)](a, a, c, 128, 128, 32)
 tessera.synchronize()
-" > "$OUT/ncu_gemm.log" 2>&1
-  tail -12 "$OUT/ncu_gemm.log"
+" >> "$OUT/ncu_kernels.log" 2>&1
+  tail -40 "$OUT/ncu_kernels.log"
   timeout ${NCU_S:-60} ncu --kernel-name regex:attention --launch-skip 1 --launch-count 1 \
     --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,launch__registers_per_thread \
     python -c "
@@ -61,8 +61,8 @@ q = cuda.to_device(np.ones((4096, 64), np.float16))
 for _ in range(2):
     op.flash_attention(q, q, q)
 tessera.synchronize()
-" > "$OUT/ncu_attention.log" 2>&1
-  tail -12 "$OUT/ncu_attention.log"
+" >> "$OUT/ncu_kernels.log" 2>&1
+  tail -12 "$OUT/ncu_kernels.log"
 fi
 # the benchmarks' JSON records, in one file (the GPU run's logs come back as at most 8 files)
 tar -czf "$OUT/results.tgz" bench/results/gpu_*.json 2>/dev/null
