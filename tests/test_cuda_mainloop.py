@@ -466,12 +466,14 @@ def test_the_emulator_catches_a_wrong_layout_in_a_broken_loop(old, new, rng):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_the_main_loop_is_ldmatrix_mma_and_16_byte_copies_in_ptx(arch):
     ptx = gemm.inspect("ptx", *_args(), 64, 64, grid=(2, 2), arch=arch)
-    # per k-tile of 32 and warp tile 32x32: 2 k16 steps x (2 A + 2 B ldmatrix, 8 mma)
-    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 16
-    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4
-    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 4
-    # 64x32 A and 32x64 B blocks: two 16-byte chunks of each per thread
-    assert ptx.count("cp.async.cg.shared.global [") == 4
+    # per k-tile of 32 and warp tile 32x32: 2 k16 steps x (2 A + 2 B ldmatrix, 8 mma), in
+    # two loops: the branch-free one (every tile by 16-byte chunks) and the general one
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 2 * 16
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 2 * 4
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2 * 4
+    # 64x32 A and 32x64 B blocks: two 16-byte chunks of each per thread (the prologue's,
+    # the branch-free loop's, the general loop's)
+    assert ptx.count("cp.async.cg.shared.global [") == 3 * 4
     assert f"cp.async.wait_group {1 if arch == 'sm_80' else 2};" in ptx  # S - 2
     assert "ld.local" not in ptx and "st.local" not in ptx
     assert "cvt.rn.f16x2.f32" not in ptx  # f16 bits go to the stages as they are
@@ -484,9 +486,9 @@ def test_an_f64_gemm_loop_is_dmma_from_8_byte_shared_loads_in_ptx(arch):
     source = dgemm.inspect("cuda", a, a.T.copy(), np.zeros((128, 128)), grid=(2, 2), arch=arch)
     assert "# register GEMM main loop: 64x64 f64 accumulator" in source
     ptx = dgemm.inspect("ptx", a, a.T.copy(), np.zeros((128, 128)), grid=(2, 2), arch=arch)
-    # a k-tile of 16: 4 k4 steps x 4 x 4 m8n8 tiles of a 32x32 warp tile
-    assert ptx.count("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64") == 64
-    assert ptx.count("ld.shared.f64") == 4 * (4 + 4)
+    # a k-tile of 16: 4 k4 steps x 4 x 4 m8n8 tiles of a 32x32 warp tile (two loops)
+    assert ptx.count("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64") == 2 * 64
+    assert ptx.count("ld.shared.f64") == 2 * 4 * (4 + 4)
     assert "ld.local" not in ptx and "st.local" not in ptx
     meta = dgemm.metadata(a, a.T.copy(), np.zeros((128, 128)), grid=(2, 2), arch=arch)
     assert meta["spill_bytes"] == 0
@@ -555,14 +557,14 @@ def test_a_chunked_copy_adds_constants_to_offsets_computed_before_the_loop():
     before, loop = source.split("for _mi in range(", 1)
     for block in ("a", "b"):  # each thread's chunk: its row, column, shared and array offsets
         assert f"_mx{block}o = " in before and f"_mx{block}g = " in before
-        assert f"_mb{block} + _mok * (_mx{block}g + _my{block} + _mj * _mx{block}p)" in loop
+        assert f"_mb{block} + _mx{block}g + _my{block} + _mj * _mx{block}p, _mok * 16" in loop
     fast = loop.split("else:", 1)[0]  # the chunked copies, not the element-wise fallback
     assert "_msa0" not in fast and "_msb0 *" not in fast.replace("_mkb * _msb0", "")
 
 
 def test_an_iteration_starts_its_products_before_it_issues_its_copies():
     source = emulator.mainloop_source(_plan("f16", 64, 64, 32, threads=128))
-    loop = source.split("for _mi in range(", 1)[1]
+    loop = source.split("for _mi in range(_mkt):", 1)[1]
     barrier, first_mma, copy = (
         loop.index("cuda.syncthreads()"),
         loop.index("_mma_f16("),
@@ -570,6 +572,14 @@ def test_an_iteration_starts_its_products_before_it_issues_its_copies():
     )
     assert barrier < first_mma < copy
     assert "for _mkk in range(1, 2):" in loop[copy:]  # the second k16 step after the copies
+
+
+def test_where_every_tile_copies_by_chunks_an_iteration_has_no_branch():
+    source = emulator.mainloop_source(_plan("f16", 64, 64, 32, threads=128))
+    fast = source.split("for _mi in range(_mkt):", 2)[1]
+    branch_free = fast.split("\n    else:", 1)[0]  # up to the general loop
+    assert not [ln for ln in branch_free.splitlines() if ln.strip().startswith("if ")]
+    assert "& (_mt < _mkt)" in fast  # a tile past the last fills zeros, unread
 
 
 @NO_PTX

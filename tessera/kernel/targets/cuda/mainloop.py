@@ -86,7 +86,7 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     S, elem = plan.stages, plan.shape.element
     bm, bn, bk, wm, wn = plan.m, plan.n, plan.k, plan.warp_m, plan.warp_n
     row_a, row_b = plan.a_row_bytes, plan.b_row_bytes
-    a_bytes, stage = plan.a_bytes, plan.stage_bytes
+    stage = plan.stage_bytes
     ce = plan.chunk_elements
     acc_t = "np.float64" if elem == 8 else "np.float32"
     e = out.emit
@@ -139,47 +139,83 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
         e(f"_mgb = cuda.local.array({4 * (wn // 16)}, np.uint32)")
     e(f"_mk0, _mk1, _mk2 = {ops.start}, {ops.stop}, {ops.step}")
     e(f"_mkt = np.int64({pysource.trip_count('_mk0', '_mk1', '_mk2')})")
-    e(f"for _mi in range({1 - S}, _mkt):")
-    out.indent += 1
-    e("if _mi >= 0:  # tile _mi has landed (its group and every older one)")
-    e(f"    {'_cp_wait_all' if S == 2 else f'_cp_wait{S - 2}'}()")
-    e("    cuda.syncthreads()")
     steps = bk // inst.k
-    # the first k step's products go first: the tensor cores start right after the
-    # barrier, and the copies' index arithmetic runs while those products execute
-    e("if _mi >= 0:")
-    out.indent += 1
-    e(f"_mrs = _ms0 + (_mi % {S}) * {stage}")
-    e("_mkk = 0")
-    _fragments(out, plan, inst, acc)
-    out.indent -= 1
-    e(f"_mt = _mi + {S - 1}")
-    e("if _mt < _mkt:  # copy tile _mt into its stage (read S - 1 iterations later)")
-    out.indent += 1
-    e("_mk = np.int64(np.uint64(_mk0) + np.uint64(_mt) * np.uint64(_mk2))")
-    e(f"_mka = _mk if -{bk} < _mk < {a}.shape[1] else np.int64(-{bk})")
-    e(f"_mkb = _mk if -{bk} < _mk < {b}.shape[0] else np.int64(-{bk})")
-    e(f"_mst = _ms0 + (_mt % {S}) * {stage}")
-    # A: rows of the block's m, 16-byte chunks along k; B: k-rows, chunks along n
-    fast_a = f"_mfa and _mka % {ce} == 0"
-    stage_copy.copy(out, block_a, plan.threads, "_mst", "_mra", "_mka", fast_a, moving_a)
-    stage_copy.copy(
-        out, block_b, plan.threads, f"_mst + {a_bytes}", "_mkb", "_mcb", "_mfb", moving_b
-    )
-    out.indent -= 1
-    e("_cp_commit()")
-    if steps > 1:
-        e("if _mi >= 0:")
-        out.indent += 1
-        e(f"for _mkk in range(1, {steps}):")
-        out.indent += 1
+    wait = "_cp_wait_all" if S == 2 else f"_cp_wait{S - 2}"
+    blocks = (block_a, block_b, moving_a, moving_b)
+
+    def copies(general: bool) -> None:  # tile _mt into its stage (read S - 1 iterations on)
+        e(f"_mt = _mi + {S - 1}")
+        if general:
+            e("if _mt < _mkt:")
+            out.indent += 1
+        e("_mk = np.int64(np.uint64(_mk0) + np.uint64(_mt) * np.uint64(_mk2))")
+        e(f"_mka = _mk if -{bk} < _mk < {a}.shape[1] else np.int64(-{bk})")
+        e(f"_mkb = _mk if -{bk} < _mk < {b}.shape[0] else np.int64(-{bk})")
+        e(f"_mst = _ms0 + (_mt % {S}) * {stage}")
+        _copy_blocks(out, plan, blocks, general)
+        if general:
+            out.indent -= 1
+        e("_cp_commit()")
+
+    def iteration(general: bool) -> None:
+        e(f"{wait}()  # tile _mi has landed (its group and every older one)")
+        e("cuda.syncthreads()")
+        # the first k step's products go first: the tensor cores start right after the
+        # barrier, and the copies' index arithmetic runs while those products execute
+        e(f"_mrs = _ms0 + (_mi % {S}) * {stage}")
+        e("_mkk = 0")
         _fragments(out, plan, inst, acc)
-        out.indent -= 2
+        copies(general)
+        if steps > 1:
+            e(f"for _mkk in range(1, {steps}):")
+            out.indent += 1
+            _fragments(out, plan, inst, acc)
+            out.indent -= 1
+
+    e(f"for _mi in range({1 - S}, 0):  # the prologue: tiles 0 .. S - 2 into their stages")
+    out.indent += 1
+    copies(True)
     out.indent -= 1
+    if moving_a and moving_b:
+        # every tile copies by 16-byte chunks: an iteration is one branch-free block of
+        # code (a copy past the last tile is a zero fill into a stage nobody reads)
+        fits = f"{stage_copy.narrow(block_a)} and {stage_copy.narrow(block_b)}"
+        e(f"if _mfa and _mfb and _mk0 % {ce} == 0 and _mk2 % {ce} == 0 and {fits}:")
+        out.indent += 1
+        e("for _mi in range(_mkt):")
+        out.indent += 1
+        iteration(False)
+        out.indent -= 2
+        e("else:")
+        out.indent += 1
+    e("for _mi in range(_mkt):")
+    out.indent += 1
+    iteration(True)
+    out.indent -= 1
+    if moving_a and moving_b:
+        out.indent -= 1
     e("_cp_wait_all()")
     if not ops.keep:
         _accumulator(out, plan, acc, ops.acc, load=False)
         e("cuda.syncthreads()")
+
+
+def _copy_blocks(out, plan: Mainloop, blocks, general: bool) -> None:
+    """The copies of tile ``_mt`` into stage ``_mst``: in the general loop, by chunks or
+    element by element as each tile allows; in the fast loop, by chunks, branch-free,
+    the tile's existence (``_mt < _mkt``) part of every chunk's mask."""
+    block_a, block_b, moving_a, moving_b = blocks
+    ce, threads, a_bytes = plan.chunk_elements, plan.threads, plan.a_bytes
+    if general:
+        fast_a = f"_mfa and _mka % {ce} == 0"
+        stage_copy.copy(out, block_a, threads, "_mst", "_mra", "_mka", fast_a, moving_a)
+        stage_copy.copy(
+            out, block_b, threads, f"_mst + {a_bytes}", "_mkb", "_mcb", "_mfb", moving_b
+        )
+        return
+    live = "(_mt < _mkt)"
+    stage_copy.chunk_copy(out, block_a, threads, "_mst", "_mka", moving_a, live)
+    stage_copy.chunk_copy(out, block_b, threads, f"_mst + {a_bytes}", "_mkb", moving_b, live)
 
 
 def _fragments(out, plan: Mainloop, inst, acc: str) -> None:

@@ -105,46 +105,79 @@ def chunk_setup(out, block: Block, threads: int, fixed: str, moving: str) -> boo
     e(f"_mx{n}o = _mx{n}r * {block.row_bytes} + {swz} * 16  # its first chunk in a stage")
     e(f"_mx{n}p = {rows} * _ms{n}0  # the array's bytes between two passes")
     if moving == "cols":  # rows fixed: which passes are inside is known now
-        e(f"_mx{n}l = -({fixed} + _mx{n}r)  # pass j's row is inside when l <= j*rows < h")
+        # pass j's row is inside when l <= j*rows < h (the same for every tile)
+        e(f"_mx{n}l = -({fixed} + _mx{n}r)")
         e(f"_mx{n}h = {arr}.shape[0] - ({fixed} + _mx{n}r)")
-        e(f"_mx{n}e = {ce} * _mx{n}c")
-        e(f"_mx{n}g = ({fixed} + _mx{n}r) * _ms{n}0 + _mx{n}e * {elem}")
+        e(f"_mx{n}l32, _mx{n}h32 = np.int32(_mx{n}l), np.int32(_mx{n}h)  # (where narrow)")
+        e(f"_mx{n}e = np.int32({ce} * _mx{n}c)")
+        e(f"_mx{n}g = ({fixed} + _mx{n}r) * _ms{n}0 + {ce * elem} * _mx{n}c")
     else:  # columns fixed
         e(f"_mx{n}e = {fixed} + {ce} * _mx{n}c")
         e(f"_mx{n}k = (_mx{n}e >= 0) & (_mx{n}e < {arr}.shape[1])")
         e(f"_mx{n}g = _mx{n}r * _ms{n}0 + _mx{n}e * {elem}")
+        e(f"_mx{n}r = np.int32(_mx{n}r)")
     return True
 
 
-def _chunk_copy(out, block: Block, threads: int, base: str, offset: str, moving: str) -> None:
+def chunk_copy(
+    out, block: Block, threads: int, base: str, offset: str, moving: str, live: str = ""
+) -> None:
     """The loop's side of :func:`chunk_setup`: the block at ``offset`` (code of a clamped
     i64) along the moving dimension, one ``cp.async`` per pass with offsets that differ
-    from the thread's first chunk by constants."""
+    from the thread's first chunk by constants; ``live``: code of a further condition of
+    every chunk (a copy where it is false fills zeros)."""
     e = out.emit
     n, arr, elem = block.name, block.array, block.element
     rows = _chunk_rows(block, threads)
     passes = block.rows // rows
+    # the tile's bounds relative to the block, clamped to it (32-bit checks, the same
+    # answers): a chunk outside the array copies nothing and fills zeros (its address,
+    # which the copy does not read, is not masked)
+    clamp = _narrow if live else _clamp  # (the branch-free loop runs on narrow extents)
     if moving == "cols":
         e(f"_my{n} = {offset} * {elem}")
-        e(f"_myl{n} = -{offset}")
-        e(f"_myh{n} = {arr}.shape[1] - {offset}")
-        inside = (
-            f"(_mj * {rows} >= _mx{n}l) & (_mj * {rows} < _mx{n}h)"
-            f" & (_mx{n}e >= _myl{n}) & (_mx{n}e < _myh{n})"
+        e(f"_myl{n} = {clamp(f'-{offset}', block.cols)}")
+        e(f"_myh{n} = {clamp(f'{arr}.shape[1] - {offset}', block.cols)}")
+        lo, hi, row = (
+            (f"_mx{n}l32", f"_mx{n}h32", f"np.int32(_mj * {rows})")
+            if live
+            else (
+                f"_mx{n}l",
+                f"_mx{n}h",
+                f"_mj * {rows}",
+            )
         )
+        inside = f"({row} >= {lo}) & ({row} < {hi}) & (_mx{n}e >= _myl{n}) & (_mx{n}e < _myh{n})"
     else:
         e(f"_my{n} = {offset} * _ms{n}0")
-        e(f"_myl{n} = -{offset}")
-        e(f"_myh{n} = {arr}.shape[0] - {offset}")
-        inside = (
-            f"_mx{n}k & (_mx{n}r + _mj * {rows} >= _myl{n}) & (_mx{n}r + _mj * {rows} < _myh{n})"
-        )
+        e(f"_myl{n} = {clamp(f'-{offset}', block.rows)}")
+        e(f"_myh{n} = {clamp(f'{arr}.shape[0] - {offset}', block.rows)}")
+        row = f"(_mx{n}r + np.int32(_mj * {rows}))"
+        inside = f"_mx{n}k & ({row} >= _myl{n}) & ({row} < _myh{n})"
     e(f"for _mj in range({passes}):")
-    e(f"    _mok = {inside}")
+    e(f"    _mok = {inside}{f' & {live}' if live else ''}")
     e(
         f"    _cp16({base} + _mx{n}o + _mj * {rows * block.row_bytes}, "
-        f"_mb{n} + _mok * (_mx{n}g + _my{n} + _mj * _mx{n}p), _mok * 16)"
+        f"_mb{n} + _mx{n}g + _my{n} + _mj * _mx{n}p, _mok * 16)"
     )
+
+
+def narrow(block: Block) -> str:
+    """The code of: both extents of the array are below 2**31 - 2 * the block's (then a
+    clamped offset's bounds relative to the block fit an i32 as they are)."""
+    limit = 2**31 - 2 * max(block.rows, block.cols)
+    return f"{block.array}.shape[0] < {limit} and {block.array}.shape[1] < {limit}"
+
+
+def _narrow(code: str, extent: int) -> str:
+    """``code`` (an i64 that fits an i32: :func:`narrow` holds) as an i32."""
+    return f"np.int32({code})"
+
+
+def _clamp(code: str, extent: int) -> str:
+    """``code`` (a block-uniform i64) clamped to ``-1 .. extent + 1`` as an i32: compared
+    with an index in ``0 .. extent - 1`` it gives the same answers as the unclamped value."""
+    return f"np.int32(min(max({code}, -1), {extent + 1}))"
 
 
 def copy(
@@ -170,7 +203,7 @@ def copy(
     e(f"if {fast}:")
     out.indent += 1
     if moving is not None:
-        _chunk_copy(out, block, threads, base, row0 if moving == "rows" else col0, moving)
+        chunk_copy(out, block, threads, base, row0 if moving == "rows" else col0, moving)
         out.indent -= 1
         _element_copy(out, block, threads, base, row0, col0, inside, bits)
         return
