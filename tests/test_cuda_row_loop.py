@@ -21,6 +21,8 @@ from tessera.kernel.targets import TARGETS, semantics
 from tessera.kernel.targets.cuda import mma, row_loop
 from tessera.kernel.targets.cuda.acc_layout import AccLayout
 from tessera.kernel.targets.cuda.passes.row_loop import plan_row_loop
+from tessera.ops.passes import lower
+from tessera.ops.plan import operands
 
 NO_PTX = pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
@@ -243,3 +245,20 @@ def test_blocks_too_small_for_a_chunk_per_thread_keep_the_general_path():
     kir = specialise(tiny_blocks.ir, bound.constexprs, TARGETS["cuda"].passes).kir
     loop = next(s for s in kir.body if isinstance(s, ir.For))
     assert plan_row_loop(kir, loop, 128) is None and plan_row_loop(kir, loop, 32) is not None
+
+
+@graph.module("fa_rows")
+def fa_rows(q, k, v):
+    return op.flash_attention(q, k, v)
+
+
+@pytest.mark.parametrize(
+    "n, device, rows", [(4096, False, 64), (4096, True, 32), (16384, True, 64)]
+)
+def test_attention_rows_per_group_follow_where_the_arrays_live(n, device, rows):
+    """On a GPU, 64-row blocks of a 4096-row attention would give 64 groups (fewer than
+    its SMs): 32-row blocks give 128. A long sequence and the CPU keep 64."""
+    q = np.zeros((n, 64), np.float16)
+    lowered = lower(fa_rows._trace(operands("fa_rows", (q, q, q))), device)
+    (source,) = [s.text for s in lowered.sources if s is not None]
+    assert f"m0 = group_id(0) * {rows}" in source

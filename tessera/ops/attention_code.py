@@ -12,17 +12,24 @@ from .codegen import Source, _block, _Emitter, literal
 from .fuse import Group
 from .ir import Node
 
+# on a GPU, fewer query blocks of 64 rows than this take blocks of 32 rows instead (twice
+# the groups: a GPU runs a group per SM at a time, and has about this many SMs)
+DEVICE_GROUPS = 128
 
-def attention(group: Group, name: str) -> Source:
+
+def attention(group: Group, name: str, device: bool = False) -> Source:
     """Flash attention (examples/flash_attention.py): each group owns ``BM`` query rows
     and walks the keys in blocks of ``BN`` with an online softmax; keys past the end are
-    masked to -inf, so no score is ever stored."""
+    masked to -inf, so no score is ever stored. ``BM`` is 64 rows, or 32 where the arrays
+    live on a GPU and 64-row blocks would leave it with fewer than ``DEVICE_GROUPS``
+    groups (a row's arithmetic does not depend on ``BM``: the same bits either way)."""
     em = _Emitter(group, name)
     node = group.head
     q, k, v = node.inputs
     n, d = q.shape
     keys, dv = k.shape[0], v.shape[1]
-    bm, bn = _block(n, 64), _block(keys, 64)
+    rows = 32 if device and -(-n // 64) < DEVICE_GROUPS else 64
+    bm, bn = _block(n, rows), _block(keys, 64)
     pq, pk, pv = (em.arg(x, flat=False) for x in (q, k, v))
     # f16/bf16 operands stay f16/bf16 for both products (tensor cores on a GPU); P is
     # rounded to the inputs' dtype before P @ V, as FlashAttention and SDPA do

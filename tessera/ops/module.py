@@ -58,11 +58,12 @@ class Module:
 
     def lowered(self, args: tuple) -> tuple[Lowered, list[np.ndarray]]:
         arrays = plan.operands(self.name, args)
-        key = (tuple((shape_of(a), a.dtype.str) for a in arrays), setting("target"))
+        device = any(arrays.placed)
+        key = (tuple((shape_of(a), a.dtype.str) for a in arrays), setting("target"), device)
         with self._lock:
             made = self._lowered.get(key)
             if made is None:
-                made = self._lowered[key] = lower(self._trace(arrays))
+                made = self._lowered[key] = lower(self._trace(arrays), device)
         return made, arrays
 
     def _tracer(self, arrays: list[np.ndarray]) -> Tracer:
@@ -354,13 +355,14 @@ def apply(op: str, inputs: list, attrs: dict):
     if not arrays:
         raise TesseraError(f"{name} needs at least one array")
     key = (op, tuple(sorted(attrs.items())) if len(attrs) > 1 else tuple(attrs.items()), parts)
-    key += (tuple([(tuple(a.shape), a.dtype.str) for a in arrays]), setting("target"))
+    device = any(arrays.placed)
+    key += (tuple([(tuple(a.shape), a.dtype.str) for a in arrays]), setting("target"), device)
     lowered = _eager.get(key)  # (a dict read is atomic; made under the lock)
     if lowered is None:
         with _eager_lock:
             lowered = _eager.get(key)
             if lowered is None:
-                lowered = _eager[key] = lower(_one_op(op, inputs, attrs, arrays))
+                lowered = _eager[key] = lower(_one_op(op, inputs, attrs, arrays), device)
     return give_back(arrays.kind, plan.run(lowered, arrays)[0])
 
 

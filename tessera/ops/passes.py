@@ -116,8 +116,13 @@ def _fold_attention(graph: Graph) -> None:
         n.op, n.inputs, n.attrs = "attention", (q, k, v), {"scale": scale, "causal": False}
 
 
-def lower(graph: Graph) -> Lowered:
-    """Run the passes; dump the stages ``TESSERA_DUMP`` names."""
+# kinds whose kernels are shaped for where the arrays live (a ``device`` keyword)
+DEVICE_SHAPED = ("attention",)
+
+
+def lower(graph: Graph, device: bool = False) -> Lowered:
+    """Run the passes; dump the stages ``TESSERA_DUMP`` names. ``device``: the arrays
+    live on a GPU (some kinds choose their blocks for it: ``DEVICE_SHAPED``)."""
     requested = [s for s in stages.named_dumps() if s in STAGES]
     graph = canonicalise(graph)
     groups = fuse(graph)
@@ -127,7 +132,8 @@ def lower(graph: Graph) -> Lowered:
             sources.append(None)
             continue
         name = f"{_identifier(graph.name)}_{i}_{g.kind}"
-        sources.append(LOWER[g.kind](g, name))
+        shaped = {"device": device} if g.kind in DEVICE_SHAPED else {}
+        sources.append(LOWER[g.kind](g, name, **shaped))
     kernels = [generated.define(s) if s is not None else None for s in sources]
     lowered = Lowered(graph, groups, sources, kernels)
     if requested:
