@@ -262,3 +262,23 @@ def test_attention_rows_per_group_follow_where_the_arrays_live(n, device, rows):
     lowered = lower(fa_rows._trace(operands("fa_rows", (q, q, q))), device)
     (source,) = [s.text for s in lowered.sources if s is not None]
     assert f"m0 = group_id(0) * {rows}" in source
+
+
+@graph.module("mm_blocks")
+def mm_blocks(a, b):
+    return op.matmul(a, b)
+
+
+@pytest.mark.parametrize(
+    "dtype, device, block",
+    [
+        (np.float16, True, (128, 256)),
+        (np.float16, False, (128, 128)),
+        (np.float32, True, (128, 128)),
+    ],
+)
+def test_a_half_product_of_gpu_arrays_takes_128_by_256_blocks(dtype, device, block):
+    a = np.zeros((512, 512), dtype)
+    lowered = lower(mm_blocks._trace(operands("mm_blocks", (a, a))), device)
+    (source,) = [s.text for s in lowered.sources if s is not None]
+    assert f"acc = tile.zeros({block}, f32)" in source

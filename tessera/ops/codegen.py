@@ -463,8 +463,10 @@ def _plus(offset: str, start: str) -> str:
     return start if offset == "0" else f"{offset} + {start}"
 
 
-def matmul(group: Group, name: str) -> Source:
-    """One group per ``BM × BN`` block of one product of the batch (``group_id(2)``).
+def matmul(group: Group, name: str, device: bool = False) -> Source:
+    """One group per ``BM × BN`` block of one product of the batch (``group_id(2)``):
+    128 x 128 x 32 by default, 128 x 256 x 32 for f16/bf16 products of arrays on a GPU
+    (:func:`device_block`).
 
     Every operand is passed as a matrix (its batch dims folded into the rows), so a
     block can reach past its own matrix into the next one; such rows of the result are
@@ -484,6 +486,8 @@ def matmul(group: Group, name: str) -> Source:
     else:  # f64 blocks of 64 x 64: their tiles' bytes fit a GPU's shared memory
         most = 64 if acc_t == D.f64 else 128
         bm, bn, bk = shape_attr or (_block(m, most), _block(n, most), _block(k, 32))
+        if device and not shape_attr and device_block(node, m, n, trans_a or trans_b):
+            bn = 2 * bn
     ragged_m, ragged_k = tuned or m % bm, tuned or k % bk
     count = math.prod(batch)
     em.emit(f"m0 = group_id(0) * {bm}", 1)
@@ -554,6 +558,15 @@ def matmul(group: Group, name: str) -> Source:
     return em.source(
         f"@kernel(tile=({PRODUCT_LANES},), shared={shared_kib(bm, bn, bk, size)} * KiB)", grid
     )
+
+
+def device_block(node: Node, m: int, n: int, transposed: bool) -> bool:
+    """Whether a product of arrays on a GPU takes blocks of 128 x 256: f16 or bf16
+    operands read as they are (the CUDA target's register main loop; 8 warps of 64 x 64
+    accumulators, one block an SM) with at least 128 x 256 of result."""
+    a, b = node.inputs
+    half = a.dtype in (D.f16, D.bf16) and b.dtype == a.dtype
+    return half and not transposed and m >= 128 and n >= 256
 
 
 # Lanes of a product's group. The CPU runs a tile kernel's group as one thread, whatever
