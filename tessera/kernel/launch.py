@@ -119,12 +119,18 @@ class Binder:
                 self.plan.append(("array", p.dtype.np_dtype, p.ndim, p.mutable, tuple(dims), view))
             elif p.kind == "scalar" and p.dtype.is_float and p.dtype not in COMPUTED_IN_F32:
                 limit = float(np.finfo(p.dtype.np_dtype).max)  # past it: the checked path
-                self.plan.append(("float", p.dtype.np_dtype.type, limit, None, None, None))
+                bounds = (-limit, limit, False)
+                self.plan.append(("float", p.dtype.np_dtype.type, bounds, None, None, None))
+            elif p.kind == "scalar" and p.dtype.is_int and p.dtype != D.bool_:
+                info = np.iinfo(p.dtype.np_dtype)  # a Python int in range, else checked
+                bounds = (int(info.min), int(info.max), True)
+                self.plan.append(("int", p.dtype.np_dtype.type, bounds, None, None, None))
             else:
                 self.plan = None
                 break
-        # fast_device's rows: (position, is an array, dtype, ndim or a float's largest
-        # value, literal dims (axis, extent), symbolic dims (axis, name))
+        # fast_device's rows: (position, is an array, dtype, ndim or a scalar's bounds
+        # (lowest, highest, Python ints only), literal dims (axis, extent), symbolic dims
+        # (axis, name))
         self._device_plan = None
         if self.plan is not None and target.device_arrays:
             self._device_plan = [
@@ -197,9 +203,7 @@ class Binder:
                 key.append(last[3])
                 arrays.append(DeviceArg((pointer, shape, strides, a_dtype, a)))
             else:
-                if type(a) is not float and (type(a) is not int or not _I64 <= a < -_I64):
-                    return None  # (an int beyond i64 takes the checked path)
-                if not -limit <= a <= limit:  # NaN, inf or out of range: the checked path
+                if not _scalar_fits(a, limit):
                     return None
                 scalars.append(dtype(a))
         for s in self.symbols:
@@ -224,7 +228,7 @@ class Binder:
             syms[GRID_GROUPS] = groups
         key = [len(grid)]
         arrays, scalars = [], []
-        # a float row keeps the largest finite value of its dtype where arrays keep ndim
+        # a scalar row keeps its bounds (scalar_fits) where arrays keep ndim
         for (kind, dtype, ndim, mutable, dims, view), a in zip(plan, args):
             if kind == "array":
                 found = read(a, mutable, view)
@@ -245,9 +249,7 @@ class Binder:
                 key.append(key_part)
                 arrays.append(value)
             else:
-                if type(a) is not float and (type(a) is not int or not _I64 <= a < -_I64):
-                    return None  # (an int beyond i64 takes the checked path)
-                if not -ndim <= a <= ndim:  # NaN, inf or out of range: the checked path
+                if not _scalar_fits(a, ndim):
                     return None
                 scalars.append(dtype(a))
         for s in self.symbols:
@@ -256,6 +258,18 @@ class Binder:
                 return None
             scalars.append(value)
         return Bound(tuple(key), tuple(arrays + scalars), _NO_CONSTEXPRS)
+
+
+def _scalar_fits(a, bounds: tuple) -> bool:
+    """Whether scalar argument ``a`` takes the fast path of a parameter with ``bounds``
+    (lowest, highest, ints only): a Python int (or, for a float parameter, a float) in
+    range. Anything else — NaN, inf, a value out of range, a bool, NumPy scalars — takes
+    the checked path, which converts or refuses it with its message."""
+    lo, hi, ints = bounds
+    t = type(a)
+    if t is int:
+        return lo <= a <= hi and (ints or _I64 <= a < -_I64)
+    return t is float and not ints and lo <= a <= hi
 
 
 def _host_array(a, mutable: bool, view):
