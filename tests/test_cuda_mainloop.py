@@ -585,9 +585,9 @@ def test_where_every_tile_copies_by_chunks_an_iteration_has_no_branch():
 @NO_PTX
 def test_a_128x128_gemm_block_asks_for_two_blocks_an_sm_and_spills_nothing():
     args = (np.zeros((256, 256), np.float16),) * 2 + (np.zeros((256, 256), np.float32),)
-    ptx = gemm_f16_8warps.inspect("ptx", *args, 128, 128, grid=(2, 2), arch="sm_90")
+    ptx = gemm.inspect("ptx", *args, 128, 128, grid=(2, 2), arch="sm_90")
     assert ".minnctapersm 2" in ptx
-    meta = gemm_f16_8warps.metadata(*args, 128, 128, grid=(2, 2), arch="sm_90")
+    meta = gemm.metadata(*args, 128, 128, grid=(2, 2), arch="sm_90")
     assert meta["spill_bytes"] == 0 and meta["registers_per_thread"] <= 128
     assert meta["occupancy"]["blocks_per_sm"] == 2
 
@@ -595,7 +595,7 @@ def test_a_128x128_gemm_block_asks_for_two_blocks_an_sm_and_spills_nothing():
 @NO_PTX
 def test_a_128x256_gemm_block_keeps_one_block_an_sm_for_its_accumulators():
     args = (np.zeros((256, 256), np.float16),) * 2 + (np.zeros((256, 256), np.float32),)
-    ptx = gemm_f16_8warps.inspect("ptx", *args, 128, 256, grid=(2, 1), arch="sm_90")
+    ptx = gemm.inspect("ptx", *args, 128, 256, grid=(2, 1), arch="sm_90")
     assert ".minnctapersm" not in ptx
 
 
@@ -605,20 +605,7 @@ def test_where_two_blocks_an_sm_would_spill_the_kernel_is_compiled_for_one(monke
 
     monkeypatch.setattr(launch_shape, "TWO_BLOCKS_ACCUMULATORS", 128)  # ask for too much
     args = (np.zeros((256, 256), np.float16),) * 2 + (np.zeros((256, 256), np.float32),)
-    ptx = gemm_f16_8warps.inspect("ptx", *args, 128, 256, grid=(2, 1), arch="sm_90")
+    ptx = gemm.inspect("ptx", *args, 128, 256, grid=(2, 1), arch="sm_90")
     assert ".minnctapersm" not in ptx  # 128 accumulators do not fit 128 registers
-    meta = gemm_f16_8warps.metadata(*args, 128, 256, grid=(2, 1), arch="sm_90")
+    meta = gemm.metadata(*args, 128, 256, grid=(2, 1), arch="sm_90")
     assert meta["spill_bytes"] == 0
-
-
-@kernel(tile=(256,))
-def gemm_f16_8warps(
-    A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]], BM: ts.constexpr, BN: ts.constexpr
-):
-    m0, n0 = group_id(0) * BM, group_id(1) * BN
-    acc = tile.zeros((BM, BN), f32)
-    for k0 in tile.range(0, K, 32):
-        a = tile.load_block(A, (m0, k0), (BM, 32))
-        b = tile.load_block(B, (k0, n0), (32, BN))
-        acc = tile.dot(a, b, acc)
-    tile.store_block(C, (m0, n0), acc)
