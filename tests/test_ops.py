@@ -530,3 +530,9 @@ def test_a_row_kernel_loops_a_constant_number_of_times_where_the_lanes_divide_th
     assert "for jt in range(8):" in text and "j = tile.linear_id() + jt * 128" in text
     ragged = row_softmax.graph(np.ones((4, 1000), np.float32))
     assert "for j in range(tile.linear_id(), 1000, 128):" in ragged
+
+
+def test_an_f32_softmax_computes_each_exp_once_and_divides_it_in_place():
+    text = row_softmax.graph(np.ones((4, 1024), np.float32))
+    assert text.count("math.exp(") == 1
+    assert "p1[base + j] = p1[base + j] / total" in text

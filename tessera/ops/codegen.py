@@ -308,7 +308,8 @@ def softmax(group: Group, name: str) -> Source:
     """One group per row: each lane takes every ``lanes``-th element (max, then the sum of
     ``exp(x - max)``, in its elements' order), the lanes' values meet in the language's
     fixed tree (``tile.max``, ``tile.sum``: the same bits on every target), then each lane
-    writes its elements. The row is read three times, from cache after the first."""
+    writes its elements. An f32/f64 result keeps each ``exp`` (computed once) and is
+    divided in place; an f16/bf16 one computes it again and rounds once."""
     em = _Emitter(group, name)
     node = group.head
     length = node.shape[-1]
@@ -318,9 +319,23 @@ def softmax(group: Group, name: str) -> Source:
     lanes = row_lanes(length)
     each = _each("j", length, lanes)
     em.emit(f"base = group_id(0) * {length}", 1)
-    _row_max_and_sum(em, x, acc_t, each)
-    _emit_each(em, each, 1)
-    em.emit(f"{y}[base + j] = math.exp({acc_t}({x}[base + j]) - row_max) / total", 2)
+    if node.dtype.name != acc_t:  # f16/bf16 results: exp again, rounded once at the end
+        _row_max_and_sum(em, x, acc_t, each)
+        _emit_each(em, each, 1)
+        em.emit(f"{y}[base + j] = math.exp({acc_t}({x}[base + j]) - row_max) / total", 2)
+    else:  # each exp once: kept in the result, divided in place
+        em.emit(f"m = {acc_t}(-math.inf)", 1)
+        _emit_each(em, each, 1)
+        em.emit(f"m = max(m, {acc_t}({x}[base + j]))", 2)
+        em.emit("row_max = tile.max(m)", 1)
+        em.emit(f"s = {acc_t}(0)", 1)
+        _emit_each(em, each, 1)
+        em.emit(f"e = math.exp({acc_t}({x}[base + j]) - row_max)", 2)
+        em.emit("s = s + e", 2)
+        em.emit(f"{y}[base + j] = e", 2)
+        em.emit("total = tile.sum(s)", 1)
+        _emit_each(em, each, 1)
+        em.emit(f"{y}[base + j] = {y}[base + j] / total", 2)
     scratch = lanes * (8 if acc_t == "f64" else 4)
     return em.source(f"@kernel(tile=({lanes},), shared={scratch})", (rows,))
 
