@@ -291,16 +291,23 @@ def _emit_each(em, each: tuple[str, ...], depth: int) -> None:
         em.emit(line, depth)
 
 
-def _row_max_and_sum(em, x: str, acc_t: str, each: tuple[str, ...]) -> None:
+def _row_max_and_sum(em, x: str, acc_t: str, each: tuple[str, ...], keep: str = "") -> None:
     """Emit a row kernel's ``row_max`` and ``total`` (the sum of ``exp(x - row_max)``):
-    each lane over its elements (``each``, the loop header), then the fixed tree."""
+    each lane over its elements (``each``, the loop header), then the fixed tree.
+    ``keep``: an array of the accumulator's dtype that gets each ``exp`` (so later passes
+    read it instead of computing it again: the same values)."""
     em.emit(f"m = {acc_t}(-math.inf)", 1)
     _emit_each(em, each, 1)
     em.emit(f"m = max(m, {acc_t}({x}[base + j]))", 2)
     em.emit("row_max = tile.max(m)", 1)
     em.emit(f"s = {acc_t}(0)", 1)
     _emit_each(em, each, 1)
-    em.emit(f"s = s + math.exp({acc_t}({x}[base + j]) - row_max)", 2)
+    if keep:
+        em.emit(f"e = math.exp({acc_t}({x}[base + j]) - row_max)", 2)
+        em.emit("s = s + e", 2)
+        em.emit(f"{keep}[base + j] = e", 2)
+    else:
+        em.emit(f"s = s + math.exp({acc_t}({x}[base + j]) - row_max)", 2)
     em.emit("total = tile.sum(s)", 1)
 
 
@@ -319,23 +326,11 @@ def softmax(group: Group, name: str) -> Source:
     lanes = row_lanes(length)
     each = _each("j", length, lanes)
     em.emit(f"base = group_id(0) * {length}", 1)
-    if node.dtype.name != acc_t:  # f16/bf16 results: exp again, rounded once at the end
-        _row_max_and_sum(em, x, acc_t, each)
-        _emit_each(em, each, 1)
-        em.emit(f"{y}[base + j] = math.exp({acc_t}({x}[base + j]) - row_max) / total", 2)
-    else:  # each exp once: kept in the result, divided in place
-        em.emit(f"m = {acc_t}(-math.inf)", 1)
-        _emit_each(em, each, 1)
-        em.emit(f"m = max(m, {acc_t}({x}[base + j]))", 2)
-        em.emit("row_max = tile.max(m)", 1)
-        em.emit(f"s = {acc_t}(0)", 1)
-        _emit_each(em, each, 1)
-        em.emit(f"e = math.exp({acc_t}({x}[base + j]) - row_max)", 2)
-        em.emit("s = s + e", 2)
-        em.emit(f"{y}[base + j] = e", 2)
-        em.emit("total = tile.sum(s)", 1)
-        _emit_each(em, each, 1)
-        em.emit(f"{y}[base + j] = {y}[base + j] / total", 2)
+    keep = y if node.dtype.name == acc_t else ""  # f16/bf16 results: exp again
+    _row_max_and_sum(em, x, acc_t, each, keep)
+    _emit_each(em, each, 1)
+    e = f"{y}[base + j]" if keep else f"math.exp({acc_t}({x}[base + j]) - row_max)"
+    em.emit(f"{y}[base + j] = {e} / total", 2)
     scratch = lanes * (8 if acc_t == "f64" else 4)
     return em.source(f"@kernel(tile=({lanes},), shared={scratch})", (rows,))
 
@@ -359,7 +354,9 @@ def cross_entropy(group: Group, name: str) -> Source:
     each = _each("j", length, lanes)
     em.emit("r = group_id(0)", 1)
     em.emit(f"base = r * {length}", 1)
-    _row_max_and_sum(em, x, acc_t, each)
+    grad = node.op == "cross_entropy_grad"
+    keep = y if grad and node.dtype.name == acc_t else ""  # each exp once, kept in y
+    _row_max_and_sum(em, x, acc_t, each, keep)
     em.emit(f"k = i64({t}[r])", 1)
     em.emit(f"kk = min(max(k, 0), {length - 1})", 1)  # (a target out of range: NaN)
     out = node.dtype.name
@@ -370,7 +367,8 @@ def cross_entropy(group: Group, name: str) -> Source:
     else:
         em.emit(f"g = {acc_t}({upstream}[r]) if kk == k else {acc_t}(math.nan)", 1)
         _emit_each(em, each, 1)
-        em.emit(f"p = math.exp({acc_t}({x}[base + j]) - row_max) / total", 2)
+        e = f"{y}[base + j]" if keep else f"math.exp({acc_t}({x}[base + j]) - row_max)"
+        em.emit(f"p = {e} / total", 2)
         em.emit(f"hit = {acc_t}(1) if j == k else {acc_t}(0)", 2)
         em.emit(f"{y}[base + j] = {out}((p - hit) * g)", 2)
     scratch = lanes * (8 if acc_t == "f64" else 4)
