@@ -167,3 +167,103 @@ def test_the_pool_looks_first_after_the_block_it_handed_out_last():
     del b, c, d, e, f
     gc.collect()
     assert pool.release() == 5 * 1024 and pool.kept == 0
+
+
+@numba_driver
+@pytest.mark.parametrize(
+    ("shape", "dtype"), [((64, 32), np.float32), ((2048,), np.float16), ((4, 8, 16), np.int64)]
+)
+def test_a_numba_array_made_again_is_what_its_constructor_makes(shape, dtype):
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    from tessera.arrays import numba_array
+
+    dtype = np.dtype(dtype)
+    strides = np.empty(shape, dtype).strides
+    first_data, second_data = RecordingAllocator()(1 << 20), RecordingAllocator()(1 << 20)
+    first = numba_array(DeviceNDArray, shape, strides, dtype, first_data)
+    first.nbytes, first._numba_type_  # noqa: B018 (cached properties, kept in its __dict__)
+    second = numba_array(DeviceNDArray, shape, strides, dtype, second_data)
+    made = DeviceNDArray(shape, strides, dtype, gpu_data=second_data)
+    assert type(second) is DeviceNDArray and second.gpu_data is second_data
+    assert second.__dict__ == made.__dict__ | {"_dummy": second._dummy}
+    assert (second.shape, second.strides, second.dtype, second.size, second.alloc_size) == (
+        made.shape,
+        made.strides,
+        made.dtype,
+        made.size,
+        made.alloc_size,
+    )
+    assert second.device_ctypes_pointer.value == made.device_ctypes_pointer.value
+    assert first.device_ctypes_pointer.value != second.device_ctypes_pointer.value
+    assert second.is_c_contiguous() and second.reshape(-1).shape == (made.size,)
+
+
+@numba_driver
+def test_the_pool_hands_each_array_on_a_block_the_blocks_one_view():
+    allocate = RecordingAllocator()
+    pool = DevicePool(limit=1 << 20, allocate=allocate)
+    a = pool.empty((1000,), np.float32)
+    view = a.gpu_data
+    del a
+    b = pool.empty((1000,), np.float32)  # the dropped array's view still held: in use
+    assert b.gpu_data is not view and len(allocate.sizes) == 2
+    del b
+    c = pool.empty((1000,), np.float32)  # the second block: free
+    assert len(allocate.sizes) == 2
+    del c, view
+    d, e = pool.empty((1000,), np.float32), pool.empty((1000,), np.float32)
+    assert len(allocate.sizes) == 2 and d.gpu_data is not e.gpu_data
+    assert d.alloc_size == d.gpu_data.size == 4000
+
+
+@numba_driver
+def test_a_reshape_of_a_dropped_array_keeps_its_block():
+    pool = DevicePool(limit=1 << 20, allocate=RecordingAllocator())
+    a = pool.empty((16, 64), np.float32)
+    pointer = a.device_ctypes_pointer.value
+    flat = a.reshape(1024)  # (shares the array's view: numba-cuda counts nothing more)
+    del a
+    gc.collect()
+    b = pool.empty((16, 64), np.float32)
+    assert b.device_ctypes_pointer.value != pointer
+    del b, flat
+    gc.collect()
+    assert pool.empty((16, 64), np.float32).device_ctypes_pointer.value == pointer
+
+
+@numba_driver
+def test_a_block_reused_for_another_size_of_its_class_gets_a_view_of_that_size():
+    pool = DevicePool(limit=1 << 20, allocate=RecordingAllocator())
+    a = pool.empty((1000,), np.float32)
+    pointer = a.device_ctypes_pointer.value
+    del a
+    b = pool.empty((999,), np.float32)  # the same size class
+    assert b.device_ctypes_pointer.value == pointer
+    assert b.gpu_data.size == b.alloc_size == 3996
+    (entry,) = pool._blocks[4096]
+    assert entry[0]._mem.refct == 2  # the block and its one view: the old view is gone
+
+
+@numba_driver
+def test_release_gives_back_a_block_with_its_view():
+    allocate = RecordingAllocator()
+    pool = DevicePool(limit=1 << 20, allocate=allocate)
+    a, b = pool.empty((256,), np.float32), pool.empty((256,), np.float32)
+    del a
+    assert pool.release() == 1024 and pool.kept == 1024
+    assert [m.refct for m in allocate._kept] == [0, 2]  # freed; b's in use
+    del b
+    assert pool.release() == 1024 and pool.kept == 0
+    assert [m.refct for m in allocate._kept] == [0, 0]
+
+
+@numba_driver
+def test_an_empty_array_of_the_pool_takes_no_block(monkeypatch):
+    from numba.cuda.cudadrv import devices
+
+    monkeypatch.setattr(devices, "get_context", lambda: None)  # (its null pointer's context)
+    allocate = RecordingAllocator()
+    pool = DevicePool(limit=1 << 20, allocate=allocate)
+    a = pool.empty((0, 4), np.float32)
+    assert a.shape == (0, 4) and a.size == 0 and allocate.sizes == []

@@ -17,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from ..arrays import is_device_array
+from ..arrays import is_device_array, numba_array
 from ..config import get as setting
 from ..errors import TesseraError
 from ..kernel import stream_scope as streams
@@ -174,7 +174,8 @@ def _stored(group, source, env: dict, memory, call, direct: dict) -> None:
 def reshaped(array, shape: tuple[int, ...]):
     """``array.reshape(shape)`` (``array`` row-major without gaps, as every buffer of a
     run is): the array itself when it has that shape; a numba-cuda device array's view
-    made directly, as its ``reshape`` makes it, without working the strides out again."""
+    made directly, as its ``reshape`` makes it, without working the layout out again
+    (arrays.numba_array)."""
     if array.shape == shape:
         return array
     cls = type(array)
@@ -182,7 +183,7 @@ def reshaped(array, shape: tuple[int, ...]):
         itemsize = array.dtype.itemsize
         if array.strides == _c_strides(array.shape, itemsize):
             strides = _c_strides(shape, itemsize)
-            return cls(shape=shape, strides=strides, dtype=array.dtype, gpu_data=array.gpu_data)
+            return numba_array(cls, shape, strides, array.dtype, array.gpu_data)
     return array.reshape(shape)
 
 
