@@ -267,3 +267,34 @@ def test_an_empty_array_of_the_pool_takes_no_block(monkeypatch):
     pool = DevicePool(limit=1 << 20, allocate=allocate)
     a = pool.empty((0, 4), np.float32)
     assert a.shape == (0, 4) and a.size == 0 and allocate.sizes == []
+
+
+@numba_driver
+def test_the_pools_arrays_take_any_spelling_of_a_shape():
+    pool = DevicePool(limit=1 << 20, allocate=RecordingAllocator())
+    for shape in [(16, 64), [16, 64], (np.int64(16), np.int64(64)), (16, 64)]:
+        a = pool.empty(shape, "float32")
+        assert a.shape == (16, 64) and a.strides == (256, 4) and a.dtype == np.float32
+        assert all(type(n) is int for n in a.shape)
+    assert pool.empty((3,), np.float64).alloc_size == 24
+
+
+@numba_driver
+def test_a_device_arrays_view_is_made_again_from_its_layout():
+    a = _device_array((64, 32))
+    first, second = plan.reshaped(a, (2048,)), plan.reshaped(a, (2048,))
+    assert first is not second and second.gpu_data is a.gpu_data
+    assert (second.shape, second.strides) == ((2048,), (4,))
+    b = _device_array((32, 64))
+    assert plan.reshaped(b, (2048,)).strides == (4,)
+
+
+def test_simulating_reads_numbas_setting_each_time(monkeypatch):
+    from numba import config
+
+    from tessera.kernel.targets.cuda.runtime import simulating
+
+    monkeypatch.setattr(config, "ENABLE_CUDASIM", 1, raising=False)
+    assert simulating()
+    monkeypatch.setattr(config, "ENABLE_CUDASIM", 0, raising=False)
+    assert not simulating()

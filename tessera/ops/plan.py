@@ -175,16 +175,32 @@ def reshaped(array, shape: tuple[int, ...]):
     """``array.reshape(shape)`` (``array`` row-major without gaps, as every buffer of a
     run is): the array itself when it has that shape; a numba-cuda device array's view
     made directly, as its ``reshape`` makes it, without working the layout out again
-    (arrays.numba_array)."""
+    (arrays.numba_array; the view's strides worked out once per layout)."""
     if array.shape == shape:
         return array
     cls = type(array)
     if cls.__name__ == "DeviceNDArray" and cls.__module__.startswith("numba"):
-        itemsize = array.dtype.itemsize
-        if array.strides == _c_strides(array.shape, itemsize):
-            strides = _c_strides(shape, itemsize)
-            return numba_array(cls, shape, strides, array.dtype, array.gpu_data)
+        dtype = array.dtype
+        key = (array.shape, array.strides, dtype.itemsize, shape)
+        strides = _VIEW_STRIDES.get(key)
+        if strides is None:
+            strides = _view_strides(*key)
+        if strides:
+            return numba_array(cls, shape, strides, dtype, array.gpu_data)
     return array.reshape(shape)
+
+
+_VIEW_STRIDES: dict = {}  # (shape, strides, itemsize, new shape) → the view's, or ()
+
+
+def _view_strides(shape, strides, itemsize: int, to: tuple[int, ...]) -> tuple[int, ...]:
+    """A row-major view's strides in shape ``to`` of an array of ``shape`` and
+    ``strides``; () where the array is not row-major as numba-cuda's reshape checks it."""
+    view = _c_strides(to, itemsize) if strides == _c_strides(shape, itemsize) else ()
+    if len(_VIEW_STRIDES) >= 4096:
+        _VIEW_STRIDES.clear()
+    _VIEW_STRIDES[shape, strides, itemsize, to] = view
+    return view
 
 
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

@@ -48,11 +48,10 @@ class DevicePool:
         array_type = _ARRAY_TYPE or _device_array_type()
         if type(dtype) is not np.dtype:
             dtype = np.dtype(dtype)
-        shape = tuple([int(n) for n in shape])
-        nbytes = dtype.itemsize
-        for n in shape:
-            nbytes *= n
-        strides = _c_strides(shape, dtype.itemsize)
+        layout = _LAYOUTS.get((shape, dtype)) if type(shape) is tuple else None
+        if layout is None:
+            layout = _layout(shape, dtype)
+        shape, strides, nbytes = layout
         if not nbytes:  # (numba-cuda gives an empty array a null pointer of its own)
             return array_type(shape, strides, dtype, gpu_data=None)
         view = self._view(max(-(-nbytes // _GRANULE) * _GRANULE, _GRANULE), nbytes)
@@ -115,6 +114,22 @@ def _device_array_type():
 
     _ARRAY_TYPE = DeviceNDArray
     return DeviceNDArray
+
+
+_LAYOUTS: dict = {}  # (shape, dtype) → (shape as ints, C strides, bytes), worked out once
+
+
+def _layout(shape, dtype: np.dtype) -> tuple:
+    ints = tuple([int(n) for n in shape])
+    nbytes = dtype.itemsize
+    for n in ints:
+        nbytes *= n
+    layout = (ints, _c_strides(ints, dtype.itemsize), nbytes)
+    if type(shape) is tuple:
+        if len(_LAYOUTS) >= 4096:
+            _LAYOUTS.clear()
+        _LAYOUTS[shape, dtype] = layout
+    return layout
 
 
 # A block's entry: [block (numba-cuda's owned pointer), its counted view handed to arrays,
