@@ -298,3 +298,45 @@ def test_simulating_reads_numbas_setting_each_time(monkeypatch):
     assert simulating()
     monkeypatch.setattr(config, "ENABLE_CUDASIM", 0, raising=False)
     assert not simulating()
+
+
+@numba_driver
+def test_a_gapped_device_array_is_refused_after_a_row_major_one_of_its_shape():
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    row_major = _device_array((4, 4))
+    assert plan.operands("op.relu", (row_major,)).placed == [True]
+    gapped = DeviceNDArray((4, 4), (32, 4), np.float32, gpu_data=RecordingAllocator()(128))
+    for _ in range(2):
+        with pytest.raises(Exception, match="argument 0 is not contiguous"):
+            plan.operands("op.relu", (gapped,))
+    assert plan.operands("op.relu", (row_major,)).placed == [True]
+
+
+def test_an_op_keys_its_lowering_by_dtype():
+    import ml_dtypes
+
+    x = np.linspace(-2, 2, 8, dtype=np.float32)
+    for dtype in (np.float32, np.float64, ml_dtypes.bfloat16, np.float32):
+        xd = x.astype(dtype)
+        out = op.relu(xd)
+        assert out.dtype == dtype
+        np.testing.assert_array_equal(out.astype(np.float32), np.maximum(xd.astype(np.float32), 0))
+    with pytest.raises(Exception, match="not supported"):
+        op.relu(x.astype(">f4"))  # (equal to no native float32: refused, not confused)
+    keys = [k for k in ops_module._eager if k[0] == "relu" and k[3][0][0] == (8,)]
+    assert {k[3][0][1] for k in keys} >= {np.dtype(np.float32), np.dtype(np.float64)}
+
+
+def test_an_op_and_a_graph_that_assigns_its_argument_run_as_before():
+    from tessera import graph
+
+    @graph.kernel
+    def relu_into(x, out: graph.mut):
+        out[:] = op.relu(x)
+
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    out = np.zeros_like(x)
+    relu_into(x, out)
+    np.testing.assert_array_equal(out, np.maximum(x, 0))
+    np.testing.assert_array_equal(op.softmax(x), op.softmax(x.copy()))

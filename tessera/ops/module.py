@@ -356,7 +356,7 @@ def apply(op: str, inputs: list, attrs: dict):
         raise TesseraError(f"{name} needs at least one array")
     key = (op, tuple(sorted(attrs.items())) if len(attrs) > 1 else tuple(attrs.items()), parts)
     device = any(arrays.placed)
-    key += (tuple([(tuple(a.shape), a.dtype.str) for a in arrays]), setting("target"), device)
+    key += (tuple([(tuple(a.shape), a.dtype) for a in arrays]), setting("target"), device)
     lowered = _eager.get(key)  # (a dict read is atomic; made under the lock)
     if lowered is None:
         with _eager_lock:

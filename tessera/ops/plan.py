@@ -36,9 +36,31 @@ def run(
     written). ``fresh``: no result is (a view of) an argument. ``watch``: {id(node):
     fn(array)}, each called once its node's value is stored (a value no kernel stores, an
     input, at the end); ``between()`` is called after each kernel."""
+    graph = lowered.graph
+    if not (graph.written or graph.captured or graph.after or fresh or watch or between):
+        if streams.current() is None:  # (an op's call: nothing but the launches)
+            return _run_plain(lowered, arrays)
     results, finish = start(lowered, arrays, fresh, watch, between)
     finish.run()
     return results
+
+
+def _run_plain(lowered: Lowered, arrays: list) -> list:
+    """:func:`run` of a graph that assigns no argument, captures no array and has no host
+    step, outside any ``graph.stream`` (what :func:`start` does for it, less the rest)."""
+    graph = lowered.graph
+    buffers = memory(arrays)
+    env: dict[int, object] = {}
+    for inp, a in zip(graph.inputs, arrays):
+        env[id(inp)] = np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a
+    _launch(lowered, env, _NONE, buffers, _NONE)
+    return [
+        buffers.from_host(np.full((), value.value)) if isinstance(value, Const) else env[id(value)]
+        for value in graph.outputs
+    ]
+
+
+_NONE: dict = {}  # (read, never written)
 
 
 @dataclasses.dataclass
@@ -265,12 +287,29 @@ def operands(name: str, args: tuple) -> kinds.Operands:
     tensors, device arrays), all on the host or all on a device, device arrays
     row-major without gaps; ``.kind`` says what the results go back as."""
     out = kinds.operands(name, args)
-    if len(set(out.placed)) > 1:
-        raise TesseraError(f"{name}: the arguments mix host and device arrays; copy one side")
-    for i, (a, device) in enumerate(zip(out, out.placed)):
-        if device and not c_contiguous(a):
-            raise TesseraError(f"{name}: device array argument {i} is not contiguous")
+    placed = out.placed
+    if True in placed:
+        if False in placed:
+            raise TesseraError(f"{name}: the arguments mix host and device arrays; copy one side")
+        for i, a in enumerate(out):
+            layout = (a.shape, a.strides, a.dtype.itemsize)
+            row_major = _ROW_MAJOR.get(layout)
+            if row_major is None:
+                row_major = _row_major(layout, a)
+            if not row_major:
+                raise TesseraError(f"{name}: device array argument {i} is not contiguous")
     return out
+
+
+_ROW_MAJOR: dict = {}  # (shape, strides, itemsize) of device arrays → c_contiguous
+
+
+def _row_major(layout: tuple, a) -> bool:
+    row_major = c_contiguous(a)
+    if len(_ROW_MAJOR) >= 4096:
+        _ROW_MAJOR.clear()
+    _ROW_MAJOR[layout] = row_major
+    return row_major
 
 
 __all__ = ["Finish", "Input", "c_contiguous", "memory", "operands", "run", "start"]
