@@ -340,3 +340,18 @@ def test_an_op_and_a_graph_that_assigns_its_argument_run_as_before():
     relu_into(x, out)
     np.testing.assert_array_equal(out, np.maximum(x, 0))
     np.testing.assert_array_equal(op.softmax(x), op.softmax(x.copy()))
+
+
+def test_a_kernel_replaced_in_a_lowered_graph_has_its_launches_worked_out_again():
+    x = np.linspace(-2, 2, 10, dtype=np.float32).reshape(2, 5)
+    expected = op.relu(x)
+    (lowered,) = [
+        v for k, v in ops_module._eager.items() if k[0] == "relu" and k[3][0][0] == (2, 5)
+    ]
+    old = lowered.calls
+    lowered.kernels[0] = lowered.kernels[0]  # the same kernel: the launches are kept
+    op.relu(x)
+    assert lowered.calls is old
+    lowered.calls = [(object(),) + tuple(old[0][1:])]  # launches of another kernel
+    np.testing.assert_array_equal(op.relu(x), expected)
+    assert lowered.calls[0][0] is lowered.kernels[0]

@@ -130,10 +130,13 @@ def _launch(lowered: Lowered, env: dict, direct: dict, memory, watch: dict, betw
     """One launch per kernel, in the groups' order, filling ``env`` with stored values
     (and calling ``watch``'s functions as theirs are stored, ``between()`` after each)."""
     calls = lowered.calls
-    if calls is None or any(
-        c is not None and c[0] is not k for c, k in zip(calls, lowered.kernels)
-    ):  # (worked out again for a kernel replaced since)
+    if calls is None:
         calls = lowered.calls = _calls(lowered)
+    else:
+        for c, k in zip(calls, lowered.kernels):
+            if c is not None and c[0] is not k:  # (again for a kernel replaced since)
+                calls = lowered.calls = _calls(lowered)
+                break
     for group, source, call in zip(lowered.groups, lowered.sources, calls):
         _stored(group, source, env, memory, call, direct)
         if watch:
