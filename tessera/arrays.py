@@ -355,6 +355,36 @@ def _not_a_device_array(a) -> None:
     return None
 
 
+_NUMBA_LAYOUTS: dict = {}  # (type, shape, strides, dtype) → what its constructor set
+
+
+def numba_array(cls: type, shape: tuple, strides: tuple, dtype: np.dtype, gpu_data):
+    """``cls(shape, strides, dtype, gpu_data=gpu_data)`` for numba-cuda's DeviceNDArray
+    (``shape`` and ``strides`` tuples of ints, ``dtype`` a NumPy dtype): made by the
+    constructor once per layout, then as a copy of the attributes it set, ``gpu_data``
+    replaced (the constructor works the layout out again each time: a few µs on the op
+    path). An empty array is always the constructor's (it drops ``gpu_data``)."""
+    key = (cls, shape, strides, dtype)
+    attrs = _NUMBA_LAYOUTS.get(key)
+    if attrs is None:
+        array = cls(shape, strides, dtype, gpu_data=gpu_data)
+        if array.size:
+            if len(_NUMBA_LAYOUTS) >= _LAYOUTS_KEPT:
+                _NUMBA_LAYOUTS.clear()
+            attrs = dict(array.__dict__)  # (before any cached property is read)
+            attrs["gpu_data"] = None  # (the snapshot holds no memory)
+            _NUMBA_LAYOUTS[key] = attrs
+        return array
+    array = cls.__new__(cls)
+    attrs = attrs.copy()
+    attrs["gpu_data"] = gpu_data
+    array.__dict__ = attrs
+    return array
+
+
+_LAYOUTS_KEPT = 4096
+
+
 def _read_numba(a):
     return a.device_ctypes_pointer.value or 0, a.shape, a.strides, a.dtype
 

@@ -344,7 +344,12 @@ def apply(op: str, inputs: list, attrs: dict):
         if isinstance(v, Tensor):
             return v.tracer.record(op, list(inputs), dict(attrs))
     name = f"op.{PUBLIC_NAMES.get(op, op)}"
-    if any(isinstance(v, _NUMBERS) for v in inputs):
+    numbers = False
+    for v in inputs:  # (a loop: a generator's any() costs more than the check)
+        if isinstance(v, _NUMBERS):
+            numbers = True
+            break
+    if numbers:
         arrays = plan.operands(name, tuple(v for v in inputs if not isinstance(v, _NUMBERS)))
         parts = tuple(  # (repr: a NaN is one key, though it equals no NaN)
             ("c", type(v).__name__, repr(v)) if isinstance(v, _NUMBERS) else ("a",) for v in inputs
@@ -356,7 +361,7 @@ def apply(op: str, inputs: list, attrs: dict):
         raise TesseraError(f"{name} needs at least one array")
     key = (op, tuple(sorted(attrs.items())) if len(attrs) > 1 else tuple(attrs.items()), parts)
     device = any(arrays.placed)
-    key += (tuple([(tuple(a.shape), a.dtype.str) for a in arrays]), setting("target"), device)
+    key += (tuple([(tuple(a.shape), a.dtype) for a in arrays]), setting("target"), device)
     lowered = _eager.get(key)  # (a dict read is atomic; made under the lock)
     if lowered is None:
         with _eager_lock:

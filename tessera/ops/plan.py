@@ -17,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from ..arrays import is_device_array
+from ..arrays import is_device_array, numba_array
 from ..config import get as setting
 from ..errors import TesseraError
 from ..kernel import stream_scope as streams
@@ -36,9 +36,31 @@ def run(
     written). ``fresh``: no result is (a view of) an argument. ``watch``: {id(node):
     fn(array)}, each called once its node's value is stored (a value no kernel stores, an
     input, at the end); ``between()`` is called after each kernel."""
+    graph = lowered.graph
+    if not (graph.written or graph.captured or graph.after or fresh or watch or between):
+        if streams.current() is None:  # (an op's call: nothing but the launches)
+            return _run_plain(lowered, arrays)
     results, finish = start(lowered, arrays, fresh, watch, between)
     finish.run()
     return results
+
+
+def _run_plain(lowered: Lowered, arrays: list) -> list:
+    """:func:`run` of a graph that assigns no argument, captures no array and has no host
+    step, outside any ``graph.stream`` (what :func:`start` does for it, less the rest)."""
+    graph = lowered.graph
+    buffers = memory(arrays)
+    env: dict[int, object] = {}
+    for inp, a in zip(graph.inputs, arrays):
+        env[id(inp)] = np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a
+    _launch(lowered, env, _NONE, buffers, _NONE)
+    return [
+        buffers.from_host(np.full((), value.value)) if isinstance(value, Const) else env[id(value)]
+        for value in graph.outputs
+    ]
+
+
+_NONE: dict = {}  # (read, never written)
 
 
 @dataclasses.dataclass
@@ -108,10 +130,13 @@ def _launch(lowered: Lowered, env: dict, direct: dict, memory, watch: dict, betw
     """One launch per kernel, in the groups' order, filling ``env`` with stored values
     (and calling ``watch``'s functions as theirs are stored, ``between()`` after each)."""
     calls = lowered.calls
-    if calls is None or any(
-        c is not None and c[0] is not k for c, k in zip(calls, lowered.kernels)
-    ):  # (worked out again for a kernel replaced since)
+    if calls is None:
         calls = lowered.calls = _calls(lowered)
+    else:
+        for c, k in zip(calls, lowered.kernels):
+            if c is not None and c[0] is not k:  # (again for a kernel replaced since)
+                calls = lowered.calls = _calls(lowered)
+                break
     for group, source, call in zip(lowered.groups, lowered.sources, calls):
         _stored(group, source, env, memory, call, direct)
         if watch:
@@ -174,16 +199,33 @@ def _stored(group, source, env: dict, memory, call, direct: dict) -> None:
 def reshaped(array, shape: tuple[int, ...]):
     """``array.reshape(shape)`` (``array`` row-major without gaps, as every buffer of a
     run is): the array itself when it has that shape; a numba-cuda device array's view
-    made directly, as its ``reshape`` makes it, without working the strides out again."""
+    made directly, as its ``reshape`` makes it, without working the layout out again
+    (arrays.numba_array; the view's strides worked out once per layout)."""
     if array.shape == shape:
         return array
     cls = type(array)
     if cls.__name__ == "DeviceNDArray" and cls.__module__.startswith("numba"):
-        itemsize = array.dtype.itemsize
-        if array.strides == _c_strides(array.shape, itemsize):
-            strides = _c_strides(shape, itemsize)
-            return cls(shape=shape, strides=strides, dtype=array.dtype, gpu_data=array.gpu_data)
+        dtype = array.dtype
+        key = (array.shape, array.strides, dtype.itemsize, shape)
+        strides = _VIEW_STRIDES.get(key)
+        if strides is None:
+            strides = _view_strides(*key)
+        if strides:
+            return numba_array(cls, shape, strides, dtype, array.gpu_data)
     return array.reshape(shape)
+
+
+_VIEW_STRIDES: dict = {}  # (shape, strides, itemsize, new shape) → the view's, or ()
+
+
+def _view_strides(shape, strides, itemsize: int, to: tuple[int, ...]) -> tuple[int, ...]:
+    """A row-major view's strides in shape ``to`` of an array of ``shape`` and
+    ``strides``; () where the array is not row-major as numba-cuda's reshape checks it."""
+    view = _c_strides(to, itemsize) if strides == _c_strides(shape, itemsize) else ()
+    if len(_VIEW_STRIDES) >= 4096:
+        _VIEW_STRIDES.clear()
+    _VIEW_STRIDES[shape, strides, itemsize, to] = view
+    return view
 
 
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -248,12 +290,29 @@ def operands(name: str, args: tuple) -> kinds.Operands:
     tensors, device arrays), all on the host or all on a device, device arrays
     row-major without gaps; ``.kind`` says what the results go back as."""
     out = kinds.operands(name, args)
-    if len(set(out.placed)) > 1:
-        raise TesseraError(f"{name}: the arguments mix host and device arrays; copy one side")
-    for i, (a, device) in enumerate(zip(out, out.placed)):
-        if device and not c_contiguous(a):
-            raise TesseraError(f"{name}: device array argument {i} is not contiguous")
+    placed = out.placed
+    if True in placed:
+        if False in placed:
+            raise TesseraError(f"{name}: the arguments mix host and device arrays; copy one side")
+        for i, a in enumerate(out):
+            layout = (a.shape, a.strides, a.dtype.itemsize)
+            row_major = _ROW_MAJOR.get(layout)
+            if row_major is None:
+                row_major = _row_major(layout, a)
+            if not row_major:
+                raise TesseraError(f"{name}: device array argument {i} is not contiguous")
     return out
+
+
+_ROW_MAJOR: dict = {}  # (shape, strides, itemsize) of device arrays → c_contiguous
+
+
+def _row_major(layout: tuple, a) -> bool:
+    row_major = c_contiguous(a)
+    if len(_ROW_MAJOR) >= 4096:
+        _ROW_MAJOR.clear()
+    _ROW_MAJOR[layout] = row_major
+    return row_major
 
 
 __all__ = ["Finish", "Input", "c_contiguous", "memory", "operands", "run", "start"]

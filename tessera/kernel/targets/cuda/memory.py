@@ -4,11 +4,14 @@ layer's results and scratch), recycled instead of allocated per call.
 numba-cuda allocates with ``cuMemAlloc`` and frees with ``cuMemFree``, which waits for the
 whole device: an op on device arrays paid both on every call (about 150 µs on an H100,
 more than a 1024 × 1024 softmax takes). Here each block of device memory is kept by the
-pool once allocated. numba-cuda counts the references to a block (every array and view of
-it holds one, and drops it when collected); an array is handed a counted view of a block,
-so a block whose count is back to the pool's own is free for the next array of its size
-class. Work on one stream is ordered, and a block reused on another named stream is
-ordered by the streams' fence (streams.py), as any array is.
+pool once allocated. numba-cuda counts the references to a block (every counted view of it
+holds one, and drops it when collected: a slice of an array makes one). The pool keeps one
+counted view of each block, made once (making one costs about 3 µs) and handed to every
+array it puts on the block: so a block is free for the next array of its size class when
+numba-cuda's count is back to the pool's two (the block, its view) and nothing but the
+pool holds that view (no array, no reshape of one: they share their array's view). Work
+on one stream is ordered, and a block reused on another named stream is ordered by the
+streams' fence (streams.py), as any array is.
 
 At most ``LIMIT_BYTES`` are kept; past that, arrays are allocated and freed by numba-cuda
 as before. ``release()`` gives every free block back to the driver.
@@ -16,10 +19,12 @@ as before. ``release()`` gives every free block back to the driver.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
 
+from ....arrays import numba_array
 from .runtime import cuda_module
 
 LIMIT_BYTES = 1 << 30  # kept by the pool, in use or free
@@ -33,7 +38,7 @@ class DevicePool:
     def __init__(self, limit: int = LIMIT_BYTES, allocate=None):
         self.limit = limit
         self.kept = 0  # bytes of all blocks the pool keeps
-        self._blocks: dict[int, list] = {}  # size class → owned blocks (numba OwnedPointer)
+        self._blocks: dict[int, list] = {}  # size class → its blocks' entries (_new_view)
         self._next: dict[int, int] = {}  # size class → the block to look at first
         self._allocate = allocate
         self._lock = threading.Lock()
@@ -43,21 +48,23 @@ class DevicePool:
         array_type = _ARRAY_TYPE or _device_array_type()
         if type(dtype) is not np.dtype:
             dtype = np.dtype(dtype)
-        shape = tuple([int(n) for n in shape])
-        nbytes = dtype.itemsize
-        for n in shape:
-            nbytes *= n
-        block = self._block(max(-(-nbytes // _GRANULE) * _GRANULE, _GRANULE))
-        if block is None:  # past the limit: numba-cuda's own allocation
+        layout = _LAYOUTS.get((shape, dtype)) if type(shape) is tuple else None
+        if layout is None:
+            layout = _layout(shape, dtype)
+        shape, strides, nbytes = layout
+        if not nbytes:  # (numba-cuda gives an empty array a null pointer of its own)
+            return array_type(shape, strides, dtype, gpu_data=None)
+        view = self._view(max(-(-nbytes // _GRANULE) * _GRANULE, _GRANULE), nbytes)
+        if view is None:  # past the limit: numba-cuda's own allocation
             return cuda_module().device_array(shape, dtype)
-        strides = _c_strides(shape, dtype.itemsize)
-        return array_type(shape, strides, dtype, gpu_data=block.view(0, nbytes))
+        return numba_array(array_type, shape, strides, dtype, view)
 
-    def _block(self, size: int):
-        """A free block of ``size`` bytes. The blocks of a class are looked at in turn
-        from the one after the last handed out (next fit): blocks taken in a row are freed
-        in about that order, so the first looked at is usually free however many arrays
-        of its size are alive (a scan from the first block would pass each live one)."""
+    def _view(self, size: int, nbytes: int):
+        """The counted view of ``nbytes`` of a free block of ``size`` bytes. The blocks of
+        a class are looked at in turn from the one after the last handed out (next fit):
+        blocks taken in a row are freed in about that order, so the first looked at is
+        usually free however many arrays of its size are alive (a scan from the first
+        block would pass each live one)."""
         with self._lock:
             blocks = self._blocks.get(size)
             if blocks is None:
@@ -68,25 +75,29 @@ class DevicePool:
                 i = start + k
                 if i >= count:
                     i -= count
-                block = blocks[i]
-                if block._mem.refct == 1:  # _free(block), inline: the launch path
+                entry = blocks[i]
+                # _free(entry), inline (the launch path)
+                if entry[0]._mem.refct == 2 and sys.getrefcount(entry[1]) == entry[2]:
                     self._next[size] = i + 1
-                    return block
+                    if entry[3] != nbytes:
+                        _new_view(entry, nbytes)
+                    return entry[1]
             if self.kept + size > self.limit:
                 return None
             allocate = self._allocate or cuda_module().current_context().memalloc
-            block = allocate(size)
-            blocks.append(block)
+            entry = [allocate(size), None, 0, 0]
+            _new_view(entry, nbytes)
+            blocks.append(entry)
             self._next[size] = 0  # (every block was looked at: start again at the first)
             self.kept += size
-            return block
+            return entry[1]
 
     def release(self) -> int:
         """Give every free block back to the driver; returns the bytes released."""
         released = 0
         with self._lock:
             for size, blocks in self._blocks.items():
-                keep = [b for b in blocks if not _free(b)]
+                keep = [e for e in blocks if not _free(e)]
                 released += size * (len(blocks) - len(keep))
                 blocks[:] = keep
                 self._next[size] = 0
@@ -105,9 +116,38 @@ def _device_array_type():
     return DeviceNDArray
 
 
-def _free(block) -> bool:
-    """Whether only the pool holds ``block`` (numba-cuda's count of its owners is 1)."""
-    return block._mem.refct == 1
+_LAYOUTS: dict = {}  # (shape, dtype) → (shape as ints, C strides, bytes), worked out once
+
+
+def _layout(shape, dtype: np.dtype) -> tuple:
+    ints = tuple([int(n) for n in shape])
+    nbytes = dtype.itemsize
+    for n in ints:
+        nbytes *= n
+    layout = (ints, _c_strides(ints, dtype.itemsize), nbytes)
+    if type(shape) is tuple:
+        if len(_LAYOUTS) >= 4096:
+            _LAYOUTS.clear()
+        _LAYOUTS[shape, dtype] = layout
+    return layout
+
+
+# A block's entry: [block (numba-cuda's owned pointer), its counted view handed to arrays,
+# sys.getrefcount of that view while only the entry holds it, the view's size in bytes]
+
+
+def _new_view(entry: list, nbytes: int) -> None:
+    """Give the entry of a free block a counted view of its first ``nbytes``."""
+    entry[1] = None  # (the old view's count dropped first)
+    entry[1] = entry[0].view(0, nbytes)
+    entry[2] = sys.getrefcount(entry[1])  # (read as _free reads it)
+    entry[3] = nbytes
+
+
+def _free(entry: list) -> bool:
+    """Whether only the pool holds the block of ``entry``: numba-cuda counts the block and
+    its view, and nothing but the entry holds the view."""
+    return entry[0]._mem.refct == 2 and sys.getrefcount(entry[1]) == entry[2]
 
 
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

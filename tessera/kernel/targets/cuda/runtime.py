@@ -40,10 +40,21 @@ def cuda_module():
 
 
 def simulating() -> bool:
-    """Whether numba-cuda's simulator is on in this process."""
+    """Whether numba-cuda's simulator is on in this process (numba's config module read
+    each time, imported once: every op on device arrays asks)."""
+    config = _NUMBA_CONFIG or _numba_config()
+    return bool(getattr(config, "ENABLE_CUDASIM", False))
+
+
+_NUMBA_CONFIG = None  # numba.config, imported on first use
+
+
+def _numba_config():
+    global _NUMBA_CONFIG
     from numba import config
 
-    return bool(getattr(config, "ENABLE_CUDASIM", False))
+    _NUMBA_CONFIG = config
+    return config
 
 
 def _simulator_math():
