@@ -206,11 +206,8 @@ class Binder:
                 if not _scalar_fits(a, limit):
                     return None
                 scalars.append(dtype(a))
-        for s in self.symbols:
-            value = syms.get(s)
-            if value is None:
-                return None
-            scalars.append(value)
+        if not _symbol_values(self.symbols, syms, scalars):
+            return None
         arrays += scalars
         return _bound((tuple(key), tuple(arrays), _NO_CONSTEXPRS))
 
@@ -252,12 +249,20 @@ class Binder:
                 if not _scalar_fits(a, ndim):
                     return None
                 scalars.append(dtype(a))
-        for s in self.symbols:
-            value = syms.get(s)
-            if value is None:
-                return None
-            scalars.append(value)
+        if not _symbol_values(self.symbols, syms, scalars):
+            return None
         return Bound(tuple(key), tuple(arrays + scalars), _NO_CONSTEXPRS)
+
+
+def _symbol_values(symbols, syms: dict, scalars: list) -> bool:
+    """Append each symbol's extent (read from the arrays) to ``scalars``; False where one
+    was not read (then the checked path binds the launch)."""
+    for name in symbols:
+        value = syms.get(name)
+        if value is None:
+            return False
+        scalars.append(value)
+    return True
 
 
 def _scalar_fits(a, bounds: tuple) -> bool:
