@@ -38,9 +38,7 @@ def path_for(kernel: str, digest: str) -> Path:
 
 def load(kernel: str, key: dict) -> dict | None:
     """The cached winner (``{"config": {...}, ...}``) for ``key``, or None."""
-    if not disk_cache.enabled():
-        return None
-    mac = cache_files.cache_key(disk_cache.directory(), FOLDER, create=False)
+    mac = disk_cache.folder_key(FOLDER, create=False)
     if mac is None:
         return None
     path = path_for(kernel, key_digest(key))
@@ -72,9 +70,7 @@ def read(path: Path, mac: bytes) -> dict:
 
 def save(kernel: str, key: dict, config: dict, table: list[dict]) -> Path | None:
     """Write the winner and the sweep's table; None when the cache is off or unwritable."""
-    if not disk_cache.enabled():
-        return None
-    mac = cache_files.cache_key(disk_cache.directory(), FOLDER, create=True)
+    mac = disk_cache.folder_key(FOLDER, create=True)
     if mac is None:
         return None  # refused or unwritable: warned once
     path = path_for(kernel, key_digest(key))

@@ -89,6 +89,14 @@ def enabled() -> bool:
     raise ValueError(f"TESSERA_CACHE={value!r} must be 'on' or 'off'")
 
 
+def folder_key(sub: str, create: bool) -> bytes | None:
+    """The key that seals the entries of the cache's folder ``sub`` (autotune winners,
+    link measurements), or None where the cache is off or its directory is refused."""
+    if not enabled():
+        return None
+    return cache_files.cache_key(directory(), sub, create=create)
+
+
 def directory() -> Path:
     """The cache's root: ``TESSERA_CACHE_DIR``, else :func:`default_directory`."""
     configured = setting("cache_dir")

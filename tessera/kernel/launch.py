@@ -170,12 +170,7 @@ class Binder:
         plan = self._device_plan
         if plan is None or len(args) != len(plan):
             return None
-        syms: dict[str, int] = {}
-        if self.grouped:
-            groups = 1
-            for g in grid:
-                groups *= g
-            syms[GRID_GROUPS] = groups
+        syms = _grid_symbols(self.grouped, grid)
         key = [len(grid)]
         arrays, scalars = [], []
         readers, seen = DEVICE_READERS, self._seen
@@ -217,12 +212,7 @@ class Binder:
         plan = self.plan
         if len(args) != len(plan):
             return None
-        syms: dict[str, int] = {}
-        if self.grouped:
-            groups = 1
-            for g in grid:
-                groups *= g
-            syms[GRID_GROUPS] = groups
+        syms = _grid_symbols(self.grouped, grid)
         key = [len(grid)]
         arrays, scalars = [], []
         # a scalar row keeps its bounds (scalar_fits) where arrays keep ndim
@@ -252,6 +242,17 @@ class Binder:
         if not _symbol_values(self.symbols, syms, scalars):
             return None
         return Bound(tuple(key), tuple(arrays + scalars), _NO_CONSTEXPRS)
+
+
+def _grid_symbols(grouped: bool, grid: tuple[int, ...]) -> dict[str, int]:
+    """The symbols a launch knows before reading its arrays: a grouped kernel's count of
+    groups."""
+    if not grouped:
+        return {}
+    groups = 1
+    for g in grid:
+        groups *= g
+    return {GRID_GROUPS: groups}
 
 
 def _symbol_values(symbols, syms: dict, scalars: list) -> bool:

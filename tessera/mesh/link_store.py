@@ -40,9 +40,7 @@ def _path(key: dict) -> Path:
 
 def load(key: dict) -> dict | None:
     """The stored measurement for ``key`` (link_cost.snapshot's form), or None."""
-    if not disk_cache.enabled():
-        return None
-    mac = cache_files.cache_key(disk_cache.directory(), FOLDER, create=False)
+    mac = disk_cache.folder_key(FOLDER, create=False)
     if mac is None:
         return None
     path = _path(key)
@@ -59,9 +57,7 @@ def load(key: dict) -> dict | None:
 
 
 def save(key: dict, links: dict) -> Path | None:
-    if not disk_cache.enabled():
-        return None
-    mac = cache_files.cache_key(disk_cache.directory(), FOLDER, create=True)
+    mac = disk_cache.folder_key(FOLDER, create=True)
     if mac is None:
         return None
     path = _path(key)
