@@ -467,13 +467,14 @@ def test_the_emulator_catches_a_wrong_layout_in_a_broken_loop(old, new, rng):
 def test_the_main_loop_is_ldmatrix_mma_and_16_byte_copies_in_ptx(arch):
     ptx = gemm.inspect("ptx", *_args(), 64, 64, grid=(2, 2), arch=arch)
     # per k-tile of 32 and warp tile 32x32: 2 k16 steps x (2 A + 2 B ldmatrix, 8 mma), in
-    # two loops: the branch-free one (every tile by 16-byte chunks) and the general one
-    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 2 * 16
-    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 2 * 4
-    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2 * 4
+    # one loop: the arrays allow 16-byte chunks, so the kernel holds the branch-free loop
+    # alone (tests/test_cuda_chunk_variants.py)
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 16
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 4
     # 64x32 A and 32x64 B blocks: two 16-byte chunks of each per thread (the prologue's,
-    # the branch-free loop's, the general loop's)
-    assert ptx.count("cp.async.cg.shared.global [") == 3 * 4
+    # the branch-free loop's)
+    assert ptx.count("cp.async.cg.shared.global [") == 2 * 4
     assert f"cp.async.wait_group {1 if arch == 'sm_80' else 2};" in ptx  # S - 2
     assert "ld.local" not in ptx and "st.local" not in ptx
     assert "cvt.rn.f16x2.f32" not in ptx  # f16 bits go to the stages as they are
@@ -486,9 +487,10 @@ def test_an_f64_gemm_loop_is_dmma_from_8_byte_shared_loads_in_ptx(arch):
     source = dgemm.inspect("cuda", a, a.T.copy(), np.zeros((128, 128)), grid=(2, 2), arch=arch)
     assert "# register GEMM main loop: 64x64 f64 accumulator" in source
     ptx = dgemm.inspect("ptx", a, a.T.copy(), np.zeros((128, 128)), grid=(2, 2), arch=arch)
-    # a k-tile of 16: 4 k4 steps x 4 x 4 m8n8 tiles of a 32x32 warp tile (two loops)
-    assert ptx.count("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64") == 2 * 64
-    assert ptx.count("ld.shared.f64") == 2 * 4 * (4 + 4)
+    # a k-tile of 16: 4 k4 steps x 4 x 4 m8n8 tiles of a 32x32 warp tile (one loop: the
+    # arrays allow chunks)
+    assert ptx.count("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64") == 64
+    assert ptx.count("ld.shared.f64") == 4 * (4 + 4)
     assert "ld.local" not in ptx and "st.local" not in ptx
     meta = dgemm.metadata(a, a.T.copy(), np.zeros((128, 128)), grid=(2, 2), arch=arch)
     assert meta["spill_bytes"] == 0

@@ -105,7 +105,9 @@ def constant_shapes(kir: ir.KernelIR) -> None:
         fold_constants(kir)
 
 
-def _constant_names(kir: ir.KernelIR) -> tuple[dict[str, int], dict[str, bool]]:
+def single_definitions(kir: ir.KernelIR) -> dict[str, ir.Expr]:
+    """The names the kernel binds exactly once, by an assignment (not a parameter, a loop
+    variable or a shared array), each with the value assigned."""
     params = {p.name for p in kir.params}
     bound: dict[str, int] = {}
     values: dict[str, ir.Expr] = {}
@@ -114,7 +116,11 @@ def _constant_names(kir: ir.KernelIR) -> tuple[dict[str, int], dict[str, bool]]:
             bound[name] = bound.get(name, 0) + 1
         if isinstance(s, ir.Assign):
             values[s.target] = s.value
-    candidates = {n: v for n, v in values.items() if bound[n] == 1 and n not in params}
+    return {n: v for n, v in values.items() if bound[n] == 1 and n not in params}
+
+
+def _constant_names(kir: ir.KernelIR) -> tuple[dict[str, int], dict[str, bool]]:
+    candidates = single_definitions(kir)
     flags = {n: v.value for n, v in candidates.items() if _is_bool(v)}
     known: dict[str, int] = {}
     while True:  # names defined from names defined from constants: until nothing changes

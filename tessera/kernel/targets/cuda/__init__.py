@@ -75,6 +75,7 @@ class CudaTarget(Target):
         return CudaProgram(spec, grid_ndim, self, ampere_for(arch), stages_for(arch))
 
     def stage(self, program, name: str, call_args: tuple, grid: tuple, options: BuildOptions):
+        program = program.for_args(call_args)  # the variant a launch with them runs
         if name == "cuda":
             return program.source
         if program.simulated:

@@ -26,7 +26,7 @@ from ..pysource import SourceEmitter, ctor
 from ..target import Target
 from . import mainloop
 from .passes.launch_shape import threads_for
-from .passes.mainloop import plan_mainloops
+from .passes.mainloop import offsets_in_chunks, plan_mainloops
 from .passes.row_loop import plan_row_loops
 from .register_tiles import RegisterTiles
 from .rounding import PRODUCTS
@@ -80,6 +80,7 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
         simulated: bool = False,
         tensor_cores: bool = False,
         stages: int = 3,
+        chunks: bool | None = None,
     ):
         super().__init__(kir, grid_ndim, target)
         self.simulated = simulated  # numba-cuda's simulator: no warp shuffles
@@ -92,6 +93,21 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
         self.mainloops = plan_mainloops(kir, self.lanes, stages) if self.tensor_cores else {}
         # their operand tiles go global -> shared stages -> fragments, never a tile
         self.unstaged = {n for p in self.mainloops.values() for n in (p.a, p.b)}
+        # main loops whose steady loop the launch chooses by the arrays (``chunks``: the
+        # chunked one, the general one, or None: both, chosen in the kernel)
+        self.chunks = chunks
+        self.launch_chunked = {
+            key
+            for key, p in self.mainloops.items()
+            if mainloop.launch_chunks(p, offsets_in_chunks(p, kir))
+        }
+        arrays = [p.name for p in kir.params if p.kind == "array"]
+        self.chunk_checks = tuple(  # (array parameter's position, its staged block)
+            (arrays.index(name), block)
+            for key, p in self.mainloops.items()
+            if key in self.launch_chunked
+            for name, block in zip((p.A, p.B), mainloop.blocks(p, "A", "B"))
+        )
         self.rings: dict[str, int] = {}  # shared staging rings of the main loops, bytes
         # other tile.range loops of blocks and products as register row loops
         self.row_loops = (

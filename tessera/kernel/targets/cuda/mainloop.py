@@ -54,6 +54,9 @@ class Operands:
     tag: str = "0"  # tells the accumulators of a kernel's several main loops apart
     init: str | None = None  # code the registers start from (None: acc's shared tile)
     keep: bool = False  # leave the result in the registers (None: into acc's shared tile)
+    # which steady loop: True the chunked one, False the general one (the launch chose by
+    # the arrays: launch_chunks), None both, chosen by the kernel
+    chunks: bool | None = None
 
 
 def accumulator(ops: Operands) -> str:
@@ -72,11 +75,25 @@ def _instruction(plan: Mainloop) -> mma.Instruction:
     ]
 
 
-def _blocks(plan: Mainloop, ops: Operands) -> tuple[stage_copy.Block, stage_copy.Block]:
+def blocks(plan: Mainloop, A: str, B: str) -> tuple[stage_copy.Block, stage_copy.Block]:
+    """The staged blocks of the loop's arrays (``A``, ``B``: their names in the code)."""
     elem = plan.shape.element
     return (
-        stage_copy.Block("a", ops.A, plan.m, plan.k, elem),
-        stage_copy.Block("b", ops.B, plan.k, plan.n, elem),
+        stage_copy.Block("a", A, plan.m, plan.k, elem),
+        stage_copy.Block("b", B, plan.k, plan.n, elem),
+    )
+
+
+def launch_chunks(plan: Mainloop, offsets_in_chunks: bool) -> bool:
+    """Whether the launch can choose the steady loop (``Operands.chunks``): the chunked
+    loop exists for the plan's blocks and, where the arrays allow chunks, every copy
+    starts on one (``offsets_in_chunks``: passes/mainloop.py)."""
+    threads = plan.threads
+    a, b = blocks(plan, "A", "B")
+    return (
+        offsets_in_chunks
+        and stage_copy.chunks_fixed(a, threads)
+        and stage_copy.chunks_fixed(b, threads)
     )
 
 
@@ -113,7 +130,7 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     e(f"_mra = _mra if -{bm} < _mra < {a}.shape[0] else np.int64(-{bm})")
     e(f"_mcb = {ops.col0}")
     e(f"_mcb = _mcb if -{bn} < _mcb < {b}.shape[1] else np.int64(-{bn})")
-    block_a, block_b = _blocks(plan, ops)
+    block_a, block_b = blocks(plan, ops.A, ops.B)
     stage_copy.array_info(out, block_a)
     stage_copy.array_info(out, block_b)
     e(f"_mfa = {stage_copy.chunks_possible(block_a)}  # 16-byte chunks of A possible")
@@ -141,7 +158,7 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     e(f"_mkt = np.int64({pysource.trip_count('_mk0', '_mk1', '_mk2')})")
     steps = bk // inst.k
     wait = "_cp_wait_all" if S == 2 else f"_cp_wait{S - 2}"
-    blocks = (block_a, block_b, moving_a, moving_b)
+    staged = (block_a, block_b, moving_a, moving_b)
 
     def copies(general: bool) -> None:  # tile _mt into its stage (read S - 1 iterations on)
         e(f"_mt = _mi + {S - 1}")
@@ -152,7 +169,7 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
         e(f"_mka = _mk if -{bk} < _mk < {a}.shape[1] else np.int64(-{bk})")
         e(f"_mkb = _mk if -{bk} < _mk < {b}.shape[0] else np.int64(-{bk})")
         e(f"_mst = _ms0 + (_mt % {S}) * {stage}")
-        _copy_blocks(out, plan, blocks, general)
+        _copy_blocks(out, plan, staged, general)
         if general:
             out.indent -= 1
         e("_cp_commit()")
@@ -172,27 +189,34 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
             _fragments(out, plan, inst, acc)
             out.indent -= 1
 
-    e(f"for _mi in range({1 - S}, 0):  # the prologue: tiles 0 .. S - 2 into their stages")
+    # the prologue: tiles 0 .. S - 2 into their stages (general copies even where the
+    # launch chose the chunked loop: the branch-free copies unrolled here as well cost a
+    # 128 x 128 f16 block its second block an SM: ptxas spills under that register cap)
+    e(f"for _mi in range({1 - S}, 0):")
     out.indent += 1
     copies(True)
     out.indent -= 1
-    if moving_a and moving_b:
+    both = moving_a and moving_b and ops.chunks is None
+    if ops.chunks or both:
         # every tile copies by 16-byte chunks: an iteration is one branch-free block of
         # code (a copy past the last tile is a zero fill into a stage nobody reads)
-        fits = f"{stage_copy.narrow(block_a)} and {stage_copy.narrow(block_b)}"
-        e(f"if _mfa and _mfb and _mk0 % {ce} == 0 and _mk2 % {ce} == 0 and {fits}:")
-        out.indent += 1
+        if both:
+            fits = f"{stage_copy.narrow(block_a)} and {stage_copy.narrow(block_b)}"
+            e(f"if _mfa and _mfb and _mk0 % {ce} == 0 and _mk2 % {ce} == 0 and {fits}:")
+            out.indent += 1
         e("for _mi in range(_mkt):")
         out.indent += 1
         iteration(False)
-        out.indent -= 2
-        e("else:")
+        out.indent -= 2 if both else 1
+        if both:
+            e("else:")
+            out.indent += 1
+    if not ops.chunks:
+        e("for _mi in range(_mkt):")
         out.indent += 1
-    e("for _mi in range(_mkt):")
-    out.indent += 1
-    iteration(True)
-    out.indent -= 1
-    if moving_a and moving_b:
+        iteration(True)
+        out.indent -= 1
+    if both:
         out.indent -= 1
     e("_cp_wait_all()")
     if not ops.keep:
@@ -200,11 +224,11 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
         e("cuda.syncthreads()")
 
 
-def _copy_blocks(out, plan: Mainloop, blocks, general: bool) -> None:
+def _copy_blocks(out, plan: Mainloop, staged, general: bool) -> None:
     """The copies of tile ``_mt`` into stage ``_mst``: in the general loop, by chunks or
     element by element as each tile allows; in the fast loop, by chunks, branch-free,
     the tile's existence (``_mt < _mkt``) part of every chunk's mask."""
-    block_a, block_b, moving_a, moving_b = blocks
+    block_a, block_b, moving_a, moving_b = staged
     ce, threads, a_bytes = plan.chunk_elements, plan.threads, plan.a_bytes
     if general:
         fast_a = f"_mfa and _mka % {ce} == 0"

@@ -25,7 +25,7 @@ from ...pipeline import Specialised
 from ...seed_metadata import seed_keys
 from ...source import generated
 from ..target import Target
-from . import abi, cubin_cache, runtime, shared_memory, toolchain
+from . import abi, cubin_cache, runtime, shared_memory, stage_copy, toolchain
 from . import driver as driver_module
 from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
 from .launcher import DirectLauncher, storage_dtype
@@ -77,6 +77,28 @@ def _aligned4(a) -> bool:
         and all(st % 4 == 0 for st in strides[:-1])
         and (not strides or strides[-1] == 2)
     )
+
+
+def _chunk_view(a, simulated: bool) -> tuple[int, tuple, tuple] | None:
+    """(data pointer, shape, byte strides) of array argument ``a`` as the kernel will see
+    it. A host array is copied to the GPU first (``_on_device``: a contiguous copy where it
+    is neither C- nor F-contiguous, at an aligned address); under the simulator a copy
+    only ever makes an array more aligned, so its own address answers."""
+    if type(a) is DeviceArg:
+        return a[0], a[1], a[2]
+    if isinstance(a, np.ndarray):
+        if simulated:
+            return a.ctypes.data, a.shape, a.strides
+        if not (a.flags.c_contiguous or a.flags.f_contiguous):
+            a = np.empty(a.shape, a.dtype)  # (the copy's strides)
+        return 0, a.shape, a.strides
+    info = device_info(a)
+    if info is not None:
+        return info[0], info[1], info[2]
+    host = getattr(a, "_ary", None)  # the simulator's device arrays hold NumPy's
+    if isinstance(host, np.ndarray):
+        return host.ctypes.data, host.shape, host.strides
+    return None
 
 
 def _address(a) -> int:
@@ -145,6 +167,7 @@ class CudaProgram:
         ampere: bool | None = None,
         stages: int = 3,
         warp_twins=None,
+        chunks: bool | None = None,
     ):
         self.spec = spec
         self.kir = spec.kir
@@ -163,8 +186,15 @@ class CudaProgram:
             simulated=self.simulated and self.warp_twins is None,
             tensor_cores=ampere or self.warp_twins is not None,
             stages=stages,
+            chunks=chunks,
         )
         self.stages = stages
+        self._target = target
+        # main loops whose steady loop the launch chooses by the arrays: this program is
+        # the launch's choice between two variants (``for_args``), each with one loop;
+        # its own source, with both loops chosen in the kernel, is for ahead-of-time images
+        self.chunk_checks = codegen.chunk_checks if chunks is None else ()
+        self._variants: dict[bool, CudaProgram] = {}
         self.register_loops = bool(codegen.mainloops)  # tile.dot on the register path
         self.threads = codegen.lanes if spec.kir.grouped else FLAT_BLOCK  # a block's
         self.min_blocks = blocks_per_sm(codegen.mainloops.values(), codegen.row_loops, self.threads)
@@ -209,6 +239,32 @@ class CudaProgram:
             self._function = function
         return self._function
 
+    def for_args(self, args: tuple) -> CudaProgram:
+        """The program a launch with ``args`` runs: this one, or where the launch chooses
+        the main loops' steady loop, the variant with the chunked loop when every staged
+        array allows 16-byte chunks (``stage_copy.launch_chunkable``), else the one with
+        the general loop. Both compute the same values; each is compiled when first run."""
+        if not self.chunk_checks:
+            return self
+        chunked = True
+        for index, block in self.chunk_checks:
+            view = _chunk_view(args[index], self.simulated)
+            if view is None or not stage_copy.launch_chunkable(block, *view):
+                chunked = False
+                break
+        found = self._variants.get(chunked)
+        if found is None:
+            found = self._variants[chunked] = CudaProgram(
+                self.spec,
+                self.grid_ndim,
+                self._target,
+                self.async_copies,
+                self.stages,
+                self.warp_twins,
+                chunks=chunked,
+            )
+        return found
+
     def launch_bound(self, min_blocks: int | None = None):
         """The launch bound ptxas compiles for: the most threads a block of this kernel
         has (so it keeps to the registers that let a whole group run), and with
@@ -241,6 +297,8 @@ class CudaProgram:
     def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
         """Queue the kernel on the current stream (asynchronous for device arrays; NumPy
         arguments are copied over and back, which waits for the kernel)."""
+        if self.chunk_checks:  # the variant these arrays allow runs
+            return self.for_args(args).run(args, grid, parallel)
         del parallel  # a GPU always runs groups in parallel
         stream = current_stream()
         if self.simulated:

@@ -196,6 +196,7 @@ class RegisterTiles:
             tag=str(len(self.rings)),
             init=self.fill_code(plan.epilogue.init if plan.epilogue else None, plan.acc),
             keep=plan.epilogue is not None,
+            chunks=self.chunks if id(loop) in self.launch_chunked else None,
         )
         self.emit(f"# tile.range (line {loop.loc.line}) as a register main loop", loop.loc)
         mainloop.emit(self, plan, operands)

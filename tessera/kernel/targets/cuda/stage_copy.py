@@ -68,6 +68,29 @@ def chunks_possible(block: Block) -> str:
     )
 
 
+def launch_chunkable(block: Block, address: int, shape: tuple, strides: tuple) -> bool:
+    """At the launch, of the array ``block`` is copied from: what the kernel's
+    ``chunks_possible`` and ``narrow`` conditions compute (a launch that chooses the kernel
+    by it must agree with them: tests/test_cuda_chunk_variants.py checks both)."""
+    if len(shape) != 2 or len(strides) != 2:
+        return False
+    limit = 2**31 - 2 * max(block.rows, block.cols)
+    return (
+        address % 16 == 0
+        and strides[1] == block.element
+        and strides[0] % 16 == 0
+        and shape[1] % block.chunk_elements == 0
+        and shape[0] < limit
+        and shape[1] < limit
+    )
+
+
+def chunks_fixed(block: Block, threads: int) -> bool:
+    """Whether each thread keeps its chunk column and swizzle from pass to pass (then
+    :func:`chunk_setup` emits and the branch-free loop exists)."""
+    return _chunk_rows(block, threads) is not None
+
+
 def _chunk_rows(block: Block, threads: int) -> int | None:
     """Rows of the block one pass of the threads' 16-byte copies covers, when every
     thread keeps its chunk column and its swizzle term from pass to pass (then a pass

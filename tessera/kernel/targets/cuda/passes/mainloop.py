@@ -33,6 +33,8 @@ from .... import ir
 from ....ir import TileType
 from ....layout import Swizzle, swizzle_for
 from ....passes import gemm_loops
+from ....passes.divisibility import multiple_of
+from ....passes.fold import single_definitions
 
 WARP = 32
 DEFAULT_STAGES = 3  # sm_80's default depth (GPU.md §2: 4 on sm_90); prefetch=p sets p + 1
@@ -232,6 +234,22 @@ def match(
     return Mainloop(
         loop, g.a, g.b, g.acc, g.A, g.B, g.row0, g.col0, bm, bn, bk, dtype, threads, *grid, stages
     )
+
+
+def offsets_in_chunks(plan: Mainloop, kir: ir.KernelIR) -> bool:
+    """Whether the loop's copies start on whole 16-byte chunks for every launch where the
+    arrays allow chunks: A and B are the kernel's own array parameters (the launch sees
+    their alignment, strides and extents) and B's first column and the k loop's start
+    and step are multiples of a chunk's elements (passes/divisibility.py). Then the launch
+    chooses between a kernel with only the chunked loop and one with only the general
+    loop, instead of one kernel holding both (docs/targets.md)."""
+    params = {p.name for p in kir.params if p.kind == "array"}
+    if plan.A not in params or plan.B not in params:
+        return False
+    chunk = plan.chunk_elements
+    definitions = single_definitions(kir)
+    loop = plan.loop
+    return all(multiple_of(e, chunk, definitions) for e in (plan.col0, loop.start, loop.step))
 
 
 def plan_mainloops(
