@@ -411,7 +411,7 @@ class Frontend(CallLowering, PrintLowering, ValueLowering, ViewLowering):
             if "mask" in args:
                 p3, mask = self.expr(scope, args["mask"])
                 p2 += p3
-            return pre + p2 + [ir.Store(loc, array, idx, val, mask)]
+            return pre + p2 + [ir.Store(loc, array, idx, val, mask, call=True)]
         pre, e = self.value(scope, node)
         if isinstance(e, SMALL) or (isinstance(e, ir.Name) and e.name.startswith("_ret")):
             return pre  # a helper called for its effects

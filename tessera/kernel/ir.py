@@ -253,10 +253,14 @@ class Assign(Stmt):
 
 @dataclass(eq=False)
 class Store(Stmt):
+    """``a[i, j] = v`` or ``tile.store(a, index, v, mask=)`` (``call``: the second, which
+    a tile of indices makes a scatter: passes/tile_indexing.py)."""
+
     array: Name
     indices: list[Expr]
     value: Expr
     mask: Expr | None = None
+    call: bool = False
 
     def exprs(self) -> Iterator[Expr]:
         yield self.array

@@ -30,6 +30,7 @@ from .passes.prefetch import mark_prefetch_waits
 from .passes.regions import Schedule, form_regions
 from .passes.returns import eliminate_returns
 from .passes.strip_mine import strip_mine
+from .passes.tile_indexing import lower_tile_indexing
 from .passes.webs import split_webs
 from .signature import ParamSpec, complex_storage, resolve_dtypes, symbols_of
 from .source import SourceInfo
@@ -98,12 +99,15 @@ def front(
 def type_kernel(kir: ir.KernelIR) -> None:
     """Type ``kir``. A name rebound to a tile or array of another type (``acc =
     acc.astype(f32)``) has its independent webs split apart (passes/webs.py) and typed on
-    their own; a conflict within one web stays the error it is."""
+    their own; a conflict within one web stays the error it is. ``tile.load``/``tile.store``
+    at a tile of indices become the gathers and scatters they are typed as
+    (passes/tile_indexing.py), and the kernel is typed again with them."""
     split: set[str] = set()
     while True:
         try:
             Typer(kir).run()
-            return
+            if not lower_tile_indexing(kir):
+                return
         except TypeConflict as conflict:
             name = conflict.name
             if name in split or not split_webs(kir, {name}):

@@ -179,6 +179,9 @@ class Typer:
                 raise self.error(
                     s, f"cannot write to '{s.array.name}': it is not declared mut[...]"
                 )
+            if s.call and self.tile_indexed(s.indices, final):
+                self.tile_store(s, at, final)
+                return
             self.check_indices(s, s.array, at, s.indices, final)
             self.scalar(s.value, final)
             if s.mask is not None:
@@ -265,7 +268,8 @@ class Typer:
                 raise self.error(
                     i,
                     f"an index into '{name.name}' is a tile: read the array at a tile of "
-                    f"indices with tile.gather({name.name}, (i, ...)) and write it with "
+                    f"indices with tile.load({name.name}, (i, ...)) or "
+                    f"tile.gather({name.name}, (i, ...)), write it with tile.store or "
                     "tile.scatter",
                 )
             if not self.scalar(i, final).dtype.is_int:
@@ -375,8 +379,16 @@ class Typer:
                 if e.mask is not None:
                     raise self.error(e, "tile.load reads arrays, not tiles")
                 return ScalarType(at.dtype)
+            if e.other is not None and self.tile_indexed(e.indices, final):
+                return self.tile_load(e, at, final)
             self.check_indices(e, e.array, at, e.indices, final)
             if e.mask is not None:
+                if isinstance(self.expr(e.mask, final), TileType):
+                    raise self.error(
+                        e.mask,
+                        "tile.load with a tile mask reads a tile: its index needs a tile of "
+                        "indices too (tile.load(a, i + tile.arange(n), mask=...))",
+                    )
                 self.scalar(e.mask, final)
             if e.other is not None:
                 self.scalar(e.other, final)
@@ -441,7 +453,7 @@ class Typer:
                 else:
                     raise self.error(a, f"{prim.name}({arg.name}) needs a tile, not {t}")
             elif arg.kind == "tiles":
-                described.append(self.index_tiles(e, a, final))
+                described.append(self.index_tiles(prim.name, a.items, final))
             elif arg.kind == "shape":
                 dims = [fold_int(d) for d in a.items]
                 if any(d is None for d in dims):
@@ -461,17 +473,60 @@ class Typer:
             return self.rule_result(e, described, operands)
         return None
 
-    def index_tiles(self, e: ir.PrimCall, index: ir.Tuple, final: bool) -> tuple:
+    def index_tiles(self, what: str, items: list[ir.Expr], final: bool) -> tuple:
         """The index tiles of a gather or scatter: integer tiles (or values), one per dim
         of the array; described as (how many, their broadcast shape or None)."""
         shapes = []
-        for item in index.items:
+        for item in items:
             t = self.expr(item, final)
             if not isinstance(t, (TileType, ScalarType)) or not t.dtype.is_int:
-                raise self.error(item, f"{e.prim.name}: an index needs integers, not {t}")
+                raise self.error(item, f"{what}: an index needs integers, not {t}")
             if isinstance(t, TileType):
                 shapes.append(t.shape)
-        return len(index.items), broadcast(*shapes) if shapes else None
+        return len(items), broadcast(*shapes) if shapes else None
+
+    # ``tile.load``/``tile.store`` at a tile of indices: typed as the gather or scatter
+    # they become (passes/tile_indexing.py rewrites them once the kernel is typed)
+    def tile_indexed(self, indices: list[ir.Expr], final: bool) -> bool:
+        return any(isinstance(self.expr(i, final), TileType) for i in indices)
+
+    def tile_operands_of(self, what: str, node, at: ArrayType, indices, mask, final: bool):
+        """(the array, the indices, the mask) as the gather and scatter rules see them."""
+        if len(indices) != at.ndim:
+            raise self.error(
+                node, f"{what} of a {at.ndim}-d array needs {at.ndim} indices, not {len(indices)}"
+            )
+        described = self.index_tiles(what, indices, final)
+        if mask is None:
+            return (at.dtype, at.ndim), described, None
+        t = self.expr(mask, final)
+        if not isinstance(t, TileType):
+            raise self.error(mask, f"{what} at a tile of indices needs a tile mask, not {t}")
+        return (at.dtype, at.ndim), described, Block(t.dtype, t.shape)
+
+    def tile_load(self, e: ir.Load, at: ArrayType, final: bool) -> TileType:
+        array, index, mask = self.tile_operands_of("tile.load", e, at, e.indices, e.mask, final)
+        other = self.scalar(e.other, final)
+        out = B.gather.rule(array, index, mask, other.dtype)
+        return TileType(out.dtype, out.shape)
+
+    def tile_store(self, s: ir.Store, at: ArrayType, final: bool) -> None:
+        if at.dtype == D.bool_:
+            raise self.error(s, "tile.store at a tile of indices needs a numeric array, not bool_")
+        t = self.expr(s.value, final)
+        if not isinstance(t, TileType):
+            raise self.error(
+                s.value,
+                f"tile.store at a tile of indices writes a tile, not {t} (a value: "
+                "tile.full(shape, value, dtype))",
+            )
+        try:
+            array, index, mask = self.tile_operands_of(
+                "tile.store", s, at, s.indices, s.mask, final
+            )
+            B.scatter.rule(array, index, Block(t.dtype, t.shape), mask)
+        except RuleError as exc:
+            raise self.error(s, str(exc)) from None
 
     def atomic_operand(self, e: ir.PrimCall, array: ArrayType) -> None:
         """The array element types an atomic update takes: real numbers; integers for

@@ -434,12 +434,16 @@ range = _form(  # noqa: A001 - tile.range
 load = _form(
     "tile.load",
     "(a, index, mask=None, other=0)",
-    "Explicit load; a masked-off lane reads `other` (converted to a's dtype).",
+    "Explicit load; a masked-off lane reads `other` (converted to a's dtype). At a tile "
+    "of indices it reads a tile, as tile.gather, each element not masked off inside `a` "
+    "(checked on debug and in bounds-checked launches).",
 )
 store = _form(
     "tile.store",
     "(a, index, value, mask=None)",
-    "Explicit store; a masked-off lane writes nothing.",
+    "Explicit store; a masked-off lane writes nothing. At a tile of indices it writes the "
+    "tile `value`, as tile.scatter, each element not masked off inside `a` (checked as "
+    "tile.load's).",
 )
 # Python's own print and assert, given kernel meanings (docs/language.md, "Printing and
 # asserting"): the frontend recognises the builtin and the statement, and these entries

@@ -11,6 +11,7 @@ from ... import dtypes as D
 from ...tile import blocks as B
 from ...tile import primitives as P
 from ..ir import ScalarType, TileType
+from ..passes.tile_indexing import IN_BOUNDS
 from .pysource import ctor
 from .target import lowerings_table
 from .tile_source import ELEMENTWISE_LOWERINGS
@@ -162,9 +163,12 @@ def _store_block(cg, call, site):
     cg.element_loops(t.type.shape, body)
 
 
-def _indexed(cg, index, mask, array: str) -> tuple[str, str]:
+def _indexed(cg, call, index, mask, src: str) -> tuple[str, str]:
     """Emit the current element's array position (``_p<d>``, i64) from the index tiles of
-    a gather or scatter; (the array index, the condition to touch it)."""
+    a gather or scatter; (the array index, the condition to touch it). A ``tile.load`` or
+    ``tile.store`` (passes/tile_indexing.py) in a bounds-checked launch checks each
+    position not masked off: one outside is the launch's error, naming array and line."""
+    array = cg.name(src)
     conds = []
     for d, item in enumerate(index.items):
         if isinstance(item.type, TileType):
@@ -174,8 +178,18 @@ def _indexed(cg, index, mask, array: str) -> tuple[str, str]:
             code = cg.conv(cg.expr(item), item.type, ScalarType(D.i64))
         cg.emit(f"_p{d} = {code}")
         conds.append(f"0 <= _p{d} < {array}.shape[{d}]")
-    if mask is not None:
-        conds.append(cg.tile_read(mask.name, mask.type.shape))
+    keep = None if mask is None else cg.tile_read(mask.name, mask.type.shape)
+    if cg.checked and call.attrs.get(IN_BOUNDS):
+        rank, indent = len(index.items), ""
+        if keep is not None:
+            cg.emit(f"if {keep}:")
+            indent = "    "
+        for d in range(rank):
+            site = len(cg.check_sites)
+            cg.check_sites.append((src, d, rank, call.loc))
+            cg.emit(f"{indent}_check_index(_p{d}, {array}.shape[{d}], {site})")
+    if keep is not None:
+        conds.append(keep)
     position = ", ".join(f"np.uint64(_p{d})" for d in range(len(index.items)))
     return position, " and ".join(conds)
 
@@ -189,7 +203,7 @@ def _gather(cg, call, site):
     dest, dtype = cg.name(site.target), cg.types[src.name].dtype
 
     def body():
-        position, inside = _indexed(cg, index, mask, array)
+        position, inside = _indexed(cg, call, index, mask, src.name)
         element = cg.load_storage(f"{array}[{position}]", dtype)
         cg.emit(f"{dest}[{', '.join(cg.element)}] = {element} if {inside} else _fv")
 
@@ -203,7 +217,7 @@ def _scatter(cg, call, site):
     cg.emit(f"# tile.scatter({dst.name}, ...)", call.loc)
 
     def body():
-        position, inside = _indexed(cg, index, mask, array)
+        position, inside = _indexed(cg, call, index, mask, dst.name)
         value = cg.store_code(
             cg.tile_read(t.name, t.type.shape), t.type.dtype, cg.types[dst.name].dtype
         )

@@ -16,6 +16,7 @@ from ....errors import RaceError
 from ....tile import blocks as B
 from ....tile import primitives as P
 from ...ir import ScalarType, TileType
+from ...passes.tile_indexing import IN_BOUNDS
 from ...typer import concrete
 from .. import semantics
 from ..target import lowerings_table
@@ -288,9 +289,12 @@ def _store_block(c, call, site):
     return _group_once(compute)
 
 
-def _index_reader(c, index, mask, loc):
+def _index_reader(c, call, index, mask):
     """``positions(frame, shape)``: each element's array position (a tuple of ints) and
-    whether it is touched, from the index tiles of a gather or scatter."""
+    whether it is touched, from the index tiles of a gather or scatter. A ``tile.load`` or
+    ``tile.store`` (passes/tile_indexing.py) touches each position not masked off, so one
+    outside the array is the array's OutOfBoundsError, naming it and the line."""
+    checked = bool(call.attrs.get(IN_BOUNDS))
     items = []
     for item in index.items:
         if isinstance(item.type, TileType):
@@ -303,7 +307,7 @@ def _index_reader(c, index, mask, loc):
         keep = np.broadcast_to(frame.vars[mask.name], shape) if mask is not None else None
         for element in np.ndindex(*shape):
             pos = tuple(int(i[element]) for i in idx)
-            inside = all(0 <= p < n for p, n in zip(pos, extent))
+            inside = checked or all(0 <= p < n for p, n in zip(pos, extent))
             yield element, pos if inside and (keep is None or keep[element]) else None
 
     return positions
@@ -312,7 +316,7 @@ def _index_reader(c, index, mask, loc):
 @lowering(B.gather)
 def _gather(c, call, site):
     src, index, mask, other = call.args
-    indexed, shape = _index_reader(c, index, mask, call.loc), call.type.shape
+    indexed, shape = _index_reader(c, call, index, mask), call.type.shape
     return _read_tile(
         c, src.name, call.type, other, call.loc, lambda f, a: indexed(f, shape, a.shape)
     )
@@ -324,7 +328,8 @@ def _scatter(c, call, site):
     the target's choice (CUDA's threads race), so anything else is a ``RaceError``."""
     dst, index, t, mask = call.args
     name, loc = dst.name, call.loc
-    positions = _index_reader(c, index, mask, loc)
+    positions = _index_reader(c, call, index, mask)
+    what = "tile.store" if call.attrs.get(IN_BOUNDS) else "tile.scatter"
     to_storage = tiles.storage_of(t.type.dtype, c.types[name].dtype)
 
     def compute(frame, run):
@@ -341,7 +346,7 @@ def _scatter(c, call, site):
             if first[1] != bits:
                 raise RaceError(
                     who.kernel,
-                    f"tile.scatter writes different values to element {pos} of '{name}' "
+                    f"{what} writes different values to element {pos} of '{name}' "
                     f"(from the tile's elements {first[0]} and {element}): which one lands "
                     "differs between targets",
                     (("", loc),),
