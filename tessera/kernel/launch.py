@@ -125,18 +125,25 @@ class Binder:
                 info = np.iinfo(p.dtype.np_dtype)  # a Python int in range, else checked
                 bounds = (int(info.min), int(info.max), True)
                 self.plan.append(("int", p.dtype.np_dtype.type, bounds, None, None, None))
+            elif p.kind == "constexpr" and not p.of_dtype:  # a plain value, else checked
+                self.plan.append(("constexpr", p.name, None, None, None, None))
             else:
                 self.plan = None
                 break
-        # fast_device's rows: (position, is an array, dtype, ndim or a scalar's bounds
-        # (lowest, highest, Python ints only), literal dims (axis, extent), symbolic dims
-        # (axis, name))
+        # the values of the trailing parameters with defaults (a launch may leave them out)
+        tail = 0
+        while tail < len(params) and params[len(params) - 1 - tail].default:
+            tail += 1
+        self._defaults = tuple(p.default[0] for p in params[len(params) - tail :])
+        # fast_device's rows: (position, is an array (CONSTEXPR for a constexpr), dtype
+        # (a constexpr's name), ndim or a scalar's bounds (lowest, highest, Python ints
+        # only), literal dims (axis, extent), symbolic dims (axis, name))
         self._device_plan = None
         if self.plan is not None and target.device_arrays:
             self._device_plan = [
                 (
                     k,
-                    kind == "array",
+                    CONSTEXPR if kind == "constexpr" else kind == "array",
                     dtype,
                     ndim,
                     tuple((axis, d) for axis, d, sym in dims or () if sym is None),
@@ -168,15 +175,28 @@ class Binder:
         accessor (arrays.device_info), and its layout class, the key part, is computed
         only when its shape or strides differ from those its position had last time."""
         plan = self._device_plan
-        if plan is None or len(args) != len(plan):
+        if plan is None:
             return None
+        if len(args) != len(plan):
+            args = self._with_defaults(args)
+            if args is None:
+                return None
         syms = _grid_symbols(self.grouped, grid)
         key = [len(grid)]
         arrays, scalars = [], []
+        constexprs = _NO_CONSTEXPRS
         readers, seen = DEVICE_READERS, self._seen
         for k, is_array, dtype, limit, literals, symbolic in plan:
             a = args[k]
-            if is_array:
+            if is_array is CONSTEXPR:
+                part = _constexpr_part(dtype, a)
+                if part is None:
+                    return None
+                key.append(part)
+                if constexprs is _NO_CONSTEXPRS:
+                    constexprs = {}
+                constexprs[dtype] = a
+            elif is_array:
                 reader = readers.get(type(a))
                 info = device_info(a) if reader is None else reader(a)
                 if info is None:
@@ -204,20 +224,40 @@ class Binder:
         if not _symbol_values(self.symbols, syms, scalars):
             return None
         arrays += scalars
-        return _bound((tuple(key), tuple(arrays), _NO_CONSTEXPRS))
+        return _bound((tuple(key), tuple(arrays), constexprs))
+
+    def _with_defaults(self, args: tuple) -> tuple | None:
+        """``args`` with the defaults of the trailing parameters it leaves out, or None
+        (a wrong count: the checked path says what is missing)."""
+        missing = len(self.params) - len(args)
+        if 0 < missing <= len(self._defaults):
+            return tuple(args) + self._defaults[len(self._defaults) - missing :]
+        return None
 
     def _fast(self, args: tuple, grid: tuple[int, ...], read) -> Bound | None:
         """The launch-path check: None as soon as anything is unusual. ``read(a, mutable,
         view)`` gives an array's (value passed on, ndim, dtype, shape, key part) or None."""
         plan = self.plan
         if len(args) != len(plan):
-            return None
+            args = self._with_defaults(args)
+            if args is None:
+                return None
         syms = _grid_symbols(self.grouped, grid)
         key = [len(grid)]
         arrays, scalars = [], []
-        # a scalar row keeps its bounds (scalar_fits) where arrays keep ndim
+        constexprs = _NO_CONSTEXPRS
+        # a scalar row keeps its bounds (scalar_fits) where arrays keep ndim; a constexpr
+        # row its name where a scalar's has its dtype
         for (kind, dtype, ndim, mutable, dims, view), a in zip(plan, args):
-            if kind == "array":
+            if kind == "constexpr":
+                part = _constexpr_part(dtype, a)
+                if part is None:
+                    return None
+                key.append(part)
+                if constexprs is _NO_CONSTEXPRS:
+                    constexprs = {}
+                constexprs[dtype] = a
+            elif kind == "array":
                 found = read(a, mutable, view)
                 if found is None:
                     return None
@@ -241,7 +281,7 @@ class Binder:
                 scalars.append(dtype(a))
         if not _symbol_values(self.symbols, syms, scalars):
             return None
-        return Bound(tuple(key), tuple(arrays + scalars), _NO_CONSTEXPRS)
+        return Bound(tuple(key), tuple(arrays + scalars), constexprs)
 
 
 def _grid_symbols(grouped: bool, grid: tuple[int, ...]) -> dict[str, int]:
@@ -264,6 +304,19 @@ def _symbol_values(symbols, syms: dict, scalars: list) -> bool:
             return False
         scalars.append(value)
     return True
+
+
+CONSTEXPR = object()  # fast_device's mark of a constexpr row (where others say is-array)
+
+
+def _constexpr_part(name: str, a) -> tuple | None:
+    """The key part of constexpr argument ``a`` on the lean path (the checked path's:
+    ``bind``), or None where only the checked path may take it: a NumPy scalar (converted
+    there), a NaN (one value there), anything not an int, float, bool or str (refused)."""
+    t = type(a)
+    if t is int or t is bool or t is str or (t is float and a == a):
+        return (name, t.__name__, a)
+    return None
 
 
 def _scalar_fits(a, bounds: tuple) -> bool:
