@@ -202,7 +202,7 @@ def test_the_chunked_variant_has_one_branch_free_steady_loop():
 def test_the_general_variant_has_only_the_general_loop():
     source = emulator.mainloop_source(_plan(D.f16), chunks=False)
     assert source.count("for _mi in range(_mkt):") == 1
-    assert "if _mfa and _mfb" not in source and "if _mt < _mkt:" in source
+    assert "if _mfa and _mfb" not in source and "if _mi < _mkl:" in source
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -225,7 +225,7 @@ def test_a_kernel_for_aligned_arrays_holds_only_the_chunked_loop():
 def test_a_kernel_for_arrays_without_chunks_holds_only_the_general_loop():
     source = gemm.inspect("cuda", *_gemm_args(60), 64, 64, grid=(2, 2), arch="sm_90")
     assert source.count("for _mi in range(_mkt):") == 1
-    assert "if _mt < _mkt:" in source.split("for _mi in range(_mkt):", 1)[1]
+    assert "if _mi < _mkl:" in source.split("for _mi in range(_mkt):", 1)[1]
 
 
 @NO_PTX

@@ -432,7 +432,7 @@ def _mutant(plan, old: str, new: str) -> str:
     [
         ("    cuda.syncthreads()\n", "    pass\n"),  # no barrier before reading a stage
         ("_cp_wait1()", "_cp_wait2()"),  # one group too many in flight
-        ("(_mt % 3)", "(_mi % 3)"),  # copies into the stage being read
+        ("_mwo = np.uint32(16384)", "_mwo = np.uint32(0)"),  # copies into the stage read
     ],
 )
 def test_the_emulator_catches_a_race_in_a_broken_loop(old, new, rng):
@@ -581,7 +581,7 @@ def test_where_every_tile_copies_by_chunks_an_iteration_has_no_branch():
     fast = source.split("for _mi in range(_mkt):", 2)[1]
     branch_free = fast.split("\n    else:", 1)[0]  # up to the general loop
     assert not [ln for ln in branch_free.splitlines() if ln.strip().startswith("if ")]
-    assert "& (_mt < _mkt)" in fast  # a tile past the last fills zeros, unread
+    assert "& (_mi < _mkl)" in fast  # a tile past the last fills zeros, unread
 
 
 @NO_PTX

@@ -160,26 +160,40 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     wait = "_cp_wait_all" if S == 2 else f"_cp_wait{S - 2}"
     staged = (block_a, block_b, moving_a, moving_b)
 
-    def copies(general: bool) -> None:  # tile _mt into its stage (read S - 1 iterations on)
-        e(f"_mt = _mi + {S - 1}")
-        if general:
-            e("if _mt < _mkt:")
-            out.indent += 1
-        e("_mk = np.int64(np.uint64(_mk0) + np.uint64(_mt) * np.uint64(_mk2))")
+    def clamped_k() -> None:  # the tile's k, clamped to just outside A and B
         e(f"_mka = _mk if -{bk} < _mk < {a}.shape[1] else np.int64(-{bk})")
         e(f"_mkb = _mk if -{bk} < _mk < {b}.shape[0] else np.int64(-{bk})")
-        e(f"_mst = _ms0 + (_mt % {S}) * {stage}")
+
+    def prologue() -> None:  # tile _mt = 0 .. S - 2 into stage _mt
+        e(f"_mt = _mi + {S - 1}")
+        e("if _mt < _mkt:")
+        out.indent += 1
+        e("_mk = np.int64(np.uint64(_mk0) + np.uint64(_mt) * np.uint64(_mk2))")
+        clamped_k()
+        e(f"_mst = _ms0 + _mt * {stage}")
+        _copy_blocks(out, plan, staged, True)
+        out.indent -= 1
+        e("_cp_commit()")
+
+    def copies(general: bool) -> None:  # tile _mi + S - 1 into stage _mst
+        if general:
+            e("if _mi < _mkl:")
+            out.indent += 1
+        e(f"_mk = np.int64(np.uint64(_mk0) + np.uint64(_mi + {S - 1}) * np.uint64(_mk2))")
+        clamped_k()
         _copy_blocks(out, plan, staged, general)
         if general:
             out.indent -= 1
         e("_cp_commit()")
+        e(f"_mwo = np.uint32(0 if _mwo == {(S - 1) * stage} else _mwo + {stage})  # round the ring")
 
     def iteration(general: bool) -> None:
         e(f"{wait}()  # tile _mi has landed (its group and every older one)")
         e("cuda.syncthreads()")
         # the first k step's products go first: the tensor cores start right after the
         # barrier, and the copies' index arithmetic runs while those products execute
-        e(f"_mrs = _ms0 + (_mi % {S}) * {stage}")
+        e("_mrs = _ms0 + _mro")
+        e("_mst = _ms0 + _mwo")
         e("_mkk = 0")
         _fragments(out, plan, inst, acc)
         copies(general)
@@ -188,14 +202,23 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
             out.indent += 1
             _fragments(out, plan, inst, acc)
             out.indent -= 1
+        e(f"_mro = np.uint32(0 if _mro == {(S - 1) * stage} else _mro + {stage})")
 
     # the prologue: tiles 0 .. S - 2 into their stages (general copies even where the
     # launch chose the chunked loop: the branch-free copies unrolled here as well cost a
     # 128 x 128 f16 block its second block an SM: ptxas spills under that register cap)
     e(f"for _mi in range({1 - S}, 0):")
     out.indent += 1
-    copies(True)
+    prologue()
     out.indent -= 1
+    # the steady loop keeps the stages it reads (_mro) and writes (_mwo) as running 32-bit
+    # offsets into the ring (no modulo an iteration, one register each) and the last
+    # iteration that copies (_mkl); the k of a copied tile is computed from _mi (a shift
+    # where start and step are constants; a running k costs the two registers that made
+    # ptxas spill a 128 x 128 f16 block under its two-blocks cap)
+    e("_mro = np.uint32(0)")
+    e(f"_mwo = np.uint32({(S - 1) * stage})")
+    e(f"_mkl = _mkt - {S - 1}")
     both = moving_a and moving_b and ops.chunks is None
     if ops.chunks or both:
         # every tile copies by 16-byte chunks: an iteration is one branch-free block of
@@ -225,9 +248,9 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
 
 
 def _copy_blocks(out, plan: Mainloop, staged, general: bool) -> None:
-    """The copies of tile ``_mt`` into stage ``_mst``: in the general loop, by chunks or
+    """The copies of a tile (its k: ``_mk``) into stage ``_mst``: in the general loop, by chunks or
     element by element as each tile allows; in the fast loop, by chunks, branch-free,
-    the tile's existence (``_mt < _mkt``) part of every chunk's mask."""
+    the tile's existence (``_mi < _mkl``) part of every chunk's mask."""
     block_a, block_b, moving_a, moving_b = staged
     ce, threads, a_bytes = plan.chunk_elements, plan.threads, plan.a_bytes
     if general:
@@ -237,7 +260,7 @@ def _copy_blocks(out, plan: Mainloop, staged, general: bool) -> None:
             out, block_b, threads, f"_mst + {a_bytes}", "_mkb", "_mcb", "_mfb", moving_b
         )
         return
-    live = "(_mt < _mkt)"
+    live = "(_mi < _mkl)"
     stage_copy.chunk_copy(out, block_a, threads, "_mst", "_mka", moving_a, live)
     stage_copy.chunk_copy(out, block_b, threads, f"_mst + {a_bytes}", "_mkb", moving_b, live)
 
