@@ -76,6 +76,10 @@ def emit(cg, plan, ring: str, staging: str) -> None:
     e(f"_ms0 = (np.int64(_saddr({ring})) + 127) // 128 * 128  # the ring, 128-byte aligned")
     e(f"_mk0, _mk1, _mk2 = {cg.i64(loop.start)}, {cg.i64(loop.stop)}, {cg.i64(loop.step)}")
     e(f"_mkt = np.int64({pysource.trip_count('_mk0', '_mk1', '_mk2')})")
+    # the stages read (_mro) and written (_mwo): running 32-bit offsets into the ring
+    last = (S - 1) * plan.stage_bytes
+    e("_mro = np.uint32(0)")
+    e("_mwo = np.uint32(0)")
     e(f"for _mi in range({1 - S}, _mkt):")
     cg.indent += 1
     e("if _mi >= 0:  # tile _mi has landed (its group and every older one)")
@@ -87,7 +91,7 @@ def emit(cg, plan, ring: str, staging: str) -> None:
         e("if _mt < _mkt:  # copy tile _mt's blocks into its stage")
         cg.indent += 1
         e("_mk = np.int64(np.uint64(_mk0) + np.uint64(_mt) * np.uint64(_mk2))")
-        e(f"_mst = _ms0 + (_mt % {S}) * {plan.stage_bytes}")
+        e("_mst = _ms0 + _mwo")
         for blk, moving in blocks:
             n, rows = blk.name, blk.rows
             e(f"_mk{n} = _mk if -{rows} < _mk < {blk.array}.shape[0] else np.int64(-{rows})")
@@ -96,6 +100,7 @@ def emit(cg, plan, ring: str, staging: str) -> None:
             stage_copy.copy(cg, blk, plan.threads, base, f"_mk{n}", f"_mc{n}", fast, moving)
         cg.indent -= 1
         e("_cp_commit()")
+        e(f"_mwo = np.uint32(0 if _mwo == {last} else _mwo + {plan.stage_bytes})")
 
     e("if _mi < 0:")
     cg.indent += 1
@@ -103,7 +108,8 @@ def emit(cg, plan, ring: str, staging: str) -> None:
     cg.indent -= 1
     e("else:")
     cg.indent += 1
-    e(f"_mrs = _ms0 + (_mi % {S}) * {plan.stage_bytes}")
+    e("_mrs = _ms0 + _mro")
+    e(f"_mro = np.uint32(0 if _mro == {last} else _mro + {plan.stage_bytes})")
     e(f"{cg.name(loop.var)} = np.int64(np.uint64(_mk0) + np.uint64(_mi) * np.uint64(_mk2))")
     names = {blk.stmt.target: blk for blk in plan.staged}
     stage_of = {b.name: offsets[f"s{k}"] for k, b in enumerate(plan.staged)}
