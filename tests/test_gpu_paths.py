@@ -176,3 +176,28 @@ def test_a_consumer_stream_waits_for_a_slow_producer_stream_every_time():
         ts.synchronize()
         assert np.all(out.copy_to_host() == k), k
     assert ts.stats()["stream_waits"] - before >= 20
+
+
+def test_a_captured_step_replays_as_one_cuda_graph_with_the_eager_results():
+    from numba import cuda
+
+    rng = np.random.default_rng(5)
+    xh = rng.standard_normal((64, 32)).astype(np.float32)
+    wh = rng.standard_normal((32, 48)).astype(np.float32)
+
+    @ts.jit(capture_graph=True)
+    def step(x, w):
+        return op.relu(op.matmul(x, w)) * 2.0
+
+    x, w = cuda.to_device(xh), cuda.to_device(wh)
+    before = ts.stats()["graph_replays"]
+    results = [step(x, w).copy_to_host() for _ in range(4)]  # warm-up, capture, replays
+    (info,) = step.graphs.values()
+    assert info["device_graph"] and ts.stats()["graph_replays"] - before >= 2
+    want = np.maximum(xh @ wh, 0) * 2
+    for got in results:
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    x.copy_to_device(-xh)  # a replay reads the arguments of its own call
+    np.testing.assert_allclose(
+        step(x, w).copy_to_host(), np.maximum(-xh @ wh, 0) * 2, rtol=1e-4, atol=1e-4
+    )

@@ -151,7 +151,9 @@ class JitFunction(Module):
                     "argument shapes; the least recently used graph is dropped (pad the "
                     "shapes to a few sizes to keep replaying)",
                 )
-                del self._entries[graphs[0]]
+                dropped = self._entries.pop(graphs[0])
+                if dropped.graph is not None:
+                    dropped.graph.close()
             entry = self._entries[key] = _Entry()
             return entry
 
@@ -165,7 +167,9 @@ class JitFunction(Module):
             )
         written = {self._names(operands)[i] for i in lowered.graph.written.values()}
         try:
-            return capture.capture(self.name, lowered, self._names(operands), operands, written)
+            return capture.capture(
+                self.name, lowered, self._names(operands), operands, written, target
+            )
         except CaptureError as exc:
             if self.capture_graph == "strict":
                 raise
@@ -216,12 +220,16 @@ class JitFunction(Module):
                     "kernels": list(g.kernels),
                     "arena_bytes": g.arena_bytes,
                     "capture_seconds": g.capture_seconds,
+                    "device_graph": g.device is not None,  # replayed as one CUDA graph
                 }
         return out
 
     def reset(self) -> None:
         """Forget every trace and capture: the next call warms up again."""
         with self._entries_lock:
+            for entry in self._entries.values():
+                if entry.graph is not None:
+                    entry.graph.close()
             self._entries.clear()
             self._bound.clear()
         with self._lock:

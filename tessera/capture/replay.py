@@ -10,8 +10,10 @@ buffers, runs the recorded programs in order (no tracing, binding, checks or dis
 each ran, with those very values, at the capture), then the plan's host step (outputs
 computed aside copied into written arguments), and returns the outputs.
 
-This is how the CPU target (and numba-cuda's simulator, which has no CUDA graphs) replays;
-the debug target never replays: every call runs eagerly, with its sanitizers.
+This is how the CPU target (and numba-cuda's simulator, which has no CUDA graphs) replays.
+On a GPU the recorded launches are captured once more into a CUDA graph
+(targets/cuda/graphs.py) and a replay launches that graph. The debug target never replays:
+every call runs eagerly, with its sanitizers.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Graph:
     outputs: list  # the step's results, in the graph's buffers
     capture_seconds: float
     kernels: list = field(default_factory=list)  # the kernels launched, by name
+    device: object = None  # the launches as one graph of the device's (CUDA graphs), if any
 
     @property
     def arena_bytes(self) -> int:
@@ -80,22 +83,36 @@ class Graph:
                     f"{_address(self.bound[name]):#x}), but this call passes another array "
                     f"(at {_address(a):#x}): pass the same array on every call"
                 )
-        launches = 0
-        for item in self.launches:
-            if isinstance(item, recording.HostStep):  # a collective, in its place
-                item.run()
-            else:
-                program, values, grid, parallel = item
-                program.run(values, grid, parallel)
-                launches += 1
-        stats.bump("launches", launches)
+        if self.device is not None:  # one launch of the device's graph
+            self.device.launch()
+            stats.bump("launches", self.device.kernels)
+        else:
+            launches = 0
+            for item in self.launches:
+                if isinstance(item, recording.HostStep):  # a collective, in its place
+                    item.run()
+                else:
+                    program, values, grid, parallel = item
+                    program.run(values, grid, parallel)
+                    launches += 1
+            stats.bump("launches", launches)
         self.finish.run()
         stats.bump("graph_replays")
         return list(self.outputs)
 
+    def close(self) -> None:
+        """Free what the capture holds on the device (its CUDA graph)."""
+        if self.device is not None:
+            self.device.close()
+            self.device = None
 
-def capture(name: str, lowered, names: list[str], arrays: list, written: set[str]) -> Graph:
-    """Run ``lowered`` once on static buffers, recording its launches."""
+
+def capture(
+    name: str, lowered, names: list[str], arrays: list, written: set[str], target=None
+) -> Graph:
+    """Run ``lowered`` once on static buffers, recording its launches; on a ``target``
+    with graphs of its own (CUDA), the launches then become one such graph (none where a
+    collective with host steps sits among them: those replay one by one)."""
     inputs, bound, run_with = {}, {}, []
     for n, a in zip(names, arrays):
         if n in written:
@@ -127,10 +144,12 @@ def capture(name: str, lowered, names: list[str], arrays: list, written: set[str
     names = [
         r.name if isinstance(r, recording.HostStep) else r.kernel.name for r in recorder.launches
     ]
-    graph = Graph(
-        name, inputs, bound, launches, finish, outputs, time.perf_counter() - start, names
+    device = None
+    if target is not None and not any(isinstance(r, recording.HostStep) for r in launches):
+        device = target.device_graph(name, launches)
+    return Graph(
+        name, inputs, bound, launches, finish, outputs, time.perf_counter() - start, names, device
     )
-    return graph
 
 
 def _static_copy(a):

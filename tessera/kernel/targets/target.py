@@ -109,6 +109,12 @@ class Target:
         """``array`` copied into that memory (host targets: ``array`` itself)."""
         return array
 
+    def device_graph(self, name: str, launches: list):
+        """The recorded launches of a captured step (``tessera.jit``) as one graph of the
+        device's own, replayed with one call (CUDA graphs), or None: replays call the
+        recorded programs one by one."""
+        return None
+
     def stream_scope(self, name: str):
         """A context in which this thread's launches go to the stream called ``name``
         (``tessera.graph.stream``); a synchronous target's launches are ordered anyway."""

@@ -16,6 +16,7 @@ from ....arrays import BF16, is_device_array
 from ....errors import LaunchError, TesseraError
 from ..target import BuildOptions, Target
 from .codegen import FLAT_BLOCK
+from .graphs import CudaGraph
 from .lowerings import LOWERINGS
 from .memory import POOL
 from .program import CudaProgram, ampere_for, cuda_signature, stages_for
@@ -142,6 +143,11 @@ class CudaTarget(Target):
 
     def timed_with_events(self) -> bool:
         return not simulating()
+
+    def device_graph(self, name: str, launches: list):
+        if simulating():  # the simulator has no graphs: the launches replay one by one
+            return None
+        return CudaGraph.capture(name, launches)
 
     def dumpable(self, program, stage: str) -> bool:
         return not program.simulated  # metadata needs a cubin, which the simulator lacks

@@ -1,9 +1,10 @@
 """The few CUDA driver calls the direct launch path makes, through ``cuda.bindings``.
 
-Loading a cubin, finding its entry, opting in to large dynamic shared memory and
-``cuLaunchKernel`` — nothing else. numba-cuda owns the context (its primary context, the
-one CuPy and PyTorch use too) and the memory; :func:`ensure_context` makes that context
-current in a thread before its first launch.
+Loading a cubin, finding its entry, opting in to large dynamic shared memory,
+``cuLaunchKernel``, and the stream capture of a captured step into a CUDA graph (begin,
+end, instantiate, launch, destroy) — nothing else. numba-cuda owns the context (its
+primary context, the one CuPy and PyTorch use too) and the memory; :func:`ensure_context`
+makes that context current in a thread before its first launch.
 
 The module-level :data:`DRIVER` is what every launch calls. Tests replace it with a
 recording stand-in (``use_driver``) to count the calls of the hot path; such a stand-in
@@ -96,6 +97,41 @@ class Driver:
         name = self.cu.cuGetErrorName(err)
         label = name[1].decode() if name[0] == self.cu.CUresult.CUDA_SUCCESS else str(err)
         return DriverError(f"kernel '{kernel}': cuLaunchKernel failed ({label})")
+
+    # ---- CUDA graphs (a captured step: tessera.jit(capture_graph=True), graphs.py)
+    def new_stream(self):
+        """A new stream of numba-cuda's context (a capture's private stream)."""
+        self.ensure_context()
+        return cuda_module().stream()
+
+    def synchronize(self) -> None:
+        """Wait until all work queued on the device is done."""
+        cuda_module().synchronize()
+
+    def begin_capture(self, stream: int) -> None:
+        """Start capturing the work enqueued on CUstream ``stream`` into a graph, in
+        thread-local mode (only this thread's unsafe calls end the capture)."""
+        mode = self.cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        self._check(self.cu.cuStreamBeginCapture(stream, mode), "cuStreamBeginCapture")
+
+    def end_capture(self, stream: int):
+        """End ``stream``'s capture: the CUgraph of what was enqueued."""
+        return self._check(self.cu.cuStreamEndCapture(stream), "cuStreamEndCapture")
+
+    def instantiate(self, graph):
+        """An executable graph (CUgraphExec) of ``graph``."""
+        return self._check(self.cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+
+    def graph_launch(self, graph_exec, stream: int) -> None:
+        """Enqueue the executable graph on CUstream ``stream``."""
+        self._check(self.cu.cuGraphLaunch(graph_exec, stream), "cuGraphLaunch")
+
+    def destroy_graph(self, graph, graph_exec) -> None:
+        """Free a graph and its executable (either may be None)."""
+        if graph_exec is not None:
+            self._check(self.cu.cuGraphExecDestroy(graph_exec), "cuGraphExecDestroy")
+        if graph is not None:
+            self._check(self.cu.cuGraphDestroy(graph), "cuGraphDestroy")
 
     def stream_handle(self, stream) -> int:
         """The CUstream of a numba-cuda stream (0: the default stream)."""

@@ -32,7 +32,7 @@ from .launcher import DirectLauncher, storage_dtype
 from .occupancy import occupancy
 from .passes.launch_shape import blocks_per_sm
 from .runtime import cuda_module, simulating
-from .streams import current_stream, fence, fencing_on, gpu_work, note_gpu_work
+from .streams import current_stream, fence, fence_now, fencing_on, gpu_work, note_gpu_work
 
 log = logging.getLogger("tessera")
 POOR_SHAPE_BYTES = 16 << 20  # a launch over this much memory on few blocks is worth a word
@@ -331,7 +331,7 @@ class CudaProgram:
         else:  # a flat kernel: FLAT_BLOCK tiles a block, fewer for a small grid
             threads = FLAT_BLOCK if total >= FLAT_BLOCK else max(total, 1)
             blocks = -(-total // threads)
-        if fencing_on[0]:
+        if fencing_on[0] and fence_now():
             fence(stream, [_address(a) for a in args[: self._array_count]])
         launcher.pack(args + grid + aligned if aligned else args + grid)
         # fewer blocks than SMs over much memory: maybe a poor launch shape

@@ -31,9 +31,12 @@ from .runtime import cuda_module, simulating
 
 class _Streams(threading.local):
     """Per thread the stack of current streams (a class default: reading it where no
-    stream was ever made current raises nothing, which a ``getattr`` default would)."""
+    stream was ever made current raises nothing, which a ``getattr`` default would), and
+    whether this thread is capturing a CUDA graph (then launches do not fence: a wait
+    on an event recorded outside the capture would end it)."""
 
     streams: tuple | list = ()
+    capturing: bool = False
 
 
 _local = _Streams()
@@ -171,6 +174,25 @@ fencing_on = [False]  # set once a named or new stream is made: launches fence f
 def fencing() -> bool:
     """Whether any named or new stream has been made: until then launches skip fencing."""
     return fencing_on[0]
+
+
+@contextlib.contextmanager
+def capturing(on: object) -> Iterator[None]:
+    """Inside this block this thread's launches go to stream ``on`` (being captured into a
+    graph) and do not fence (graphs.py orders the capture after all earlier work)."""
+    stack = _local.__dict__.setdefault("streams", [])
+    stack.append(on)
+    _local.capturing = True
+    try:
+        yield
+    finally:
+        _local.capturing = False
+        stack.pop()
+
+
+def fence_now() -> bool:
+    """Whether a launch fences: streams exist and this thread is not capturing a graph."""
+    return fencing_on[0] and not _local.capturing
 
 
 def fence(on: object, pointers) -> int:
