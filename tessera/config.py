@@ -111,6 +111,15 @@ SETTINGS: dict[str, Setting] = {
             "user and writable by nobody else (docs/targets.md, trust model).",
         ),
         Setting(
+            "compile_workers",
+            "TESSERA_COMPILE_WORKERS",
+            "auto",
+            None,  # checked where it is read (kernel/compile_pool.py): auto or a count
+            "Worker processes that compile an autotune sweep's configs side by side (CPU "
+            "target, disk cache on): auto is this process's cores (divided among the ranks "
+            "on the node); 1 compiles each config in this process when its trial needs it.",
+        ),
+        Setting(
             "explain_recompile",
             "TESSERA_EXPLAIN_RECOMPILE",
             "0",
