@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -82,6 +83,8 @@ def run_sweep(workers: int) -> dict:
     process's wall seconds."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, TESSERA_CACHE_DIR=cache, TESSERA_COMPILE_WORKERS=str(workers))
+        load = os.getloadavg()[0]
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-m", "bench.autotune_sweep"],
@@ -92,9 +95,12 @@ def run_sweep(workers: int) -> dict:
             cwd=ROOT,
         )
         wall = time.perf_counter() - start
+        now = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"bench/autotune_sweep.py failed:\n{done.stderr[-3000:]}")
-    return {"workers": workers, "wall_s": wall, **json.loads(done.stdout.splitlines()[-1])}
+    cpu = now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime  # its workers' too
+    record = json.loads(done.stdout.splitlines()[-1])
+    return {"workers": workers, "wall_s": wall, "cpu_s": cpu, "load_before": load, **record}
 
 
 def sweep_main(rounds: int, workers: int) -> None:
@@ -105,8 +111,9 @@ def sweep_main(rounds: int, workers: int) -> None:
             rows.append({"round": r, **row})
             print(
                 f"round {r}  workers {count}  {row['wall_s']:6.2f} s wall  sweep "
-                f"{row['sweep_s']:6.2f} s  compiled here {row['compiled_here']}, in workers "
-                f"{row['compiled_in_workers']}",
+                f"{row['sweep_s']:6.2f} s  CPU {row['cpu_s']:6.2f} s  compiled here "
+                f"{row['compiled_here']}, in workers {row['compiled_in_workers']}  (load "
+                f"{row['load_before']:.1f} before)",
                 flush=True,
             )
     sums = {row["checksum"] for row in rows}
@@ -118,10 +125,11 @@ def sweep_main(rounds: int, workers: int) -> None:
         medians[count] = (
             statistics.median(row["wall_s"] for row in mine),
             statistics.median(row["sweep_s"] for row in mine),
+            statistics.median(row["cpu_s"] for row in mine),
         )
         print(
             f"TESSERA_COMPILE_WORKERS={count}: median {medians[count][0]:.2f} s wall, "
-            f"{medians[count][1]:.2f} s sweep ({len(mine)} runs)"
+            f"{medians[count][1]:.2f} s sweep, {medians[count][2]:.2f} s CPU ({len(mine)} runs)"
         )
     print(
         f"workers={workers} / serial: {medians[workers][0] / medians[1][0]:.2f} (wall), "

@@ -115,9 +115,10 @@ SETTINGS: dict[str, Setting] = {
             "TESSERA_COMPILE_WORKERS",
             "auto",
             None,  # checked where it is read (kernel/compile_pool.py): auto or a count
-            "Worker processes that compile an autotune sweep's configs side by side (CPU "
-            "target, disk cache on): auto is this process's cores (divided among the ranks "
-            "on the node); 1 compiles each config in this process when its trial needs it.",
+            "Compiles an autotune sweep runs at once (CPU target, disk cache on): this "
+            "process and N-1 worker processes. auto: this process's cores (divided among "
+            "the ranks on the node), at most the cores idle now (by the load average); 1: "
+            "no workers, each config compiles in this process when its trial needs it.",
         ),
         Setting(
             "explain_recompile",

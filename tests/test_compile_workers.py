@@ -58,7 +58,10 @@ def workers_alone(monkeypatch):
 
 
 def statuses(k) -> dict:
-    return {json.dumps(row["config"]): row["status"] for row in k.last_table}
+    """Each config's row of the last sweep: "ok" (the winner too: timing decides that) or
+    why it failed."""
+    rows = k.last_table
+    return {json.dumps(r["config"]): r["status"].replace("winner", "ok") for r in rows}
 
 
 def test_workers_compile_what_the_serial_path_compiles_bit_for_bit(cache_dir, workers_alone):
@@ -108,8 +111,22 @@ def test_a_bad_setting_is_an_error_naming_it(cache_dir):
         sweep(workers=0)
 
 
+@pytest.mark.parametrize("load, count", [(0.2, 8), (2.4, 8), (3.6, 6), (20.0, 1)])
+def test_auto_is_the_share_of_cores_that_are_idle(monkeypatch, load, count):
+    monkeypatch.setattr(compile_pool.threads, "usable_cores", lambda: 8)
+    monkeypatch.setattr(compile_pool.threads, "node_cores", lambda: 8)
+    monkeypatch.setattr(compile_pool.os, "getloadavg", lambda: (load, load, load))
+    with ts.config(compile_workers="auto"):
+        assert compile_pool.workers() == count
+    with ts.config(compile_workers=3):  # a count is taken as it is
+        assert compile_pool.workers() == 3
+
+
 def test_a_crashed_worker_is_a_warning_and_this_process_compiles(cache_dir, workers_alone):
-    crash = "import os, signal; os.read(0, 1); os.kill(os.getpid(), signal.SIGKILL)"
+    crash = (  # ready, then killed by a signal in the middle of its first job
+        "import os, signal, sys; sys.stdout.write('{\"ready\": 1}\\n'); sys.stdout.flush(); "
+        "os.read(0, 1); os.kill(os.getpid(), signal.SIGKILL)"
+    )
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(compile_pool, "WORKER", crash)
         with pytest.warns(ts.CompileWorkerWarning, match="stopped"):

@@ -32,7 +32,6 @@ import json
 import logging
 import os
 import pickle
-import queue
 import subprocess
 import sys
 import tempfile
@@ -58,13 +57,16 @@ _LOG_TAIL = 2000  # characters of a worker's stderr kept in the log when it fail
 
 
 def workers() -> int:
-    """How many worker processes a batch may use (``TESSERA_COMPILE_WORKERS``): ``auto``
-    is the cores this process may run on, divided among the ranks a launcher put on this
-    node; 1 means none (every kernel compiles in the launching process)."""
+    """How many compiles a batch runs at once, this process's included
+    (``TESSERA_COMPILE_WORKERS``; 1: none but this process's, one after another). ``auto``
+    is this process's share of the cores (those it may run on, divided among the ranks a
+    launcher put on this node), but no more than the cores idle now (:func:`idle_cores`):
+    on a machine that others keep busy, more compiles at once only slow each other down."""
     value = setting("compile_workers").strip().lower()
     if value == "auto":
         ranks = launchers.ranks_on_node() or 1
-        return max(1, threads.usable_cores() // max(ranks, 1))
+        share = max(1, threads.usable_cores() // max(ranks, 1))
+        return max(1, min(share, idle_cores()))
     try:
         count = int(value)
     except ValueError:
@@ -72,6 +74,19 @@ def workers() -> int:
     if count < 1:
         raise SettingError(f"TESSERA_COMPILE_WORKERS={value!r} must be 'auto' or a count >= 1")
     return count
+
+
+def idle_cores() -> int:
+    """The node's cores less the whole cores other processes keep busy: the 1-minute load
+    average less this process's own 1 and half a core of slack (the average lags: it still
+    counts processes that ended seconds ago), rounded down; every core where the system
+    gives no load average. On the 2-core machines here, workers paid off up to a load of
+    about 2.3 and cost time from about 2.6 (bench/README.md)."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return threads.node_cores()
+    return threads.node_cores() - max(int(load - 1.5), 0)
 
 
 def compile_all(jobs: list, what: str) -> dict | None:
@@ -118,12 +133,14 @@ class _Lost(Exception):
 
 
 class _Worker:
-    """One worker process: jobs go in as pickles on its stdin, answers come back as JSON
-    lines on its stdout; its stderr is a temporary file (read when it fails)."""
+    """One worker process: it says it is ready (its imports and Numba's first compile
+    done), then jobs go in as pickles on its stdin and answers come back as JSON lines on
+    its stdout; its stderr is a temporary file (read when it fails)."""
 
     def __init__(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
         self.errors = tempfile.TemporaryFile()
+        self.asked = False  # whether it was given a job (one that was not is killed at once)
         self.process = subprocess.Popen(
             [sys.executable, "-c", WORKER],
             stdin=subprocess.PIPE,
@@ -132,19 +149,35 @@ class _Worker:
             env=env,
         )
 
+    def ready(self) -> None:
+        """Wait until the worker can compile at full speed (raises :class:`_Lost`)."""
+        self._reply()
+
     def ask(self, job) -> tuple[bool, str]:
+        self.asked = True
         try:
             pickle.dump(job, self.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self.process.stdin.flush()
-            line = self.process.stdout.readline()
         except (OSError, ValueError) as exc:  # a broken pipe, or closed by stop()
+            raise _Lost(str(exc)) from None
+        reply = self._reply()
+        return bool(reply["ok"]), str(reply["text"])
+
+    def _reply(self) -> dict:
+        try:
+            line = self.process.stdout.readline()
+        except (OSError, ValueError) as exc:
             raise _Lost(str(exc)) from None
         if not line:
             raise _Lost(self.status())
         try:
             reply = json.loads(line)
-            return bool(reply["ok"]), str(reply["text"])
-        except (ValueError, KeyError, TypeError):
+            if not isinstance(reply, dict) or not (
+                {"ok", "text"} <= reply.keys() or "ready" in reply
+            ):
+                raise ValueError(reply)
+            return reply
+        except ValueError:
             raise _Lost(f"it answered {line[:200]!r}") from None
 
     def status(self) -> str:
@@ -163,7 +196,7 @@ class _Worker:
     def stop(self, kill: bool) -> None:
         with contextlib.suppress(OSError, ValueError):
             self.process.stdin.close()  # the worker's signal to exit
-        if kill:
+        if kill or not self.asked:  # an idle worker may still be importing: no need to wait
             self.process.kill()
         try:
             self.process.wait(timeout=5)
@@ -176,21 +209,30 @@ class _Worker:
 
 
 class _Pool:
-    """Worker processes, one thread each feeding it jobs from one queue."""
+    """This process and worker processes taking jobs from one queue; one thread per worker
+    feeds it. A worker takes a job only once it is ready, so that a batch this process
+    finishes alone while the workers start costs nothing but their start."""
 
     def __init__(self, jobs: list, count: int):
         self.jobs = jobs
-        self.pending: queue.SimpleQueue = queue.SimpleQueue()
-        for k in range(len(jobs)):
-            self.pending.put(k)
+        self.pending = list(range(len(jobs)))  # job numbers not taken yet, taken from the front
+        self.in_flight = 0  # jobs taken by workers and not answered
+        self.lock = threading.Lock()
         self.replies: dict[int, tuple[bool, str]] = {}  # job number → (written, what)
+        self.here: set[int] = set()  # the jobs this process compiled itself
         self.lost: list[tuple[_Worker, str]] = []
         self.changed = threading.Event()
         self.workers: list[_Worker] = []
         self.threads: list[threading.Thread] = []
-        self.here: set[int] = set()  # the jobs this process compiled itself
         self.killed = False
         self.count = count
+
+    def _take(self) -> int | None:
+        with self.lock:
+            if not self.pending or self.killed:
+                return None
+            self.in_flight += 1
+            return self.pending.pop(0)
 
     def run(self, what: str) -> None:
         for _ in range(self.count - 1):
@@ -200,21 +242,25 @@ class _Pool:
             self.threads.append(thread)
             thread.start()
         while HERE:  # this process is a compiler too, while the workers start and run
-            try:
-                k = self.pending.get_nowait()
-            except queue.Empty:
+            k = self._take()
+            if k is None:
                 break
             try:
                 self.replies[k] = (True, self.jobs[k].compile_here())
                 self.here.add(k)
             except Exception as exc:  # noqa: BLE001 - the launch compiles it again, and raises
                 self.replies[k] = (False, f"{type(exc).__name__}: {_first_line(exc)}")
-        answered, last = 0, time.monotonic()
+            finally:
+                with self.lock:
+                    self.in_flight -= 1
+        answered, last = -1, time.monotonic()
         while any(t.is_alive() for t in self.threads):
-            self.changed.wait(0.5)
-            self.changed.clear()
-            if len(self.replies) + len(self.lost) != answered:
-                answered, last = len(self.replies) + len(self.lost), time.monotonic()
+            with self.lock:
+                if not self.pending and not self.in_flight:
+                    break  # every job answered; workers still starting are not waited for
+                done = len(self.replies) + len(self.lost)
+            if done != answered:
+                answered, last = done, time.monotonic()
             elif time.monotonic() - last > STALL_S:
                 self.killed = True
                 warnings.warn(
@@ -224,6 +270,8 @@ class _Pool:
                     stacklevel=4,
                 )
                 return
+            self.changed.wait(0.05)
+            self.changed.clear()
         for worker, why in self.lost:
             warnings.warn(
                 f"tessera: a compile worker of {what} stopped ({why}); compiling what it left "
@@ -235,18 +283,18 @@ class _Pool:
 
     def _feed(self, worker: _Worker) -> None:
         try:
-            while not self.killed:
-                try:
-                    k = self.pending.get_nowait()
-                except queue.Empty:
-                    return
+            worker.ready()
+            while (k := self._take()) is not None:
                 try:
                     self.replies[k] = worker.ask(self.jobs[k])
-                except _Lost as exc:
-                    self.lost.append((worker, str(exc)))
-                    return
+                finally:
+                    with self.lock:
+                        self.in_flight -= 1
                 if not self.replies[k][0]:
                     log.debug("compile worker output:\n%s", worker.stderr_tail())
+        except _Lost as exc:
+            if not self.killed:
+                self.lost.append((worker, str(exc)))
         finally:
             self.changed.set()
 
@@ -254,19 +302,26 @@ class _Pool:
         return [job for k, job in enumerate(self.jobs) if k not in self.replies]
 
     def stop(self) -> None:
-        """Let every worker exit (kill them where the pool stalled or was interrupted)."""
-        kill = self.killed or any(t.is_alive() for t in self.threads)
+        """Let every worker exit (kill those never asked, and all where the pool stalled
+        or was interrupted)."""
+        with self.lock:
+            busy = self.in_flight > 0
+            self.killed = True  # no thread takes another job
         for worker in self.workers:
-            worker.stop(kill)
+            worker.stop(busy)
         for thread in self.threads:
             thread.join(timeout=5)
 
 
 def serve() -> None:
-    """A worker's main loop: run each job read from stdin, answer each with a JSON line
-    ``{"ok", "text"}``; exit at end of input. Whatever the compile prints goes to stderr."""
+    """A worker's main loop: say it is ready, then run each job read from stdin and answer
+    each with a JSON line ``{"ok", "text"}``; exit at end of input. Whatever the compile
+    prints goes to stderr."""
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # stray prints must not garble the answers
+    _warm_up()
+    answers.write(json.dumps({"ready": True}) + "\n")
+    answers.flush()
     jobs = sys.stdin.buffer
     while True:
         try:
@@ -280,6 +335,15 @@ def serve() -> None:
             reply = {"ok": False, "text": f"{type(exc).__name__}: {_first_line(exc)}"}
         answers.write(json.dumps(reply) + "\n")
         answers.flush()
+
+
+def _warm_up() -> None:
+    """Numba's first compile of a process sets up its typing and target contexts (about
+    half a second): done before the worker says it is ready, so that a job it takes is
+    not slower than this process would compile it."""
+    import numba
+
+    numba.njit(lambda v: v + 1).compile((numba.int64,))
 
 
 def _first_line(exc: Exception) -> str:
