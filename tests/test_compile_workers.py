@@ -136,6 +136,13 @@ def test_a_crashed_worker_is_a_warning_and_this_process_compiles(cache_dir, work
     assert y.tobytes() == y_serial.tobytes()
 
 
+def test_a_worker_that_cannot_start_is_a_warning(cache_dir, monkeypatch):
+    monkeypatch.setattr(compile_pool.sys, "executable", "/nonexistent/python")
+    with pytest.warns(ts.CompileWorkerWarning, match="cannot start"):
+        _, y, counted = sweep(workers=2)
+    assert counted["compiles"] == 4 and counted["worker_compiles"] == 0
+
+
 def test_a_stalled_worker_is_stopped(cache_dir, workers_alone, monkeypatch):
     monkeypatch.setattr(compile_pool, "WORKER", "import time; time.sleep(600)")
     monkeypatch.setattr(compile_pool, "STALL_S", 1.0)

@@ -1,11 +1,12 @@
 """Compiling independent kernels side by side, in worker processes (docs/autotune.md).
 
 An autotune sweep compiles every config it measures; one at a time, that is seconds of
-Numba and LLVM each. :func:`compile_all` hands such a batch of compile jobs (a target's
-``compile_jobs``: picklable, each with ``run()``, which writes the compiled code to the
-disk cache) to ``TESSERA_COMPILE_WORKERS`` worker processes and waits for them. It does
-not return compiled code: the launches that need it then find their entries in the disk
-cache and load them exactly as a warm start does, through every check of the cache's
+Numba and LLVM each. :func:`compile_all` runs such a batch of compile jobs (a target's
+``compile_jobs``: picklable, each with ``run()``, which compiles in a worker and writes
+the compiled code to the disk cache, and ``compile_here()``, the same in this process)
+``TESSERA_COMPILE_WORKERS`` at a time: this process and worker processes take them from
+one queue. A worker returns no code: the launches that need it find its entry in the
+disk cache and load it exactly as a warm start does, through every check of the cache's
 trust model (kernel/disk_cache.py: the MAC under this user's key, the header naming this
 kernel, key and environment). Nothing a worker says is taken on trust.
 
@@ -20,9 +21,12 @@ kernel, key and environment). Nothing a worker says is taken on trust.
   that launch, the same error (kernel, file:line) as without workers. A worker that
   dies, or a pool that finishes no job for :data:`STALL_S` seconds, is stopped with a
   :class:`~tessera.errors.CompileWorkerWarning`, and its jobs are compiled in this process.
-* **When it runs**: a batch of two jobs or more, with two workers or more allowed. The
-  workers are started for the batch and stopped after it (starting one costs Python's
-  and Numba's imports, about a second, paid once per batch and worker).
+* **When it runs**: a batch of two jobs or more, two compilers or more allowed, the disk
+  cache on. The workers are started for the batch and stopped after it. Starting one
+  costs about a second (Python's, Tessera's and Numba's imports, and Numba's first
+  compile); it takes a job only once that is done, and meanwhile this process compiles,
+  so a batch of cheap jobs that this process finishes alone costs nothing but the start
+  of workers that are then killed.
 """
 
 from __future__ import annotations
@@ -154,9 +158,13 @@ class _Worker:
         self._reply()
 
     def ask(self, job) -> tuple[bool, str]:
+        try:
+            data = pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - something of this process's in the job
+            return False, f"cannot be sent to a worker ({type(exc).__name__}: {_first_line(exc)})"
         self.asked = True
         try:
-            pickle.dump(job, self.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.process.stdin.write(data)
             self.process.stdin.flush()
         except (OSError, ValueError) as exc:  # a broken pipe, or closed by stop()
             raise _Lost(str(exc)) from None
@@ -236,7 +244,16 @@ class _Pool:
 
     def run(self, what: str) -> None:
         for _ in range(self.count - 1):
-            worker = _Worker()
+            try:
+                worker = _Worker()
+            except OSError as exc:  # no interpreter to start, or no processes left
+                warnings.warn(
+                    f"tessera: cannot start a compile worker for {what} ({exc}); compiling "
+                    "in this process",
+                    CompileWorkerWarning,
+                    stacklevel=4,
+                )
+                break
             self.workers.append(worker)
             thread = threading.Thread(target=self._feed, args=(worker,), daemon=True)
             self.threads.append(thread)
