@@ -1,6 +1,7 @@
 """Cold compile times of the examples' kernels (issue "cold compiles in seconds").
 
     python -m bench.compile [--rounds 1] [EXAMPLE ...]
+    python -m bench.compile --sweep [--rounds 3] [--workers 2]
 
 Runs each example script (default: every one that needs neither MPI nor a GPU) in a new
 process with an empty ``TESSERA_CACHE_DIR``, and reads how long each kernel took to
@@ -9,6 +10,13 @@ the Numba compile alone, not the process start or the run). Prints per example t
 wall time of the process and each kernel's compile time, then the targets: every kernel
 ≤ 10 s, the median ≤ 3 s. Writes the rows to ``results/compile.json`` (one JSON record a
 line, as the other benchmarks).
+
+``--sweep`` times instead one cold autotune sweep of 8 configs (bench/autotune_sweep.py)
+in new processes with empty caches, alternating ``TESSERA_COMPILE_WORKERS=1`` (each config
+compiled in turn, in the process) and ``--workers N`` (the configs compiled side by side:
+the process and N-1 worker processes), round after round, so a busy machine slows both
+alike; prints the median wall time of the processes and of the sweep for each, and writes
+them to ``results/compile_sweep.json``.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -69,8 +78,77 @@ def run_example(name: str) -> tuple[float, list[tuple[str, str, float]]]:
     return wall, kernels
 
 
+def run_sweep(workers: int) -> dict:
+    """One cold sweep in a new process with ``workers`` compilers: its record, with the
+    process's wall seconds."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, TESSERA_CACHE_DIR=cache, TESSERA_COMPILE_WORKERS=str(workers))
+        load = os.getloadavg()[0]
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.autotune_sweep"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            cwd=ROOT,
+        )
+        wall = time.perf_counter() - start
+        now = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"bench/autotune_sweep.py failed:\n{done.stderr[-3000:]}")
+    cpu = now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime  # its workers' too
+    record = json.loads(done.stdout.splitlines()[-1])
+    return {"workers": workers, "wall_s": wall, "cpu_s": cpu, "load_before": load, **record}
+
+
+def sweep_main(rounds: int, workers: int) -> None:
+    rows = []
+    for r in range(rounds):
+        for count in (1, workers) if r % 2 == 0 else (workers, 1):
+            row = run_sweep(count)
+            rows.append({"round": r, **row})
+            print(
+                f"round {r}  workers {count}  {row['wall_s']:6.2f} s wall  sweep "
+                f"{row['sweep_s']:6.2f} s  CPU {row['cpu_s']:6.2f} s  compiled here "
+                f"{row['compiled_here']}, in workers {row['compiled_in_workers']}  (load "
+                f"{row['load_before']:.1f} before)",
+                flush=True,
+            )
+    sums = {row["checksum"] for row in rows}
+    if len(sums) != 1:
+        raise SystemExit(f"the sweeps computed different results: {sorted(sums)}")
+    medians = {}
+    for count in (1, workers):
+        mine = [row for row in rows if row["workers"] == count]
+        medians[count] = (
+            statistics.median(row["wall_s"] for row in mine),
+            statistics.median(row["sweep_s"] for row in mine),
+            statistics.median(row["cpu_s"] for row in mine),
+        )
+        print(
+            f"TESSERA_COMPILE_WORKERS={count}: median {medians[count][0]:.2f} s wall, "
+            f"{medians[count][1]:.2f} s sweep, {medians[count][2]:.2f} s CPU ({len(mine)} runs)"
+        )
+    print(
+        f"workers={workers} / serial: {medians[workers][0] / medians[1][0]:.2f} (wall), "
+        f"{medians[workers][1] / medians[1][1]:.2f} (sweep), on {os.cpu_count()} CPUs"
+    )
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with open(RESULTS / "compile_sweep.json", "a") as f:
+        for row in rows:
+            f.write(json.dumps({"benchmark": "compile_sweep", "cpus": os.cpu_count(), **row}))
+            f.write("\n")
+
+
 def main() -> None:
     args = sys.argv[1:]
+    if "--sweep" in args:
+        rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 3
+        workers = int(args[args.index("--workers") + 1]) if "--workers" in args else 2
+        sweep_main(rounds, workers)
+        return
     rounds = 1
     if "--rounds" in args:
         i = args.index("--rounds")

@@ -111,6 +111,16 @@ SETTINGS: dict[str, Setting] = {
             "user and writable by nobody else (docs/targets.md, trust model).",
         ),
         Setting(
+            "compile_workers",
+            "TESSERA_COMPILE_WORKERS",
+            "auto",
+            None,  # checked where it is read (kernel/compile_pool.py): auto or a count
+            "Compiles an autotune sweep runs at once (CPU target, disk cache on): this "
+            "process and N-1 worker processes. auto: this process's cores (divided among "
+            "the ranks on the node), at most the cores idle now (by the load average); 1: "
+            "no workers, each config compiles in this process when its trial needs it.",
+        ),
+        Setting(
             "explain_recompile",
             "TESSERA_EXPLAIN_RECOMPILE",
             "0",

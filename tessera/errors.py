@@ -218,6 +218,13 @@ class CacheWarning(TesseraWarning):
     the kernel is compiled instead, so the warning costs time, never correctness."""
 
 
+class CompileWorkerWarning(TesseraWarning):
+    """A compile worker (``TESSERA_COMPILE_WORKERS``, docs/autotune.md) stopped before it
+    answered: it crashed, was killed, or compiled nothing for too long. The kernels it left
+    are compiled in the launching process instead, so the warning costs time, never
+    correctness."""
+
+
 class CaptureError(TesseraError):
     """A ``tessera.jit(capture_graph=True)`` step cannot be captured or replayed as
     called: the message names the function, the parameter, op or kernel, and why."""

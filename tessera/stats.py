@@ -10,6 +10,7 @@ _lock = threading.Lock()
 _counters = {
     "compiles": 0,
     "disk_cache_hits": 0,
+    "worker_compiles": 0,
     "launches": 0,
     "autotune_trials": 0,
     "stream_waits": 0,
@@ -32,7 +33,8 @@ def bump(name: str, n: int = 1) -> None:
 
 
 def stats() -> dict[str, int]:
-    """A snapshot of the counters: compiles, disk_cache_hits, launches, autotune_trials,
+    """A snapshot of the counters: compiles, disk_cache_hits, worker_compiles (compile
+    jobs that worker processes finished for this one), launches, autotune_trials,
     stream_waits, graph_captures, graph_replays, graph_input_copies."""
     with _lock:
         snapshot = dict(_counters)

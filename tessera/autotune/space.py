@@ -10,7 +10,9 @@ A *strategy* decides which configs are measured. It is any object with::
 
 that calls ``measure(config)`` for the configs it wants; ``measure`` returns the median
 seconds of a valid config, or None if the config failed (its reason is recorded). The
-tuner then picks the fastest measured config.
+tuner then picks the fastest measured config. A strategy that also has
+``planned(configs) -> list[Config]``, the configs its search will measure, has them
+compiled side by side before the first trial (``TESSERA_COMPILE_WORKERS``).
 """
 
 from __future__ import annotations
@@ -100,6 +102,10 @@ class GridSearch:
         for c in configs:
             measure(c)
 
+    def planned(self, configs: list[Config]) -> list[Config]:
+        """The configs :meth:`search` measures (compiled ahead, side by side)."""
+        return list(configs)
+
 
 class RandomSearch:
     """Measure ``budget`` configs drawn without replacement, with a fixed seed so a sweep
@@ -112,11 +118,15 @@ class RandomSearch:
         self.seed = seed
 
     def search(self, configs, measure) -> None:
+        for c in self.planned(configs):
+            measure(c)
+
+    def planned(self, configs: list[Config]) -> list[Config]:
+        """The configs :meth:`search` measures, in space order."""
         picked = random.Random(self.seed).sample(
             range(len(configs)), min(self.budget, len(configs))
         )
-        for k in sorted(picked):
-            measure(configs[k])
+        return [configs[k] for k in sorted(picked)]
 
 
 def make_strategy(strategy: object, budget: int | None) -> Strategy:

@@ -15,6 +15,7 @@ import numpy as np
 from ..config import get as setting
 from ..errors import AutotuneError, TesseraError
 from ..failures import expected
+from ..kernel import compile_pool
 from ..kernel.kernel import Kernel
 from ..observers import stage
 from ..stats import bump
@@ -87,8 +88,31 @@ class Sweep:
         self.results[c] = (median(times), times)
         return self.results[c][0]
 
+    def compile_ahead(self) -> None:
+        """Compile the configs the strategy will measure side by side (this process and
+        worker processes: kernel/compile_pool.py, ``TESSERA_COMPILE_WORKERS``) before the
+        first trial, so that no trial shares the cores with a compile. Only a head start:
+        a config it cannot prepare, or that fails to compile, compiles at its first trial
+        as it would without workers, and raises there what it would raise."""
+        t = self.tuner
+        planned = getattr(t.strategy, "planned", None)
+        configs = planned(t.configs) if planned is not None else []
+        if len(configs) < 2 or compile_pool.workers() < 2:
+            return
+        jobs = []
+        for c in configs:
+            kernel = t.kernel_for(c)
+            if not isinstance(kernel, Kernel):
+                continue
+            try:
+                jobs += kernel.compile_jobs(t.grid_for(self.grid, c), self.args)
+            except Exception:  # noqa: BLE001 - its trial meets it again, and reports it
+                continue
+        compile_pool.compile_all(jobs, f"kernel '{t.name}'")
+
     def run(self) -> Config:
         t = self.tuner
+        self.compile_ahead()
         try:
             t.strategy.search(t.configs, self.measure)
         finally:

@@ -200,6 +200,7 @@ class Entry:
     def __init__(self, backend: str, kernel: str, parts: tuple, meta: dict):
         self.root = directory()
         self.backend = backend
+        self.parts = parts
         self.path = self.root / backend / f"{kernel}.{entry_key(parts)}{SUFFIX}"
         self.identity = {
             "kernel": kernel,

@@ -203,6 +203,23 @@ class Kernel(Launchable):
         target.check_arrays(self.name, self.params, args)
         return self._binders[target].bind(args, grid)
 
+    def compile_jobs(self, grid: object, args: tuple) -> list:
+        """What the launch ``k[grid](*args)`` would compile, as jobs for compile workers
+        (``compile_pool.py``; a TesseraError where that launch would raise one). Its
+        program is specialised and kept, as the launch would; nothing runs."""
+        grid = launch.normalise_grid(self.name, grid)
+        name, boundscheck, threshold = launch_settings()
+        args = host_arrays(self.name, self.params, args)
+        target = resolve(self.target or name, args, self.name)
+        bound = self.bind(target, args, grid)
+        checked = boundscheck if self.boundscheck is None else self.boundscheck
+        key = (target, checked, bound.key)
+        program = self._programs.get(key)
+        if program is None:
+            program = self._build(target, key, grid, bound, _CHECKED if checked else _UNCHECKED)
+        lanes = self.lanes * math.prod(grid)
+        return target.compile_jobs(program, bound.call_args, grid, lanes >= threshold)
+
     @entry_point
     def target_for(self, args: tuple) -> Target:
         """The target a launch with these arguments runs on now."""

@@ -13,6 +13,7 @@ from .... import dtypes as D
 from ....arrays import is_device_array
 from ...pipeline import REGIONS, STRIP_MINE
 from ..target import BuildOptions, Target
+from . import compile_job
 from .lowerings import LOWERINGS
 from .program import CheckedProgram, CpuProgram
 
@@ -33,6 +34,9 @@ class CpuTarget(Target):
         if options.checked:
             return CheckedProgram(spec, grid_ndim, self)
         return CpuProgram(spec, grid_ndim, self, key)  # with its key: it can use the disk cache
+
+    def compile_jobs(self, program, call_args: tuple, grid: tuple, parallel: bool) -> list:
+        return compile_job.jobs_for(program, call_args, grid, parallel)
 
     def stage(self, program, name: str, call_args: tuple, grid: tuple, options: BuildOptions):
         if name == "cpu":

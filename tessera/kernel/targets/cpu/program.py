@@ -68,6 +68,7 @@ class CpuProgram:
     ):
         """``chunked``: a flat kernel's code is a ``_chunk`` as well (codegen.py)."""
         self.spec = spec
+        self.name = spec.kir.name
         self.grid_ndim = grid_ndim
         self.key = key  # the specialisation key; None keeps this program out of the disk cache
         codegen = CpuCodegen(spec.kir, spec.schedule, grid_ndim, target, chunked)
@@ -95,6 +96,19 @@ class CpuProgram:
         # kernels (their shapes are tessera's to choose: the user could do nothing about it)
         self._watch_shape = self.grouped and not generated(spec.kir.loc.file)
 
+    @classmethod
+    def compiler(cls, job) -> CpuProgram:
+        """A program that can only compile a :class:`~.compile_job.CompileJob`'s variant
+        (and store it): what a compile worker makes of a job, without the kernel's IR."""
+        program = cls.__new__(cls)
+        program.name, program.source, program.grouped = job.kernel, job.source, job.grouped
+        program.filename = f"<tessera-cpu {job.kernel} {job.variant} worker>"
+        linecache.cache[program.filename] = (len(job.source), None, job.source.splitlines(True), "")
+        program.stack_arrays, program.block_copies = job.stack_arrays, job.block_copies
+        program.arithmetic_bound = job.arithmetic_bound
+        program._entries, program._dispatchers, program._chunks = {}, {}, {}
+        return program
+
     def _build(self, parallel: bool, args: tuple) -> object:
         """The variant's function: from the disk cache if there, else compiled (and stored)
         by one process of a node at a time (disk_cache.compiling: the others wait for its
@@ -112,7 +126,7 @@ class CpuProgram:
 
     def _load(self, entry: disk_cache.Entry | None, variant: str) -> object | None:
         """The variant's function loaded from its disk-cache entry, or None (a miss)."""
-        name = self.spec.kir.name
+        name = self.name
         function = None
         with stage("cache load", name, variant=variant) as fields:
             payload = entry.read() if entry is not None else None
@@ -133,7 +147,7 @@ class CpuProgram:
         return function
 
     def _compile_and_store(self, entry, parallel: bool, args: tuple, variant: str) -> object:
-        name = self.spec.kir.name
+        name = self.name
         log.info("compiling kernel '%s' for cpu (%s variant) with Numba", name, variant)
         with (
             compile_feedback.compiling(name, f"cpu ({variant} variant)"),
@@ -193,7 +207,7 @@ class CpuProgram:
         """A new module holding the generated source, for one variant."""
         import numba
 
-        module = types.ModuleType(f"tessera_cpu_{self.spec.kir.name}_{id(self):x}")
+        module = types.ModuleType(f"tessera_cpu_{self.name}_{id(self):x}")
         module.__dict__.update(runtime.namespace())
         module._prange = numba.prange if parallel else range
         for name, (shape, dtype) in self.stack_arrays.items():
@@ -268,10 +282,8 @@ class CpuProgram:
         return args + grid + (max(min(groups, cpu_threads() * 4), 1),)
 
     def run(self, args: tuple, grid: tuple[int, ...], parallel: bool) -> None:
-        if self.prints:  # one core, groups in order: the lines come out in order
-            parallel = False
-        elif self.heavy_groups and not parallel:
-            parallel = math.prod(grid) > 1
+        if self.prints or self.heavy_groups:
+            parallel = self.variant(grid, parallel)
         if self._watch_shape:
             groups = math.prod(grid)
             if groups < _CORES and self._entries.get(parallel) is not None:
@@ -282,6 +294,15 @@ class CpuProgram:
                     self._starved(groups, seconds)
                 return
         self.run_variant(args, grid, parallel)
+
+    def variant(self, grid: tuple[int, ...], parallel: bool) -> bool:
+        """Whether a launch over ``grid`` runs the parallel variant, given whether its lane
+        count alone asks for it (``parallel``)."""
+        if self.prints:  # one core, groups in order: the lines come out in order
+            return False
+        if self.heavy_groups and not parallel:
+            return math.prod(grid) > 1
+        return parallel
 
     def _starved(self, groups: int, seconds: float) -> None:
         """Warn (once per kernel) about a long launch on fewer groups than threads.
