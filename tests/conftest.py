@@ -42,6 +42,10 @@ def rng():
 # uses a fresh directory of its own, never the user's cache; it is removed at the end.
 _CACHE_DIR = tempfile.mkdtemp(prefix="tessera-test-cache-")
 os.environ["TESSERA_CACHE_DIR"] = _CACHE_DIR
+# Autotune sweeps compile in this process unless a test asks for workers: "auto" follows
+# the machine's load, and the suite's counts of compiles must not (test_compile_workers.py
+# sets its own counts)
+os.environ.setdefault("TESSERA_COMPILE_WORKERS", "1")
 refresh_settings()  # settings are read once; this one may have been read already
 atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
