@@ -149,6 +149,13 @@ minimum = _elementwise("minimum", "min(a, b)", 2)
 where = _elementwise("where", "c ? a : b", 3)
 pow = _elementwise("pow", "a ** b (a ** 2 is a * a, a ** 0.5 sqrt(a), as NumPy's)", 2)  # noqa: A001
 abs = _elementwise("abs", "|a|", 1)  # noqa: A001
+floor_divide = _elementwise("floor_divide", "a // b (floor division, NumPy's)", 2)
+remainder = _elementwise("remainder", "a % b (the sign of b, NumPy's)", 2)
+bitwise_and = _elementwise("bitwise_and", "a & b (integer and bool arrays)", 2)
+bitwise_or = _elementwise("bitwise_or", "a | b (integer and bool arrays)", 2)
+bitwise_xor = _elementwise("bitwise_xor", "a ^ b (integer and bool arrays)", 2)
+invert = _elementwise("invert", "~a (integer arrays: the bits flipped)", 1)
+logical_not = _elementwise("logical_not", "not a (bool arrays)", 1)
 equal = _elementwise("equal", "a == b", 2, "eq")
 not_equal = _elementwise("not_equal", "a != b", 2, "ne")
 greater = _elementwise("greater", "a > b", 2, "gt")
@@ -507,7 +514,9 @@ def _vectors_along_last_axis(x, *params) -> bool:
 
 
 __all__ = [
-    "abs", "add", "cast", "clip", "cross_entropy", "div", "dropout", "equal", "exp",
+    "abs", "add", "bitwise_and", "bitwise_or", "bitwise_xor", "cast", "clip",
+    "cross_entropy", "div", "dropout", "equal", "exp", "floor_divide", "invert",
+    "logical_not", "remainder",
     "flash_attention", "gelu", "greater", "greater_equal", "layernorm", "less", "less_equal", "log",
     "log_softmax", "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "neg",
     "not_equal", "pow", "relu", "reshape", "rmsnorm", "sigmoid", "silu", "softmax", "sqrt",

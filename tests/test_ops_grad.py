@@ -59,6 +59,7 @@ CASES = {
     "pow_tensors": (lambda a, b: a**b, [(3, 4), (4,)], True),
     "rpow": (lambda a: 2.0**a, [(3, 4)], False),
     "abs": (lambda a: abs(a), [(3, 4)], False),
+    "remainder": (lambda a, b: (a * 7.0) % (b + 1.0), [(3, 4), (4,)], True),
     "clip": (lambda a, lo, hi: op.clip(a, lo, hi - 2.0 * lo), [(3, 4), (4,), (4,)], False),
     "clip_numbers": (lambda a: op.clip(a, -0.5, 0.5), [(3, 4)], False),
     "log_softmax": (op.log_softmax, [(3, 5)], False),

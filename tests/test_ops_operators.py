@@ -132,3 +132,46 @@ def test_log_softmax_along_axis_0_matches_numpy(x):
 def test_eager_comparisons_are_numpys(x, name, numpy):
     y = np.where(x > 0, x, 0.0).astype(np.float32)
     np.testing.assert_array_equal(getattr(op, name)(x, y), numpy(x, y))
+
+
+# ----------------------------------------------------------------------------- // % & | ^ ~
+INTS = (np.array([[-7, -3, 0, 5], [9, -8, 1, 2]], np.int32), np.array([2, -4, 3, 0], np.int32))
+FLOATS = (
+    np.array([[-7.5, -3.0, 0.0, 5.0], [9.25, -8.0, 1.0, 2.0]], np.float32),
+    np.array([2.0, -4.0, 3.0, 0.0], np.float32),
+)
+
+
+@pytest.mark.parametrize("a, b", [INTS, FLOATS], ids=["i32", "f32"])
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's, for the zero divisors
+def test_floor_division_and_remainder_are_numpys_with_zero_divisors(target, a, b):
+    with np.errstate(all="ignore"):
+        want_q, want_r = np.floor_divide(a, b), np.remainder(a, b)
+    np.testing.assert_array_equal(op.floor_divide(a, b), want_q)
+    np.testing.assert_array_equal(op.remainder(a, b), want_r)
+
+
+def test_bitwise_ops_of_integers_and_bools_are_numpys(target):
+    a, b = INTS
+    np.testing.assert_array_equal(op.bitwise_and(a, b), a & b)
+    np.testing.assert_array_equal(op.bitwise_or(a, 6), a | 6)
+    np.testing.assert_array_equal(op.bitwise_xor(a, b), a ^ b)
+    np.testing.assert_array_equal(op.invert(a), ~a)
+    m = a > 0
+    np.testing.assert_array_equal(op.logical_not(m), ~m)
+    np.testing.assert_array_equal(op.bitwise_and(m, b != 0), m & (b != 0))
+
+
+def test_traced_tensors_take_floor_division_remainder_and_bitwise_operators():
+    a, b = INTS
+    f = graph.module("int_ops")(lambda t, u: (t // 2 + t % 3) * (u & 1) + (~u) ^ (t | 4))
+    np.testing.assert_array_equal(f(a, b), (a // 2 + a % 3) * (b & 1) + (~b) ^ (a | 4))
+    g = graph.module("bool_ops")(lambda t: ~(t > 0) | (t < -5))
+    np.testing.assert_array_equal(g(a), ~(a > 0) | (a < -5))
+    h = graph.module("reflected")(lambda t: 100 // (t + 10) + 7 % (t + 10))
+    np.testing.assert_array_equal(h(a), 100 // (a + 10) + 7 % (a + 10))
+
+
+def test_a_bitwise_op_of_floats_is_an_error_naming_it():
+    with pytest.raises(tessera.TesseraError, match=r"op\.bitwise_and: takes integer or bool"):
+        op.bitwise_and(FLOATS[0], 1)

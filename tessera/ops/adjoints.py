@@ -82,6 +82,8 @@ def _rules(node: Node, g: Tensor, x: list, out: Tensor) -> list:
         return [_op(g, "where", [first, g, 0.0]), _op(g, "where", [first, 0.0, g])]
     if op == "pow":
         return _pow_rule(g, a, b, out)
+    if op == "remainder":  # a - floor(a / b) * b: 1 for a, -floor(a / b) for b
+        return [g, -(g * _op(g, "floor_divide", [a, b]))]
     if op == "abs":  # the sign of a (0 at 0, as NumPy's sign)
         return [_op(g, "where", [a > 0.0, g, _op(g, "where", [a < 0.0, -g, 0.0])])]
     if op == "clip":  # NumPy's clip is minimum(maximum(a, lo), hi): their tie rules

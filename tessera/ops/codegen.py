@@ -107,6 +107,10 @@ class _Emitter:
         template = decl.tile_code if tiles and decl.tile_code else decl.code
         if n.op == "pow":
             template = pow_code(n.inputs[1], n.dtype) or template
+        elif n.op in ("floor_divide", "remainder") and not tiles and not n.dtype.is_float:
+            # NumPy's integer // 0 and % 0 are 0: said here, so that the debug target's
+            # check of a kernel's division by zero (an error there) does not fire
+            template = f"({template} if {{1}} != 0 else {{dtype}}(0))"
         extra = {k: v for k, v in n.attrs.items() if k not in ("dtype", "shape")}
         return template.format(*parts, dtype=n.attrs.get("dtype", n.dtype).name, **extra)
 

@@ -31,6 +31,7 @@ class OpDecl:
     result: str = "same"  # elementwise dtype: same | bool | attr (the ``dtype`` attribute)
     floats_only: bool = False
     doc: str = ""
+    integers_only: bool = False  # integer and bool arrays (the bitwise ops)
 
 
 OPS: dict[str, OpDecl] = {}
@@ -41,8 +42,12 @@ def _declare(*decls: OpDecl) -> None:
         OPS[d.name] = d
 
 
-def _ew(name, arity, code, doc, tile_code="", result="same", floats_only=False) -> OpDecl:
-    return OpDecl(name, "elementwise", arity, code, tile_code, result, floats_only, doc)
+def _ew(
+    name, arity, code, doc, tile_code="", result="same", floats_only=False, integers_only=False
+) -> OpDecl:
+    return OpDecl(
+        name, "elementwise", arity, code, tile_code, result, floats_only, doc, integers_only
+    )
 
 
 _declare(
@@ -71,6 +76,15 @@ _declare(
     _ew("cast", 1, "{dtype}({0})", "convert", tile_code="{0}.astype({dtype})", result="attr"),
     _ew("pow", 2, "({0} ** {1})", "a ** b (a ** 2 is a * a, a ** 0.5 math.sqrt(a))"),
     _ew("abs", 1, "abs({0})", "|a|"),
+    # the language's // and % are Python's (floor; the sign of b), as NumPy's floor_divide
+    # and remainder, an integer division by 0 gives 0 as NumPy's does
+    _ew("floor_divide", 2, "({0} // {1})", "a // b (floor division)"),
+    _ew("remainder", 2, "({0} % {1})", "a % b (the sign of b)"),
+    _ew("bitwise_and", 2, "({0} & {1})", "a & b", integers_only=True),
+    _ew("bitwise_or", 2, "({0} | {1})", "a | b", integers_only=True),
+    _ew("bitwise_xor", 2, "({0} ^ {1})", "a ^ b", integers_only=True),
+    _ew("invert", 1, "(~{0})", "~a (integers: every bit flipped)", integers_only=True),
+    _ew("logical_not", 1, "(not {0})", "not a (bool arrays: ~a)", integers_only=True),
     _ew("clip", 3, "min(max({0}, {1}), {2})", "a clipped to [lo, hi] (NumPy's clip)"),
     _ew("ne", 2, "({0} != {1})", "a != b", result="bool"),
     _ew("gt", 2, "({0} > {1})", "a > b", result="bool"),
@@ -202,6 +216,8 @@ def common_dtype(
     dtype = known.pop()
     if decl.floats_only and not dtype.is_float:
         raise RuleError(f"takes float arrays, not {dtype.name}")
+    if decl.integers_only and not (dtype.is_int or dtype == D.bool_):
+        raise RuleError(f"takes integer or bool arrays, not {dtype.name}")
     return dtype
 
 

@@ -238,6 +238,18 @@ class Tensor:
     __pow__ = lambda self, o: self._op("pow", o)  # noqa: E731
     __rpow__ = lambda self, o: self._rop("pow", o)  # noqa: E731
     __abs__ = lambda self: self._op("abs")  # noqa: E731
+    __floordiv__ = lambda self, o: self._op("floor_divide", o)  # noqa: E731
+    __rfloordiv__ = lambda self, o: self._rop("floor_divide", o)  # noqa: E731
+    __mod__ = lambda self, o: self._op("remainder", o)  # noqa: E731
+    __rmod__ = lambda self, o: self._rop("remainder", o)  # noqa: E731
+    __and__ = lambda self, o: self._op("bitwise_and", o)  # noqa: E731
+    __rand__ = lambda self, o: self._rop("bitwise_and", o)  # noqa: E731
+    __or__ = lambda self, o: self._op("bitwise_or", o)  # noqa: E731
+    __ror__ = lambda self, o: self._rop("bitwise_or", o)  # noqa: E731
+    __xor__ = lambda self, o: self._op("bitwise_xor", o)  # noqa: E731
+    __rxor__ = lambda self, o: self._rop("bitwise_xor", o)  # noqa: E731
+    # ~ of a bool array is its logical not (NumPy's), of an integer array the bits flipped
+    __invert__ = lambda self: self._op("logical_not" if self.dtype == D.bool_ else "invert")  # noqa: E731
     __pos__ = lambda self: self  # noqa: E731
     __matmul__ = lambda self, o: self._op("matmul", o)  # noqa: E731
     __rmatmul__ = lambda self, o: self._rop("matmul", o)  # noqa: E731
