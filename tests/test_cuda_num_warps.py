@@ -51,8 +51,8 @@ def test_the_register_main_loop_runs_with_the_warps_asked_for(warps):
     a, c = np.zeros((256, 256), np.float16), np.zeros((256, 256), np.float32)
     ptx = _gemm(warps, 128, 128, 32, f16).inspect("ptx", a, a, c, grid=(2, 2), arch="sm_80")
     assert re.findall(r"\.maxntid (\d+)", ptx) == [str(32 * warps)]
-    # per thread's k steps, in the branch-free loop and in the general one
-    assert ptx.count("mma.sync") == 128 * 128 // (16 * 8) // warps * 2 * 2
+    # per thread's k steps, in the branch-free loop alone (the arrays allow 16-byte chunks)
+    assert ptx.count("mma.sync") == 128 * 128 // (16 * 8) // warps * 2
 
 
 @PTX
