@@ -1,7 +1,7 @@
 """Distributed all-reduce: Tessera's collectives beside raw mpi4py, on 2 and 4 MPI ranks.
 
 The parent starts ``mpiexec -n 2`` and ``mpiexec -n 4`` (the ``mpiexec`` Tessera itself
-finds: ``tessera.world.find_mpiexec``) running ``bench/dist_worker.py``, which on a 1-D
+finds: ``tessera.runtime.world.find_mpiexec``) running ``bench/dist_worker.py``, which on a 1-D
 mesh ``("x",)`` over every rank times, interleaved in one run, for float32 messages of
 1 KB to 64 MB:
 
@@ -124,7 +124,7 @@ def run_ranks(ranks: int, quick: bool, mpiexec: str) -> list[Record]:
 def run(quick: bool) -> list[Record]:
     mpiexec = None
     if find_spec("mpi4py") is not None:
-        from tessera.world import find_mpiexec
+        from tessera.runtime.world import find_mpiexec
 
         mpiexec = find_mpiexec()
     if mpiexec is None:

@@ -91,7 +91,7 @@ def main() -> None:
     if "--worker" in sys.argv:
         worker(int(sys.argv[sys.argv.index("--worker") + 1]))
         return
-    from tessera.world import find_mpiexec
+    from tessera.runtime.world import find_mpiexec
 
     ranks = int(sys.argv[sys.argv.index("--ranks") + 1]) if "--ranks" in sys.argv else 2
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 40

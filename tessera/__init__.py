@@ -8,7 +8,7 @@ np.float32(1.5)
 See README.md for a first kernel and docs/language.md for the language.
 """
 
-from . import dist, graph, observe, op, rng, threads, tile
+from . import dist, graph, observe, op, rng, tile
 from .autotune import AutotuneError, autotune
 from .capture import jit
 from .config import config
@@ -63,6 +63,7 @@ from .kernel.kernel import Kernel
 from .kernel.targets import Event, event, stream, synchronize
 from .mesh import index_launch
 from .observe import bench, metrics, profile, trace
+from .runtime import threads
 from .stats import stats
 from .tile import (
     cp_async,

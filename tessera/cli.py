@@ -1,5 +1,5 @@
 """The ``tessera`` command: ``info``, ``demo``, ``cache list|clear``, ``tune SCRIPT``,
-``run`` (tessera.runner), ``bench``, ``pack-repro``, ``replay``, ``trace merge`` and
+``run`` (tessera.runtime.runner), ``bench``, ``pack-repro``, ``replay``, ``trace merge`` and
 ``metrics summary``."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import demo, launchers, runner, threads
+from . import demo
 from .aot import command as aot_command
 from .autotune import store
 from .autotune.tuner import collecting_sweeps
@@ -28,8 +28,9 @@ from .observe import plots, repro
 from .observe.metrics import summary as metrics_table
 from .observe.session import stand_down
 from .observe.trace import merge as merge_traces
+from .runtime import launchers, runner, threads
+from .runtime.world import find_mpiexec, world
 from .version import __version__
-from .world import find_mpiexec, world
 
 
 def info(out=print) -> None:
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     tune_parser.add_argument("script", help="a Python script that launches autotuned kernels")
     tune_parser.add_argument("script_args", nargs=argparse.REMAINDER)
-    sub.add_parser(  # parsed by tessera.runner: the launcher's options pass through
+    sub.add_parser(  # parsed by tessera.runtime.runner: the launcher's options pass through
         "run", help="run a script on N ranks (srun in a Slurm allocation, else mpiexec)"
     )
     bench_parser = sub.add_parser(

@@ -13,7 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def mpi_missing() -> bool:
-    from tessera.world import find_mpiexec
+    from tessera.runtime.world import find_mpiexec
 
     return importlib.util.find_spec("mpi4py") is None or find_mpiexec() is None
 
@@ -28,7 +28,7 @@ def run_mpi(
 ):
     """``mpiexec [launcher...] -n ranks python tests/<script> args...``, from the tests
     folder."""
-    from tessera.world import find_mpiexec
+    from tessera.runtime.world import find_mpiexec
 
     command = [find_mpiexec(), *launcher, "-n", str(ranks), sys.executable]
     command.append(os.path.join(HERE, script))
@@ -48,7 +48,7 @@ def run_mpi(
 
 def hydra_missing() -> bool:
     """True unless ``mpiexec`` is MPICH's hydra (whose options some tests use)."""
-    from tessera.world import find_mpiexec
+    from tessera.runtime.world import find_mpiexec
 
     if mpi_missing():
         return True

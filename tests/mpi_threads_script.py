@@ -19,4 +19,4 @@ dist.Mesh(axes=("x",), shape=(dist.size(),))  # every rank: counts the ranks on 
 
 import numba  # noqa: E402 - imported after the mesh, as a script's first launch would
 
-print(f"rank {dist.rank()}: numba {numba.get_num_threads()}; {tessera.threads.describe()}")
+print(f"rank {dist.rank()}: numba {numba.get_num_threads()}; {tessera.runtime.threads.describe()}")

@@ -176,8 +176,8 @@ def test_kernel_package_never_imports_mesh_or_autotune():
 
 
 def test_autotune_and_mesh_never_import_each_other():
-    """Both wait on other ranks through tessera.timed and find the process world in
-    tessera.world, below them both."""
+    """Both wait on other ranks through tessera.runtime.timed and find the process world in
+    tessera.runtime.world, below them both."""
     for package, other in (("autotune", "tessera.mesh"), ("mesh", "tessera.autotune")):
         for path in (PACKAGE / package).rglob("*.py"):
             bad = [n for n in _imports(path) if n.startswith(other)]

@@ -1,6 +1,6 @@
 """``tessera --help`` and each command's ``--help`` are plain text for users: no reST
 markup (double backquotes, ``:func:`` roles, backquoted code) and no internal module
-names (``tessera.runner``)."""
+names (``tessera.runtime.runner``)."""
 
 from __future__ import annotations
 

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 import tessera
-from tessera import KiB, f32, kernel, mut, tile, timed, tshared
+from tessera import KiB, f32, kernel, mut, tile, tshared
 from tessera.errors import CollectiveTimeout, LaunchError, OutOfBoundsError, RaceError
 from tessera.observe import record
 from tessera.observe.repro import replay
+from tessera.runtime import timed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OFFSET = 1

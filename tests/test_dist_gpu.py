@@ -12,7 +12,7 @@ import pytest
 from mpi_run import run_mpi
 
 from tessera.mesh.devices import gpus_on_node
-from tessera.world import find_mpiexec
+from tessera.runtime.world import find_mpiexec
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -9,7 +9,7 @@ import pytest
 
 import tessera
 from tessera import dist
-from tessera.timed import timeout_seconds
+from tessera.runtime.timed import timeout_seconds
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import sys
 import pytest
 from mpi_run import mpi_missing
 
-from tessera import launchers
+from tessera.runtime import launchers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAKES = os.path.join(HERE, "fake_launchers")

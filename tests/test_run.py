@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from mpi_run import mpi_missing
 
-from tessera import runner
-from tessera.world import find_mpiexec
+from tessera.runtime import runner
+from tessera.runtime.world import find_mpiexec
 
 HERE = Path(__file__).parent
 FAKES = str(HERE / "fake_launchers")
@@ -66,7 +66,7 @@ def test_outside_an_allocation_the_sites_mpiexec_comes_before_the_wheels(tmp_pat
     site = _site_mpiexec(tmp_path)
     env = {"PATH": FAKES + os.pathsep + site + os.pathsep + os.path.dirname(sys.executable)}
     command = runner.command_line(runner.parse(["-n", "2", "--no-prefix", "x.py"]), env)
-    watcher = [sys.executable, "-m", "tessera.rank_output", "--no-prefix"]  # no labels
+    watcher = [sys.executable, "-m", "tessera.runtime.rank_output", "--no-prefix"]  # no labels
     assert command == [os.path.join(site, "mpiexec"), "-n", "2", *watcher, sys.executable, "x.py"]
 
 

@@ -12,9 +12,9 @@ import pytest
 from mpi_run import mpi_missing, run_mpi
 
 import tessera
-from tessera import threads
 from tessera.cli import main
 from tessera.errors import SettingError
+from tessera.runtime import threads
 
 CORES = os.cpu_count() or 1
 BOUND = threads.usable_cores() < CORES  # this process already has fewer cores than the node

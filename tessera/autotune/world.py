@@ -8,7 +8,7 @@ no-op.
 
 An agreement is collective, and waits like a collective: it never blocks inside MPI.
 Two non-blocking exchanges on COMM_WORLD are waited on with ``TESSERA_COLLECTIVE_TIMEOUT``
-(``tessera.timed``):
+(``tessera.runtime.timed``):
 
 1. one 16-byte all-gather of each rank's fingerprint of what it launches (the kernel, its
    source, space, key values and dtypes) and the length of rank 0's answer. A rank that
@@ -27,9 +27,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import timed
 from ..errors import CollectiveMismatch, CollectiveTimeout
-from ..world import world as process_world
+from ..runtime import timed
+from ..runtime.world import world as process_world
 from .space import Config
 
 SAME_ON_EVERY_RANK = ("kernel", "source", "space", "key", "dtypes")  # of a launch's key

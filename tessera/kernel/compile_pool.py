@@ -44,9 +44,10 @@ import time
 import warnings
 from pathlib import Path
 
-from .. import launchers, stats, threads
+from .. import stats
 from ..config import get as setting
 from ..errors import CompileWorkerWarning, SettingError
+from ..runtime import launchers, threads
 from . import disk_cache
 
 log = logging.getLogger("tessera")

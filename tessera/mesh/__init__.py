@@ -2,7 +2,7 @@
 (see docs/distributed.md)."""
 
 from ..errors import CollectiveMismatch, CollectiveTimeout, DistError, RankExited
-from ..world import rank, size, world
+from ..runtime.world import rank, size, world
 from .coalesced import all_reduce_coalesced
 from .collectives import Work, all_gather, all_reduce, barrier, broadcast, reduce_scatter
 from .exchange import all_to_all, recv, send, sendrecv

@@ -5,7 +5,7 @@ with what makes collectives on it safe for batch jobs.
   in program order under one process-wide lock, so a process issues them in one global
   order across all its axes (which NCCL requires and MPI assumes).
 * Waiting never blocks inside MPI: collectives are started non-blocking and polled
-  (``tessera.timed``), so a wait can end at ``TESSERA_COLLECTIVE_TIMEOUT`` with
+  (``tessera.runtime.timed``), so a wait can end at ``TESSERA_COLLECTIVE_TIMEOUT`` with
   :class:`CollectiveTimeout`.
 * To name the ranks that did not arrive, a timed-out rank asks every member over a
   second communicator (the *control* channel, a duplicate of the axis's) what it is
@@ -37,9 +37,10 @@ import time
 
 import numpy as np
 
-from .. import failures, timed
+from .. import failures
 from ..config import get as setting
 from ..errors import CollectiveMismatch, CollectiveTimeout, RankExited
+from ..runtime import timed
 from . import fingerprint, link_cost, liveness
 
 QUERY, REPLY = 7301, 7302  # tags on the control channel

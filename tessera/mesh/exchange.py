@@ -6,7 +6,7 @@ on a communicator of their own (``Channel.p2p``), so they never pair with a coll
 between two ranks they arrive in the order they were sent. Each message is preceded by a
 small header (dtype, shape), so a receiver that expects another array gets
 :class:`CollectiveMismatch` naming both, never bytes of the wrong kind. Waits are those of
-the collectives (``tessera.timed``): a transfer whose peer never comes ends at
+the collectives (``tessera.runtime.timed``): a transfer whose peer never comes ends at
 ``TESSERA_COLLECTIVE_TIMEOUT`` with :class:`CollectiveTimeout` naming the peer, one whose
 peer on this node has exited at the next check of the members (:class:`RankExited`).
 A standard-mode send of a small message may complete before its receiver posts (MPI
@@ -18,9 +18,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .. import timed
 from ..errors import CollectiveMismatch, CollectiveTimeout, TesseraError
 from ..observers import OBSERVERS, now
+from ..runtime import timed
 from . import mpi_transport
 from .channel import ISSUE_LOCK, Channel, Transfer
 from .collectives import (

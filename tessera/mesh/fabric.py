@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from ..world import world
+from ..runtime.world import world
 from . import collectives, link_cost, link_store, liveness
 from .devices import local_rank
 from .mesh import Mesh, current_mesh

@@ -8,7 +8,7 @@ any of them would otherwise reduce the wrong bytes, read uninitialised memory, t
 assertion inside MPI or wait for ever.
 
 The fingerprint is a number, so that the ranks compare 8 bytes each
-(``tessera.timed.exchange``); :func:`describe` spells the same call out for the error
+(``tessera.runtime.timed.exchange``); :func:`describe` spells the same call out for the error
 message, and runs only when the numbers differ.
 """
 

@@ -7,7 +7,7 @@ Each axis's communicator groups the ranks that differ only along that axis (orde
 their index on it); it is made once, collectively, when the mesh is created, and wrapped
 in a :class:`~tessera.mesh.channel.Channel` (sequence numbers, timeouts, debug checks).
 Creating a mesh under MPI also picks this rank's GPU, if the node has any, and divides the
-node's cores among its ranks (tessera.threads).
+node's cores among its ranks (tessera.runtime.threads).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import threading
 
 import numpy as np
 
-from .. import threads
 from ..errors import SourceLoc, TesseraError
+from ..runtime import threads
+from ..runtime.world import world
 from ..tracebacks import entry_point, internal_frame
-from ..world import world
 from . import liveness
 from .advice import advise
 from .channel import Channel

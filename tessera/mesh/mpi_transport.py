@@ -11,7 +11,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from ..world import LocalComm
+from ..runtime.world import LocalComm
 from .channel import Channel, Transfer
 from .layout import block
 

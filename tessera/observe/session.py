@@ -3,7 +3,7 @@ ranges when the ``nvtx`` package is installed: started when ``tessera`` is impor
 files written when the process exits.
 
 Processes that only start or watch the ranks (``tessera run``'s launcher and its
-``tessera.rank_output`` wrappers) import tessera too, with the ranks' settings in their
+``tessera.runtime.rank_output`` wrappers) import tessera too, with the ranks' settings in their
 environment; they :func:`stand_down`, so that the observers run only in the ranks and
 nothing of theirs lands beside the ranks' files (a trace or metrics file, a
 fatal-signal file)."""

@@ -1,4 +1,4 @@
-"""``python -m tessera.rank_output COMMAND...``: run COMMAND with every line it prints
+"""``python -m tessera.runtime.rank_output COMMAND...``: run COMMAND with every line it prints
 prefixed by this process's rank (``[3] loss 0.25``), which is how ``tessera run`` labels
 the ranks' output whatever the launcher (mpiexec, srun).
 
@@ -11,13 +11,13 @@ ranks too.
 
 The wrapper also sees how its rank ends. A rank that joined the MPI world through Tessera
 says so on a pipe (``_TESSERA_RANK_STATUS``: the pipe's descriptor and the wrapper's pid),
-and says again that it is finishing when its interpreter exits (tessera.world). A rank
+and says again that it is finishing when its interpreter exits (tessera.runtime.world). A rank
 whose process ends with status 0 between the two — ``os._exit(0)`` mid-job, which skips
 the exit handlers and MPI_Finalize — left the job before the others: MPICH's Hydra then
 kills the other ranks and exits 0, a batch job that reports success with its results
 missing. The wrapper says which rank left and exits 1 instead, so the job fails.
 
-``python -m tessera.rank_output --no-prefix COMMAND...`` only watches (``tessera run
+``python -m tessera.runtime.rank_output --no-prefix COMMAND...`` only watches (``tessera run
 --no-prefix``).
 """
 
@@ -30,10 +30,10 @@ import subprocess
 import sys
 import threading
 
+from ..observe.session import stand_down
 from .launchers import detect
-from .observe.session import stand_down
 
-USAGE = "usage: python -m tessera.rank_output [--no-prefix] COMMAND [ARGS...]"
+USAGE = "usage: python -m tessera.runtime.rank_output [--no-prefix] COMMAND [ARGS...]"
 STATUS_VARIABLE = "_TESSERA_RANK_STATUS"  # "fd,pid": the pipe a rank reports on (world.py)
 
 

@@ -3,7 +3,7 @@
 
 A launcher whose processes MPI does not see as one world — ``srun`` with an MPI that does
 not speak Slurm's PMI, or torchrun, which is not an MPI launcher — would leave every
-process computing alone as rank 0 of 1. The launcher's variables (tessera.launchers) say
+process computing alone as rank 0 of 1. The launcher's variables (tessera.runtime.launchers) say
 how many processes it started; when MPI's world has another size, making the world is an
 error naming both. ``TESSERA_LAUNCHER=mpi`` or ``single`` forces one world or the other.
 
@@ -27,9 +27,9 @@ import time
 
 import numpy as np
 
+from ..config import get as setting
+from ..errors import TesseraError
 from . import launchers
-from .config import get as setting
-from .errors import TesseraError
 
 LAUNCHER_VARIABLES = (
     "PMI_SIZE",
@@ -203,7 +203,7 @@ def _abort_on_uncaught_exception(comm) -> None:
 
 
 def _report_to_wrapper() -> None:
-    """Under ``tessera run`` (tessera.rank_output): tell the wrapper that this rank joined
+    """Under ``tessera run`` (tessera.runtime.rank_output): tell the wrapper that this rank joined
     the world, and again at exit that it finishes, so that a rank whose process ends in
     between (``os._exit``) makes the job fail instead of ending it with status 0. Nothing
     when the variable is not this process's wrapper's (a process the rank started)."""

@@ -4,7 +4,7 @@ on the node.
 Numba's default is every core the process may use, which is right for one process and
 wrong for several on one node: two ranks on two cores would run two threads each and
 fight over the cores. So the default is ``cores // ranks on this node`` (at least 1),
-where the ranks on the node come first from the launcher's variables (tessera.launchers;
+where the ranks on the node come first from the launcher's variables (tessera.runtime.launchers;
 read at ``import tessera``, before Numba starts its thread pool) and then from MPI's
 shared-memory communicator (``Split_type(COMM_TYPE_SHARED)``) when the first mesh is
 made (a collective every rank joins; making the world is not one).
@@ -22,9 +22,9 @@ from __future__ import annotations
 import os
 import sys
 
+from ..config import get as setting
+from ..errors import SettingError
 from . import launchers
-from .config import get as setting
-from .errors import SettingError
 
 _chosen: dict[str, object] = {}  # what set_default decided: count and reason
 # set beside NUMBA_NUM_THREADS when the count is Tessera's choice, so that this process

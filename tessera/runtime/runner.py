@@ -5,10 +5,10 @@
 
 Inside a Slurm allocation (``SLURM_JOB_ID`` set, ``srun`` on PATH) the launcher is
 ``srun``, which knows the allocation's nodes; elsewhere ``mpiexec``, the site's (first on
-PATH) before the ``mpich`` wheel's (tessera.world.find_mpiexec). Options that ``tessera
+PATH) before the ``mpich`` wheel's (tessera.runtime.world.find_mpiexec). Options that ``tessera
 run`` does not know are the launcher's and go to it unchanged, so they must come before a
 ``--`` that starts the command. Each line a rank prints is prefixed with its rank (``[3]
-...``, tessera.rank_output) unless ``--no-prefix``.
+...``, tessera.runtime.rank_output) unless ``--no-prefix``.
 """
 
 from __future__ import annotations
@@ -122,8 +122,8 @@ def launcher_for(request: Request, environ=None) -> list[str]:
 def command_line(request: Request, environ=None) -> list[str]:
     """The whole command ``tessera run`` starts."""
     # every rank runs under the wrapper, which labels its lines and fails the job when
-    # the rank leaves before the others (tessera.rank_output)
-    wrap = [sys.executable, "-m", "tessera.rank_output"] + (
+    # the rank leaves before the others (tessera.runtime.rank_output)
+    wrap = [sys.executable, "-m", "tessera.runtime.rank_output"] + (
         [] if request.prefix else ["--no-prefix"]
     )
     return [*launcher_for(request, environ), *request.launcher_args, *wrap, *request.command]

@@ -5,10 +5,10 @@ Hydra (``PMI_RANK``/``PMI_SIZE``, ``MPI_LOCALNRANKS``), Open MPI (``OMPI_COMM_WO
 PMIx (``PMIX_RANK``), Slurm's ``srun`` (``SLURM_PROCID``, ``SLURM_STEP_NUM_TASKS``), Flux
 (``FLUX_TASK_RANK``, ``FLUX_JOB_SIZE``), Cray PALS (``PALS_RANKID``) and torchrun
 (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``). Reading them costs nothing and needs no MPI,
-which is why they matter twice: the world of processes (tessera.world) compares what the
+which is why they matter twice: the world of processes (tessera.runtime.world) compares what the
 launcher says with what MPI says, so that a launcher whose processes MPI cannot see (srun
 with an MPI that does not talk to Slurm, torchrun) is an error instead of N worlds of one
-rank each; and the CPU thread count (tessera.threads) divides the node's cores among the
+rank each; and the CPU thread count (tessera.runtime.threads) divides the node's cores among the
 ranks on the node before any MPI is started.
 """
 
