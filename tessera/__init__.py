@@ -63,8 +63,8 @@ from .kernel.kernel import Kernel
 from .kernel.targets import Event, event, stream, synchronize
 from .mesh import index_launch
 from .observe import bench, metrics, profile, trace
+from .observe.stats import stats
 from .runtime import threads
-from .stats import stats
 from .tile import (
     cp_async,
     group_count,

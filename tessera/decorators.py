@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .autotune import autotune as _autotune
 from .kernel import kernel as kernel_module
-from .tracebacks import entry_point
+from .observe.tracebacks import entry_point
 
 
 class KernelDecorator:

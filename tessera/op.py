@@ -25,6 +25,7 @@ from . import dtypes as _dtypes
 from . import rng as _rng
 from .arrays import is_device_array as _is_device_array
 from .errors import CaptureWarning as _CaptureWarning
+from .observe.tracebacks import entry_point as _entry_point
 from .ops import fft as _fft
 from .ops.module import Module as _Module
 from .ops.module import apply as _apply
@@ -35,7 +36,6 @@ from .ops.tensor import OpTypeError as OpTypeError
 from .ops.tensor import OpValueError as OpValueError
 from .ops.tensor import Tensor as _Tensor
 from .ops.tensor import op_error as _error
-from .tracebacks import entry_point as _entry_point
 
 
 def matmul(a, b, tile_shape=None):

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import tessera as ts
-from tessera import f32, kernel, mut, observers, tile
+from tessera import f32, kernel, mut, tile
 from tessera.capture import replay
 from tessera.errors import CaptureError
+from tessera.observe import observers
 from tessera.ops import plan
 
 pytestmark = pytest.mark.skipif(

@@ -18,7 +18,7 @@ import tessera as ts
 from tessera import dist
 from tessera.cli import main
 from tessera.observe.metrics import FIELDS, read
-from tessera.observers import LaunchRecord, now
+from tessera.observe.observers import LaunchRecord, now
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -11,7 +11,7 @@ from observe_kernels import make_axpy, make_group_sum
 from tessera import dist
 from tessera.kernel.targets import TARGETS
 from tessera.observe.nvtx import PHASES, NvtxRanges, phase
-from tessera.observers import attach, detach
+from tessera.observe.observers import attach, detach
 
 
 class Recorder:

@@ -9,7 +9,7 @@ from observe_kernels import make_axpy
 
 import tessera as ts
 from tessera import dist
-from tessera.observers import OBSERVERS
+from tessera.observe.observers import OBSERVERS
 
 
 def _row(p, name):

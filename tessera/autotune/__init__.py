@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import AutotuneError
-from ..tracebacks import entry_point
+from ..observe.tracebacks import entry_point
 from .space import Config, GridSearch, RandomSearch
 from .tuner import Autotuned
 

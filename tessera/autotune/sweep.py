@@ -14,11 +14,11 @@ import numpy as np
 
 from ..config import get as setting
 from ..errors import AutotuneError, TesseraError
-from ..failures import expected
 from ..kernel import compile_pool
 from ..kernel.kernel import Kernel
-from ..observers import stage
-from ..stats import bump
+from ..observe.failures import expected
+from ..observe.observers import stage
+from ..observe.stats import bump
 from .space import Config
 from .timing import median, outputs_agree, progress, time_launches
 

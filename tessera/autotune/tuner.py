@@ -27,7 +27,7 @@ from ..dtypes import ShardedDim, Symbol
 from ..errors import AutotuneError, CacheWarning, TesseraError
 from ..kernel.kernel import Kernel
 from ..kernel.source import enclosing_names, source_text_of
-from ..tracebacks import entry_point
+from ..observe.tracebacks import entry_point
 from . import store
 from .space import Config, expand, make_strategy, prune
 from .sweep import Sweep

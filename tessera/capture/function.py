@@ -17,15 +17,15 @@ import warnings
 
 import numpy as np
 
-from .. import observers
 from ..arrays import is_device_array
 from ..config import get as setting
 from ..errors import CaptureError, CaptureWarning, TesseraError
 from ..kernel.targets import resolve
+from ..observe import observers
+from ..observe.tracebacks import entry_point
 from ..ops import plan
 from ..ops.kinds import give_back_all
 from ..ops.module import Module, shape_of
-from ..tracebacks import entry_point
 from . import replay as capture
 
 OUTPUTS = ("copy", "static")

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import observers, stats
 from ..arrays import is_device_array
 from ..errors import CaptureError
+from ..observe import observers, stats
 from ..ops import plan, recording
 
 

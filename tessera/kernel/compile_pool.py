@@ -44,9 +44,9 @@ import time
 import warnings
 from pathlib import Path
 
-from .. import stats
 from ..config import get as setting
 from ..errors import CompileWorkerWarning, SettingError
+from ..observe import stats
 from ..runtime import launchers, threads
 from . import disk_cache
 

@@ -19,14 +19,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import failures, stats
 from ..arrays import host_arrays
 from ..config import get as setting
 from ..config import launch_settings
 from ..errors import InternalError, KernelError, LaunchError, TesseraError, internal_errors
-from ..observers import OBSERVERS, run_launch
-from ..observers import stage as observed_stage
-from ..tracebacks import entry_point, user_frames
+from ..observe import failures, stats
+from ..observe.observers import OBSERVERS, run_launch
+from ..observe.observers import stage as observed_stage
+from ..observe.tracebacks import entry_point, user_frames
 from . import launch, stages
 from .cache import SpecialisationCache, explain_recompile
 from .ir import CopyAsync, PrimCall, stmt_exprs, walk_stmts

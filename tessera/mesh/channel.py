@@ -37,9 +37,9 @@ import time
 
 import numpy as np
 
-from .. import failures
 from ..config import get as setting
 from ..errors import CollectiveMismatch, CollectiveTimeout, RankExited
+from ..observe import failures
 from ..runtime import timed
 from . import fingerprint, link_cost, liveness
 

@@ -22,7 +22,7 @@ import numpy as np
 from ..arrays import transportable
 from ..config import get as setting
 from ..errors import TesseraError
-from ..observers import OBSERVERS, entered, now, report
+from ..observe.observers import OBSERVERS, entered, now, report
 from . import shared_buckets
 from .channel import ISSUE_LOCK
 from .collectives import all_reduce, check_op

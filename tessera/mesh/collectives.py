@@ -25,7 +25,7 @@ import numpy as np
 from ..arrays import is_device_array, transportable
 from ..config import get as setting
 from ..errors import TesseraError
-from ..observers import OBSERVERS, entered, now, report
+from ..observe.observers import OBSERVERS, entered, now, report
 from . import algorithms, fingerprint, link_cost, mpi_transport, nccl_transport
 from .channel import ISSUE_LOCK, Channel, Transfer, then
 from .layout import ShardSpec, block

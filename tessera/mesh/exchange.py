@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import CollectiveMismatch, CollectiveTimeout, TesseraError
-from ..observers import OBSERVERS, now
+from ..observe.observers import OBSERVERS, now
 from ..runtime import timed
 from . import mpi_transport
 from .channel import ISSUE_LOCK, Channel, Transfer

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from ..dtypes import ShardedDim
 from ..errors import LaunchError
 from ..kernel import launch as kernel_launch
-from ..tracebacks import entry_point
+from ..observe.tracebacks import entry_point
 from .collectives import all_gather, all_reduce, reduce_scatter
 from .layout import block
 from .mesh import Mesh, current_mesh

@@ -20,9 +20,9 @@ import threading
 import numpy as np
 
 from ..errors import SourceLoc, TesseraError
+from ..observe.tracebacks import entry_point, internal_frame
 from ..runtime import threads
 from ..runtime.world import world
-from ..tracebacks import entry_point, internal_frame
 from . import liveness
 from .advice import advise
 from .channel import Channel

@@ -1,6 +1,6 @@
 """Seeing what Tessera does (docs/observability.md): timing, profiles, traces, metrics
 files and NVTX ranges, logging, crash capture and repro packs. The launch path and the
-collectives report to ``tessera.observers``; the observers here listen."""
+collectives report to ``tessera.observe.observers``; the observers here listen."""
 
 from .bench import BenchResult, bench
 from .crash import capture, record

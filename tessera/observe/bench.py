@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..errors import TesseraError
 from ..kernel.kernel import Kernel
 from ..kernel.timing import time_calls
-from ..tracebacks import entry_point
+from .tracebacks import entry_point
 
 
 @dataclass(frozen=True)

@@ -34,14 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import config, failures
+from .. import config
 from ..arrays import host_view
 from ..config import get as setting
 from ..config import get_int
 from ..errors import LaunchError, TesseraError
 from ..kernel.source import source_text_of
 from ..version import __version__
-from . import log, repro_pack
+from . import failures, log, repro_pack
 from .kernel_source import standalone
 
 FILES = ("error.txt", "metadata.json", "kernel.py", "ir.txt", "settings.json", "versions.json")

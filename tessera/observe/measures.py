@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..observers import LaunchRecord, now
+from .observers import LaunchRecord, now
 
 _SCALARS = (np.generic, int, float, bool)
 _SCALAR_TYPES = frozenset(

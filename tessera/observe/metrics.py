@@ -26,8 +26,8 @@ import threading
 from pathlib import Path
 
 from ..errors import TesseraError
-from ..observers import LaunchRecord, Observer, Span, attach, detach
 from .measures import Clock, bytes_moved, flops, rank_and_size, rank_path
+from .observers import LaunchRecord, Observer, Span, attach, detach
 from .profile import percentile
 
 FIELDS = (

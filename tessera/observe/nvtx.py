@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 import threading
 
-from ..observers import Observer, attach
+from .observers import Observer, attach
 
 PHASES = ("copy", "mma", "reduce", "comm", "host")
 COLORS = {"copy": "blue", "mma": "green", "reduce": "orange", "comm": "red", "host": "grey"}

@@ -13,8 +13,8 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from ..observers import BUILDING, LaunchRecord, Observer, Span, attach, detach
 from .measures import bytes_moved, flops
+from .observers import BUILDING, LaunchRecord, Observer, Span, attach, detach
 from .plots import roofline_plot
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import atexit
 
 from ..config import get as setting
-from ..observers import attach, detach
 from . import crash
 from .metrics import Metrics
 from .nvtx import install as install_nvtx
+from .observers import attach, detach
 from .trace import Trace
 
 

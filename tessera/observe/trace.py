@@ -16,8 +16,8 @@ import os
 import threading
 from pathlib import Path
 
-from ..observers import LaunchRecord, Observer, Span, attach, detach
 from .measures import Clock, rank_and_size, rank_path, shapes
+from .observers import LaunchRecord, Observer, Span, attach, detach
 
 BATCH = 8192  # events held in memory before they are appended to the file
 

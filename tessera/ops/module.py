@@ -17,8 +17,8 @@ import numpy as np
 from .. import dtypes as D
 from ..config import get as setting
 from ..errors import TesseraError
-from ..observers import stage
-from ..tracebacks import entry_point
+from ..observe.observers import stage
+from ..observe.tracebacks import entry_point
 from . import plan
 from .adjoints import backward
 from .ir import Const, Node

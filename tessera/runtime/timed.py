@@ -23,9 +23,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import failures
 from ..config import get as setting
 from ..errors import TesseraError
+from ..observe import failures
 
 # MPI moves a non-blocking collective's data only while it is polled, so a wait polls
 # for SPIN_S, yielding the core between polls (ranks may share cores); a wait that is

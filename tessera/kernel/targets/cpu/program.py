@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .... import stats
 from ....errors import OutOfBoundsError
-from ....observers import stage
+from ....observe import stats
+from ....observe.observers import stage
 from ... import compile_feedback, disk_cache, ir
 from ...ir import TileType
 from ...pipeline import Specialised

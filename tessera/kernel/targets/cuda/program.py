@@ -17,10 +17,10 @@ import time
 
 import numpy as np
 
-from .... import stats
 from ....arrays import DeviceArg, device_info, layout_class
 from ....errors import OutOfBoundsError, TesseraError
-from ....observers import stage
+from ....observe import stats
+from ....observe.observers import stage
 from ...pipeline import Specialised
 from ...seed_metadata import seed_keys
 from ...source import generated

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 
 from ....errors import TesseraError
-from ....stats import bump
+from ....observe.stats import bump
 from ... import stream_scope
 from .runtime import cuda_module, simulating
 

@@ -5,7 +5,7 @@ element types (f16 and bf16 included) and its programs are interpreted, never co
 
 from __future__ import annotations
 
-from .... import stats
+from ....observe import stats
 from ..target import BuildOptions, Target
 from .lowerings import LOWERINGS
 from .program import DebugProgram

@@ -24,13 +24,13 @@ import types
 from collections.abc import Callable
 from typing import TypeVar
 
-from .config import get as setting
-from .errors import TesseraError
+from ..config import get as setting
+from ..errors import TesseraError
 
 F = TypeVar("F", bound=Callable)
 _PATHS = sysconfig.get_paths()
 _TESSERA = (
-    os.path.dirname(os.path.abspath(__file__)) + os.sep,  # the package
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,  # the package
     "<tessera",  # the source it generates (linecache names)
 )
 _STDLIB = os.path.join(_PATHS["stdlib"], "")  # contextlib, functools, ... between its frames
