@@ -15,6 +15,7 @@ from .... import dtypes as D
 from ....arrays import BF16, is_device_array
 from ....errors import LaunchError, TesseraError
 from ..target import BuildOptions, Target
+from . import sass
 from .codegen import FLAT_BLOCK
 from .graphs import CudaGraph
 from .lowerings import LOWERINGS
@@ -83,7 +84,7 @@ class CudaTarget(Target):
             raise TesseraError(
                 f"k.inspect({name!r}) under numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1): "
                 "the simulator runs kernels as Python and compiles nothing, so there is no "
-                "ptx, cubin or meta stage; run without NUMBA_ENABLE_CUDASIM (no GPU needed) "
+                "ptx, cubin, sass or meta stage; run without NUMBA_ENABLE_CUDASIM (no GPU needed) "
                 "for them, or inspect 'cuda' for the generated source"
             )
         arch = options.arch or program.device_arch()
@@ -92,6 +93,8 @@ class CudaTarget(Target):
             return program.ptx(signature, arch)
         if name == "cubin":
             return program.cubin(signature, arch)[0]
+        if name == "sass":
+            return sass.disassemble(program.cubin(signature, arch)[0], program.kir.name)
         return program.metadata(signature, arch, grid)
 
     def synchronize(self) -> None:
@@ -173,7 +176,7 @@ CUDA = CudaTarget(
     "cuda",
     "NVIDIA GPUs, through numba-cuda",
     lowerings=LOWERINGS,
-    stages=("cuda", "ptx", "cubin", "meta"),
+    stages=("cuda", "ptx", "cubin", "sass", "meta"),
     dump_stages=("meta",),
     device_arrays=True,
 )

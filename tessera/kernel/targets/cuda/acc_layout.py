@@ -81,6 +81,9 @@ def _element_code(layout: AccLayout) -> tuple[str, str, str]:
     return codes
 
 
+UNROLLED_PIECES = 16  # accumulator pieces a thread's loop over them holds (see below)
+
+
 def register_loops(out, layout: AccLayout, body) -> None:
     """Run ``body(row, col, register, row_register)`` (codes) for each accumulator
     element this thread holds (no barrier: each thread keeps to its own elements). The
@@ -89,19 +92,24 @@ def register_loops(out, layout: AccLayout, body) -> None:
     inst, nt = layout.inst, layout.tiles_n
     row_off, col_off, row_reg_off = _element_code(layout)
     k = len(layout.row_offsets)
-    out.emit(f"for _mj in range({layout.jobs}):  # the warp's m{inst.m}n{inst.n} pieces")
-    out.indent += 1
-    out.emit(f"_mr0 = _mwm * {layout.warp_m} + (_mj // {nt}) * {inst.m}")
-    out.emit(f"_mc0 = _mwn * {layout.warp_n} + (_mj % {nt}) * {inst.n}")
-    out.emit(f"for _mi4 in range({layout.per}):  # the piece's elements this thread holds")
-    out.indent += 1
-    body(
-        f"_mr0 + _mg + {row_off}",
-        f"_mc0 + 2 * _mq + {col_off}",
-        f"{layout.per} * _mj + _mi4",
-        f"{k} * (_mj // {nt}) + {row_reg_off}",
-    )
-    out.indent -= 2
+    # at most UNROLLED_PIECES pieces a loop: NVVM unrolls a loop of 32 pieces no more (a
+    # 64 x 64 warp tile), and its registers then went to local memory for the loop
+    for first in range(0, layout.jobs, UNROLLED_PIECES):
+        count = min(UNROLLED_PIECES, layout.jobs - first)
+        out.emit(f"for _mjj in range({count}):  # the warp's m{inst.m}n{inst.n} pieces")
+        out.indent += 1
+        out.emit(f"_mj = _mjj + {first}" if first else "_mj = _mjj")
+        out.emit(f"_mr0 = _mwm * {layout.warp_m} + (_mj // {nt}) * {inst.m}")
+        out.emit(f"_mc0 = _mwn * {layout.warp_n} + (_mj % {nt}) * {inst.n}")
+        out.emit(f"for _mi4 in range({layout.per}):  # the piece's elements this thread holds")
+        out.indent += 1
+        body(
+            f"_mr0 + _mg + {row_off}",
+            f"_mc0 + 2 * _mq + {col_off}",
+            f"{layout.per} * _mj + _mi4",
+            f"{k} * (_mj // {nt}) + {row_reg_off}",
+        )
+        out.indent -= 2
 
 
 def row_loops(out, layout: AccLayout, body) -> None:

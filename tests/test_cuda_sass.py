@@ -1,0 +1,82 @@
+"""SASS checks of the CUDA target's hot loops, without a GPU: the cubin ptxas makes for
+sm_90, disassembled by nvdisasm (``k.inspect("sass")``, targets/cuda/sass.py). They hold
+what the loops' speed was measured with (bench/README.md, "Sixteenth session"): a GEMM
+k-tile's tensor-core instructions, its copies and barrier, a ceiling on the instructions
+beside them, nothing in local memory."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+import tessera as ts
+from tessera import f16, f32, group_id, kernel, mut, tile
+from tessera.kernel.targets.cuda import sass
+
+NO_SASS = pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+    or importlib.util.find_spec("numba.cuda") is None
+    or sass.nvdisasm() is None,
+    reason="needs numba-cuda without its simulator and nvdisasm (the test extras install it)",
+)
+
+
+@kernel(tile=(256,))
+def gemm(A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]], BM: ts.constexpr, BN: ts.constexpr):
+    m0, n0 = group_id(0) * BM, group_id(1) * BN
+    acc = tile.zeros((BM, BN), f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (BM, 32))
+        b = tile.load_block(B, (k0, n0), (32, BN))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+def _steady_loop(bm: int, bn: int) -> tuple[sass.Block, str]:
+    a, c = np.zeros((512, 512), np.float16), np.zeros((512, 512), np.float32)
+    text = gemm.inspect("sass", a, a, c, bm, bn, grid=(512 // bm, 512 // bn), arch="sm_90")
+    (loop,) = [b for b in sass.loops(text) if sass.counts(b)["HMMA"]]
+    return loop, text
+
+
+@NO_SASS
+@pytest.mark.parametrize(
+    "bm, bn, hmma, ldsm, copies, ceiling",
+    [(128, 128, 32, 12, 4, 165), (128, 256, 64, 16, 6, 216)],
+)
+def test_a_gemm_k_tile_is_its_products_copies_one_barrier_and_little_else(
+    bm, bn, hmma, ldsm, copies, ceiling
+):
+    loop, text = _steady_loop(bm, bn)
+    ops = sass.counts(loop)
+    assert (ops["HMMA"], ops["LDSM"], ops["LDGSTS"], ops["BAR"]) == (hmma, ldsm, copies, 1)
+    assert len(loop.instructions) <= ceiling  # the integer work a k-tile spends beside
+    assert not sass.local_memory(text)
+
+
+def test_an_instructions_opcode_drops_its_guard_and_modifiers():
+    assert sass.opcode("@!P0 HMMA.16816.F32 R4, R8, R12, R4") == "HMMA"
+    assert sass.opcode("LDGSTS.E.BYPASS.128 [R75], desc[UR8][R72.64], P5") == "LDGSTS"
+
+
+def test_a_block_that_branches_back_to_its_label_is_a_loop():
+    text = """
+    .L_x_7:
+        /*0100*/                   IADD3 R1, R1, 0x1, RZ ;
+        /*0110*/              @P0 BRA `(.L_x_7) ;
+    .L_x_8:
+        /*0120*/                   EXIT ;
+    """
+    (loop,) = sass.loops(text)
+    assert loop.label == ".L_x_7" and len(loop.instructions) == 2
+
+
+@NO_SASS
+def test_without_nvdisasm_the_sass_stage_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(sass, "nvdisasm", lambda: None)
+    a, c = np.zeros((256, 256), np.float16), np.zeros((256, 256), np.float32)
+    with pytest.raises(ts.TesseraError, match="pip install nvidia-cuda-nvdisasm"):
+        gemm.inspect("sass", a, a, c, 128, 128, grid=(2, 2), arch="sm_90")
