@@ -97,3 +97,12 @@ def test_bad_device_operands_are_tessera_errors_not_raw_exceptions(rng):
     for call in calls:
         with pytest.raises(ts.TesseraError):
             call()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_softmax_of_gpu_arrays_holding_rows_in_registers_has_the_cpus_bits(rng, dtype):
+    from numba import cuda
+
+    x = (rng.standard_normal((3, 512)) * 3).astype(dtype)  # 64 lanes, 8 elements each
+    on_gpu = op.softmax(cuda.to_device(x)).copy_to_host()
+    assert on_gpu.tobytes() == op.softmax(x).tobytes()

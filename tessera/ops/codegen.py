@@ -315,12 +315,20 @@ def _row_max_and_sum(em, x: str, acc_t: str, each: tuple[str, ...], keep: str = 
     em.emit("total = tile.sum(s)", 1)
 
 
-def softmax(group: Group, name: str) -> Source:
+# a GPU's softmax row kernel holds a lane's elements in registers when it has this many
+# or fewer (the row read once and written once, as fast kernels do); more, and it loops
+HELD_ELEMENTS = 32
+
+
+def softmax(group: Group, name: str, device: bool = False) -> Source:
     """One group per row: each lane takes every ``lanes``-th element (max, then the sum of
     ``exp(x - max)``, in its elements' order), the lanes' values meet in the language's
     fixed tree (``tile.max``, ``tile.sum``: the same bits on every target), then each lane
     writes its elements. An f32/f64 result keeps each ``exp`` (computed once) and is
-    divided in place; an f16/bf16 one computes it again and rounds once."""
+    divided in place; an f16/bf16 one computes it again and rounds once. On a GPU
+    (``device``) a lane with at most ``HELD_ELEMENTS`` elements keeps them in variables of
+    its own (registers): each element read once, its ``exp`` computed once, each result
+    written once; the same operations in the same order, so the same bits."""
     em = _Emitter(group, name)
     node = group.head
     length = node.shape[-1]
@@ -328,15 +336,42 @@ def softmax(group: Group, name: str) -> Source:
     acc_t = "f64" if node.dtype == D.f64 else "f32"
     x, y = em.arg(node.inputs[0], flat=True), em.arg(node, flat=True, written=True)
     lanes = row_lanes(length)
-    each = _each("j", length, lanes)
+    scratch = lanes * (8 if acc_t == "f64" else 4)
+    decorator = f"@kernel(tile=({lanes},), shared={scratch})"
     em.emit(f"base = group_id(0) * {length}", 1)
+    held = length // lanes
+    if device and length % lanes == 0 and held <= HELD_ELEMENTS:
+        _held_softmax(em, x, y, acc_t, lanes, held)
+        return em.source(decorator, (rows,))
+    each = _each("j", length, lanes)
     keep = y if node.dtype.name == acc_t else ""  # f16/bf16 results: exp again
     _row_max_and_sum(em, x, acc_t, each, keep)
     _emit_each(em, each, 1)
     e = f"{y}[base + j]" if keep else f"math.exp({acc_t}({x}[base + j]) - row_max)"
     em.emit(f"{y}[base + j] = {e} / total", 2)
-    scratch = lanes * (8 if acc_t == "f64" else 4)
-    return em.source(f"@kernel(tile=({lanes},), shared={scratch})", (rows,))
+    return em.source(decorator, (rows,))
+
+
+def _held_softmax(em, x: str, y: str, acc_t: str, lanes: int, held: int) -> None:
+    """The lane's ``held`` elements (every ``lanes``-th from its own) as variables
+    ``v0 ..``: read, the running max, each ``exp`` kept in place of its element, the
+    running sum, the quotients written: what :func:`_row_max_and_sum` and the division
+    loop compute, in their order."""
+    em.emit("lane = tile.linear_id()", 1)
+    at = [f"base + lane + {k * lanes}" if k else "base + lane" for k in range(held)]
+    for k in range(held):
+        em.emit(f"v{k} = {acc_t}({x}[{at[k]}])", 1)
+    em.emit(f"m = {acc_t}(-math.inf)", 1)
+    for k in range(held):
+        em.emit(f"m = max(m, v{k})", 1)
+    em.emit("row_max = tile.max(m)", 1)
+    em.emit(f"s = {acc_t}(0)", 1)
+    for k in range(held):
+        em.emit(f"v{k} = math.exp(v{k} - row_max)", 1)
+        em.emit(f"s = s + v{k}", 1)
+    em.emit("total = tile.sum(s)", 1)
+    for k in range(held):
+        em.emit(f"{y}[{at[k]}] = v{k} / total", 1)
 
 
 def cross_entropy(group: Group, name: str) -> Source:
