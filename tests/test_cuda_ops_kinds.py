@@ -106,3 +106,15 @@ def test_a_softmax_of_gpu_arrays_holding_rows_in_registers_has_the_cpus_bits(rng
     x = (rng.standard_normal((3, 512)) * 3).astype(dtype)  # 64 lanes, 8 elements each
     on_gpu = op.softmax(cuda.to_device(x)).copy_to_host()
     assert on_gpu.tobytes() == op.softmax(x).tobytes()
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+def test_a_norm_of_gpu_arrays_holding_rows_in_registers_has_the_cpus_bits(rng, norm):
+    from numba import cuda
+
+    x = rng.standard_normal((3, 512)).astype(np.float32)  # 64 lanes, 8 elements each
+    w, b = rng.standard_normal((2, 512)).astype(np.float32)
+    params = (w, b) if norm == "layernorm" else (w,)
+    fn = getattr(op, norm)
+    on_gpu = fn(cuda.to_device(x), *(cuda.to_device(p) for p in params)).copy_to_host()
+    assert on_gpu.tobytes() == fn(x, *params).tobytes()

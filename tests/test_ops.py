@@ -568,3 +568,16 @@ def test_a_gpu_softmax_row_reads_each_element_once_into_registers():
     ptx = row_softmax.inspect("ptx", _gpu_array((4, 4096)))  # NVVM, no GPU needed
     assert ptx.count("ld.global") == 16 and ptx.count("st.global") == 16
     assert "ld.local" not in ptx and "st.local" not in ptx
+
+
+@pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", reason="numba-cuda's driver classes"
+)
+def test_a_gpu_layernorm_row_reads_each_element_once_into_registers():
+    layer = graph.module("layer")(lambda x, w, b: op.layernorm(x, w, b))
+    args = (_gpu_array((4, 4096)), _gpu_array((4096,)), _gpu_array((4096,)))
+    text = layer.graph(*args)
+    assert "v15 = f32(p0[base + lane + 3840])" in text and "for jt in range" not in text
+    ptx = layer.inspect("ptx", *args)
+    assert ptx.count("ld.global") == 3 * 16 and ptx.count("st.global") == 16  # x, w, b
+    assert "ld.local" not in ptx and "st.local" not in ptx

@@ -414,7 +414,7 @@ def cross_entropy(group: Group, name: str) -> Source:
     return em.source(f"@kernel(tile=({lanes},), shared={scratch})", (rows,))
 
 
-def norm(group: Group, name: str) -> Source:
+def norm(group: Group, name: str, device: bool = False) -> Source:
     """layernorm / rmsnorm in one kernel, one lane per row: the row's sums (f64, in
     index order, rounded once, as ``op.mean``), then every element. Rounding follows the
     ops the normalisation is defined by step for step, so f32 and f64 give the bits of
@@ -428,7 +428,7 @@ def norm(group: Group, name: str) -> Source:
     pw = [em.arg(p, flat=True) for p in params]
     py = em.arg(node, flat=True, written=True)
     if row_reduction(length):
-        return _row_norm(em, node, rows, length, ct, px, pw, py)
+        return _row_norm(em, node, rows, length, ct, px, pw, py, device)
     em.emit("r = tile.linear_id()", 1)
     em.emit(f"if r < {rows}:", 1)
     em.emit(f"base = r * {length}", 2)
@@ -453,14 +453,21 @@ def norm(group: Group, name: str) -> Source:
     return em.source("@kernel", (max(rows, 1),))
 
 
-def _row_norm(em: _Emitter, node, rows: int, length: int, ct: str, px, pw, py) -> Source:
+def _row_norm(
+    em: _Emitter, node, rows: int, length: int, ct: str, px, pw, py, device: bool = False
+) -> Source:
     """layernorm / rmsnorm with one group per row: the row's sums as ``op.mean`` takes
     them on such rows (each lane's elements in order in f64, the lanes' sums in the fixed
     tree, rounded once), so the bits are the composite's; then each lane writes its
-    elements."""
+    elements. On a GPU a lane's elements are held in registers where they are few
+    (:func:`_held_norm`)."""
     lanes = row_lanes(length)
-    each = _each("j", length, lanes)
+    decorator = f"@kernel(tile=({lanes},), shared={lanes * 8})"
     em.emit(f"base = group_id(0) * {length}", 1)
+    if device and length % lanes == 0 and length // lanes <= HELD_ELEMENTS:
+        _held_norm(em, node, length, lanes, ct, px, pw, py)
+        return em.source(decorator, (max(rows, 1),))
+    each = _each("j", length, lanes)
     if node.op == "layernorm":
         em.emit("s = f64(0)", 1)
         _emit_each(em, each, 1)
@@ -480,7 +487,33 @@ def _row_norm(em: _Emitter, node, rows: int, length: int, ct: str, px, pw, py) -
     if node.op == "layernorm":
         y = f"{y} + {ct}({pw[1]}[j])"
     em.emit(f"{py}[base + j] = {node.dtype.name}({y})", 2)
-    return em.source(f"@kernel(tile=({lanes},), shared={lanes * 8})", (max(rows, 1),))
+    return em.source(decorator, (max(rows, 1),))
+
+
+def _held_norm(em: _Emitter, node, length: int, lanes: int, ct: str, px, pw, py) -> None:
+    """:func:`_row_norm`'s steps with the lane's elements read once into ``v0 ..`` and
+    their centred values kept as ``d0 ..``: the same operations in the same order."""
+    held = length // lanes
+    em.emit("lane = tile.linear_id()", 1)
+    j = [f"lane + {k * lanes}" if k else "lane" for k in range(held)]
+    for k in range(held):
+        em.emit(f"v{k} = {ct}({px}[base + {j[k]}])", 1)
+    if node.op == "layernorm":
+        em.emit("s = f64(0)", 1)
+        for k in range(held):
+            em.emit(f"s = s + f64(v{k})", 1)
+        em.emit(f"mu = {ct}(tile.sum(s) / f64({length}))", 1)
+    em.emit("v = f64(0)", 1)
+    for k in range(held):
+        em.emit(f"d{k} = (v{k} - mu)" if node.op == "layernorm" else f"d{k} = v{k}", 1)
+        em.emit(f"v = v + f64(d{k} * d{k})", 1)
+    eps = literal(node.attrs["eps"])
+    em.emit(f"sd = math.sqrt({ct}(tile.sum(v) / f64({length})) + {ct}({eps}))", 1)
+    for k in range(held):
+        y = f"d{k} / sd * {ct}({pw[0]}[{j[k]}])"
+        if node.op == "layernorm":
+            y = f"{y} + {ct}({pw[1]}[{j[k]}])"
+        em.emit(f"{py}[base + {j[k]}] = {node.dtype.name}({y})", 1)
 
 
 def transpose(group: Group, name: str) -> Source:
