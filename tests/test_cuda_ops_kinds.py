@@ -118,3 +118,19 @@ def test_a_norm_of_gpu_arrays_holding_rows_in_registers_has_the_cpus_bits(rng, n
     fn = getattr(op, norm)
     on_gpu = fn(cuda.to_device(x), *(cuda.to_device(p) for p in params)).copy_to_host()
     assert on_gpu.tobytes() == fn(x, *params).tobytes()
+
+
+def test_a_cross_entropy_of_gpu_arrays_holding_rows_in_registers_has_the_cpus_bits(rng):
+    from numba import cuda
+
+    logits = (rng.standard_normal((3, 512)) * 3).astype(np.float32)
+    targets = np.array([5, 511, 0], np.int64)
+
+    def loss_and_grad(x, t):
+        fn = graph.value_and_grad(lambda x, t: op.cross_entropy(x, t, reduction="sum"), 0)
+        return fn(x, t)
+
+    loss, grad = loss_and_grad(cuda.to_device(logits), cuda.to_device(targets))
+    want_loss, want_grad = loss_and_grad(logits, targets)
+    assert _host(grad).tobytes() == want_grad.tobytes()
+    assert np.asarray(_host(loss)).tobytes() == np.asarray(want_loss).tobytes()

@@ -581,3 +581,12 @@ def test_a_gpu_layernorm_row_reads_each_element_once_into_registers():
     ptx = layer.inspect("ptx", *args)
     assert ptx.count("ld.global") == 3 * 16 and ptx.count("st.global") == 16  # x, w, b
     assert "ld.local" not in ptx and "st.local" not in ptx
+
+
+@pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", reason="numba-cuda's driver classes"
+)
+def test_a_gpu_cross_entropy_row_reads_each_logit_once_into_registers():
+    loss = graph.module("loss")(lambda x, t: op.cross_entropy(x, t))
+    text = loss.graph(_gpu_array((4, 4096)), _gpu_array((4,), np.int64))
+    assert "v15 = f32(p0[base + lane + 3840])" in text and "for jt in range" not in text

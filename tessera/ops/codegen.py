@@ -353,10 +353,18 @@ def softmax(group: Group, name: str, device: bool = False) -> Source:
 
 
 def _held_softmax(em, x: str, y: str, acc_t: str, lanes: int, held: int) -> None:
+    """The lane's ``held`` elements as variables (:func:`_held_max_and_sum`), the
+    quotients written: what the division loop computes, in its order."""
+    at = _held_max_and_sum(em, x, acc_t, lanes, held)
+    for k in range(held):
+        em.emit(f"{y}[{at[k]}] = v{k} / total", 1)
+
+
+def _held_max_and_sum(em, x: str, acc_t: str, lanes: int, held: int) -> list[str]:
     """The lane's ``held`` elements (every ``lanes``-th from its own) as variables
-    ``v0 ..``: read, the running max, each ``exp`` kept in place of its element, the
-    running sum, the quotients written: what :func:`_row_max_and_sum` and the division
-    loop compute, in their order."""
+    ``v0 ..``: read once, the running max, each ``exp`` kept in place of its element, the
+    running sum: ``row_max`` and ``total`` as :func:`_row_max_and_sum` computes them, in
+    its order. Returns each element's index code."""
     em.emit("lane = tile.linear_id()", 1)
     at = [f"base + lane + {k * lanes}" if k else "base + lane" for k in range(held)]
     for k in range(held):
@@ -370,11 +378,10 @@ def _held_softmax(em, x: str, y: str, acc_t: str, lanes: int, held: int) -> None
         em.emit(f"v{k} = math.exp(v{k} - row_max)", 1)
         em.emit(f"s = s + v{k}", 1)
     em.emit("total = tile.sum(s)", 1)
-    for k in range(held):
-        em.emit(f"{y}[{at[k]}] = v{k} / total", 1)
+    return at
 
 
-def cross_entropy(group: Group, name: str) -> Source:
+def cross_entropy(group: Group, name: str, device: bool = False) -> Source:
     """``cross_entropy`` (each row's loss) or ``cross_entropy_grad`` (d loss / d logits),
     as :func:`softmax`: one group per row, each lane over every ``lanes``-th element, the
     row's max and sum of ``exp(x - max)`` met in the fixed tree. A loss is
@@ -394,8 +401,12 @@ def cross_entropy(group: Group, name: str) -> Source:
     em.emit("r = group_id(0)", 1)
     em.emit(f"base = r * {length}", 1)
     grad = node.op == "cross_entropy_grad"
-    keep = y if grad and node.dtype.name == acc_t else ""  # each exp once, kept in y
-    _row_max_and_sum(em, x, acc_t, each, keep)
+    held = length // lanes  # on a GPU, few enough a lane: in registers (see softmax)
+    held = held if device and length % lanes == 0 and held <= HELD_ELEMENTS else 0
+    keep = y if grad and node.dtype.name == acc_t and not held else ""  # each exp once
+    at = _held_max_and_sum(em, x, acc_t, lanes, held) if held else []
+    if not held:
+        _row_max_and_sum(em, x, acc_t, each, keep)
     em.emit(f"k = i64({t}[r])", 1)
     em.emit(f"kk = min(max(k, 0), {length - 1})", 1)  # (a target out of range: NaN)
     out = node.dtype.name
@@ -403,6 +414,11 @@ def cross_entropy(group: Group, name: str) -> Source:
         em.emit(f"loss = row_max + math.log(total) - {acc_t}({x}[base + kk])", 1)
         em.emit("if tile.linear_id() == 0:", 1)
         em.emit(f"{y}[r] = {out}(loss if kk == k else {acc_t}(math.nan))", 2)
+    elif held:
+        em.emit(f"g = {acc_t}({upstream}[r]) if kk == k else {acc_t}(math.nan)", 1)
+        for i in range(held):
+            em.emit(f"hit = {acc_t}(1) if lane + {i * lanes} == k else {acc_t}(0)", 1)
+            em.emit(f"{y}[{at[i]}] = {out}((v{i} / total - hit) * g)", 1)
     else:
         em.emit(f"g = {acc_t}({upstream}[r]) if kk == k else {acc_t}(math.nan)", 1)
         _emit_each(em, each, 1)

@@ -117,7 +117,7 @@ def _fold_attention(graph: Graph) -> None:
 
 
 # kinds whose kernels are shaped for where the arrays live (a ``device`` keyword)
-DEVICE_SHAPED = ("attention", "matmul", "softmax", "norm")
+DEVICE_SHAPED = ("attention", "matmul", "softmax", "norm", "cross_entropy")
 
 
 def lower(graph: Graph, device: bool = False) -> Lowered:
