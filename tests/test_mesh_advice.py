@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from tessera import dist
-from tessera.mesh.advice import advice
+from tessera.mesh.advice import advice, islands
 
 
 def test_a_tp_axis_across_hosts_names_the_order_that_keeps_it_on_one():
@@ -40,3 +40,31 @@ def test_a_mesh_in_a_world_of_one_says_nothing(caplog):
     with caplog.at_level(logging.WARNING, logger="tessera"):
         dist.Mesh(axes=("tp",), shape=(1,))
     assert "on different hosts" not in caplog.text
+
+
+# NVLink islands: per rank (host, its GPU's bus id, its NVLink peers' bus ids), as NVML
+# reports them (tessera.mesh.devices.gpu_view)
+PAIRS = [  # host a: GPUs 0-1 joined by NVLink, GPUs 2-3 joined, no link between the pairs
+    ("a", "0:19", ("0:3B",)),
+    ("a", "0:3B", ("0:19",)),
+    ("a", "0:5D", ("0:8E",)),
+    ("a", "0:8E", ("0:5D",)),
+]
+
+
+def test_gpus_joined_by_nvlink_directly_or_through_each_other_are_one_island():
+    assert islands(PAIRS) == [("a", "0:19"), ("a", "0:19"), ("a", "0:5D"), ("a", "0:5D")]
+    chain = [("a", "x1", ("x2",)), ("a", "x2", ("x3",)), ("a", "x3", ())]
+    assert len(set(islands(chain))) == 1
+
+
+def test_gpus_nvml_did_not_describe_are_their_hosts_island():
+    assert islands([("a", "", ()), ("b", "", ())]) == [("a", ""), ("b", "")]
+
+
+def test_a_tp_axis_across_nvlink_islands_names_the_order_that_keeps_it_in_one():
+    nodes = ["a"] * 4
+    text = advice(("tp", "dp"), (2, 2), nodes, islands(PAIRS))
+    assert text is not None and "different NVLink islands" in text
+    assert "axes=('dp', 'tp')" in text
+    assert advice(("dp", "tp"), (2, 2), nodes, islands(PAIRS)) is None

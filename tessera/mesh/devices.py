@@ -75,3 +75,36 @@ def select_device(comm) -> str:
     else:
         cupy.cuda.runtime.setDevice(index)
     return f"cuda:{index}"
+
+
+def gpu_view(device: str, nvml=None) -> dict:
+    """The GPU of ``device`` as NVML describes it: name, bus id, NVLink peers (bus id,
+    lanes). ``nvml``: the ``pynvml`` module (imported when None; absent: "unknown")."""
+    if device == "cpu":
+        return {"gpu": "", "bus_id": "", "nvlinks": ()}
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            return {"gpu": "unknown", "bus_id": "", "nvlinks": ()}
+    try:
+        nvml.nvmlInit()
+        handle = nvml.nvmlDeviceGetHandleByIndex(int(device.split(":")[1]))
+        name = _text(nvml.nvmlDeviceGetName(handle))
+        bus = _text(nvml.nvmlDeviceGetPciInfo(handle).busId)
+        lanes: dict[str, int] = {}
+        for link in range(nvml.NVML_NVLINK_MAX_LINKS):
+            try:
+                if not nvml.nvmlDeviceGetNvLinkState(handle, link):
+                    continue
+                peer = _text(nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId)
+            except nvml.NVMLError:
+                continue  # a link the device does not have
+            lanes[peer] = lanes.get(peer, 0) + 1
+        return {"gpu": name, "bus_id": bus, "nvlinks": tuple(sorted(lanes.items()))}
+    except Exception:  # noqa: BLE001 - a library that fails leaves the GPU undescribed
+        return {"gpu": "unknown", "bus_id": "", "nvlinks": ()}
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

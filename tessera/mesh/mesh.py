@@ -26,7 +26,7 @@ from ..runtime.world import world
 from . import liveness
 from .advice import advise
 from .channel import Channel
-from .devices import ranks_on_node, select_device
+from .devices import gpu_view, ranks_on_node, select_device
 
 _state = threading.local()
 _latest: list = []
@@ -63,8 +63,10 @@ class Mesh:
             others = self.coords[:k] + self.coords[k + 1 :]
             color = _ravel(others, self.shape[:k] + self.shape[k + 1 :])
             self._channels[axis] = Channel(axis, comm.Split(color, self.coords[k]), self.rank)
-        advise(self.axes, self.shape, comm, liveness.identity()[0])  # a 'tp' axis across hosts
         self.device = select_device(comm)
+        # a 'tp' axis across hosts or NVLink islands: one warning
+        gpu = gpu_view(self.device) if self.device != "cpu" and "tp" in self.axes else None
+        advise(self.axes, self.shape, comm, liveness.identity()[0], gpu)
         if have > 1:  # the node's cores shared among its ranks, as MPI counts them
             threads.set_default(ranks_on_node(comm))
         _latest[:] = [self]
