@@ -1,6 +1,7 @@
 """What the collectives' fingerprint checks cost, side by side: none, the default one (a
-stamp inside an all_reduce's message; for the other collectives the fingerprint
-exchanged together with the collective) and ``TESSERA_DIST_DEBUG=1`` (exchanged first).
+stamp inside an all_reduce's or reduce_scatter's message, the root's call in front of a
+64 KB broadcast's; for the other collectives the fingerprint exchanged together with
+the collective) and ``TESSERA_DIST_DEBUG=1`` (exchanged first).
 
     python -m bench.dist_check [--ranks 2] [--rounds 40]
 

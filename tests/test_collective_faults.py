@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from mpi_collective_faults_script import MISMATCHES
+from mpi_collective_faults_script import HEADERS, MISMATCHES
 from mpi_run import mpi_missing, run_mpi
 
 pytestmark = pytest.mark.skipif(mpi_missing(), reason="needs mpi4py and mpiexec")
@@ -57,3 +57,16 @@ def test_ranks_that_call_different_collectives_get_a_mismatch_by_default(mismatc
         text = mismatches(case, rank)
         assert text.startswith("CollectiveMismatch"), text
         assert "rank 0 (index 0 on axis 'x'): " in text and "rank 1 (index 1 on axis 'x'): " in text
+
+
+@pytest.mark.parametrize("case", list(HEADERS))
+def test_a_receiver_of_a_64k_broadcast_finds_another_call_in_its_header(mismatches, case):
+    """The root's call travels in front of its data; the receiver raises, naming both
+    calls; the root, which a broadcast sends nothing, returns its own array."""
+    root, receiver = mismatches(case, 0), mismatches(case, 1)
+    assert root.startswith("no error"), root
+    assert receiver.startswith("CollectiveMismatch"), receiver
+    assert "a receiver of the broadcast" in receiver
+    lines = receiver.splitlines()
+    assert any(x.startswith("  rank 0 (index 0 on axis 'x'): broadcast(") for x in lines), receiver
+    assert any(x.startswith("  rank 1 (index 1 on axis 'x'): broadcast(") for x in lines), receiver

@@ -12,6 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from ..world import LocalComm
+from . import fingerprint
 from .channel import Channel, Transfer
 from .layout import block
 
@@ -222,11 +223,37 @@ def _stamped_reduce_scatter(ch: Channel, x, op: str, rows: int, stamp, check_of)
     return Transfer([request], finish)
 
 
-def broadcast(ch: Channel, x, root: int) -> Transfer:
+def broadcast(ch: Channel, x, root: int, header=None, check_of=None) -> Transfer:
+    """``header`` (Channel.header): the check travels in front of the data, on a
+    communicator of the axis's broadcasts; ``check_of`` is the sequence number, what a
+    mismatch names."""
+    if header is not None:
+        return _broadcast_with_header(ch, x, root, header, check_of)
     xp = array_module(x)
     out = xp.array(x, copy=True, order="C")
     request = ch.comm.Ibcast(_bytes(out), root=root)
     return Transfer([request], lambda: out)
+
+
+def _broadcast_with_header(ch: Channel, x, root: int, header, seq: int) -> Transfer:
+    """The root's header (its call: fingerprint.header) and its data in one message; a
+    receiver delivers the data once the header is its own call's. A receiver copies
+    nothing in (the plain broadcast copies ``x`` on every member)."""
+    start = fingerprint.HEADER_BYTES
+    buffer = np.empty(start + x.nbytes, np.uint8)
+    data = buffer[start:].view(x.dtype).reshape(x.shape)
+    if ch.index == root:
+        buffer[:start] = header.view(np.uint8)
+        data[...] = x
+    request = ch.broadcasts.Ibcast(buffer, root=root)
+
+    def finish():
+        if ch.index != root and buffer[:start].tobytes() != header.tobytes():
+            received = buffer[:start].view(np.int64)
+            raise ch.header_mismatch(seq, x, root, received, header)
+        return data
+
+    return Transfer([request], finish)
 
 
 def barrier(ch: Channel) -> Transfer:
