@@ -66,6 +66,13 @@ HEADERS = {
     "broadcast_64k_one_call_late": lambda r: _one_call_late(r),
 }
 
+# case -> the call, given the rank: calls that agree, with a header (must not raise)
+AGREED = {
+    "broadcast_64k_from_1": lambda r: dist.broadcast(
+        np.arange(2**15, dtype="f4").reshape(128, 256)[:, ::2] * (r + 1), "x", root=1
+    ),
+}
+
 
 def _one_call_late(rank: int):
     """Rank 1 skips an all_reduce that rank 0 makes (asynchronously) before a 64 KB
@@ -135,7 +142,7 @@ def small_timeout(folder: str, rank: int) -> None:
 
 
 def mismatch(folder: str, rank: int) -> None:
-    for name, call in {**MISMATCHES, **HEADERS}.items():
+    for name, call in {**MISMATCHES, **HEADERS, **AGREED}.items():
         try:
             with tessera.config(collective_timeout="20"):
                 got = call(rank)

@@ -230,15 +230,17 @@ def broadcast(ch: Channel, x, root: int, header=None, check_of=None) -> Transfer
     if header is not None:
         return _broadcast_with_header(ch, x, root, header, check_of)
     xp = array_module(x)
-    out = xp.array(x, copy=True, order="C")
+    if ch.index == root:
+        out = xp.array(x, copy=True, order="C")
+    else:  # a receiver's is overwritten whole
+        out = xp.empty(x.shape, x.dtype)
     request = ch.comm.Ibcast(_bytes(out), root=root)
     return Transfer([request], lambda: out)
 
 
 def _broadcast_with_header(ch: Channel, x, root: int, header, seq: int) -> Transfer:
     """The root's header (its call: fingerprint.header) and its data in one message; a
-    receiver delivers the data once the header is its own call's. A receiver copies
-    nothing in (the plain broadcast copies ``x`` on every member)."""
+    receiver delivers the data once the header is its own call's."""
     start = fingerprint.HEADER_BYTES
     buffer = np.empty(start + x.nbytes, np.uint8)
     data = buffer[start:].view(x.dtype).reshape(x.shape)
