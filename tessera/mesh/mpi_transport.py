@@ -8,6 +8,8 @@ the end) and travel as raw 16-bit data in gathers and broadcasts; bools reduce a
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -21,6 +23,7 @@ OPS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply"}
 HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 SMALL_GATHER_BYTES = 256 * 1024  # deterministic all_reduce: gather everything below this
 _MPI_OPS: dict = {}  # op name -> MPI.Op, filled on first use (mpi4py loads lazily)
+_IN_PLACE: list = []  # MPI.IN_PLACE, on first use
 
 
 def array_module(x):
@@ -124,9 +127,11 @@ def _stamped_all_reduce(ch: Channel, x, op: str, stamp, check_of: tuple) -> Tran
 
 
 def _in_place():
-    from mpi4py import MPI
+    if not _IN_PLACE:
+        from mpi4py import MPI
 
-    return MPI.IN_PLACE
+        _IN_PLACE.append(MPI.IN_PLACE)
+    return _IN_PLACE[0]
 
 
 def _all_reduce_in_rank_order(ch: Channel, x, wire, op: str, xp) -> Transfer:
@@ -207,10 +212,13 @@ def _stamped_reduce_scatter(ch: Channel, x, op: str, rows: int, stamp, check_of)
     reduce-scatter makes of a send buffer anyway), reduced in place block by block: each
     member gets its block and the reduced stamp at the buffer's front."""
     mine, expected = stamp
-    rest = tuple(x.shape[1:])
-    items = rows * int(np.prod(rest, dtype=np.int64))
+    rest = x.shape[1:]
+    items = rows * math.prod(rest)
     buffer = np.empty((ch.size, items + mine.size), mine.dtype)
-    buffer[:, :items].reshape((ch.size, rows) + rest)[...] = x.reshape((ch.size, rows) + rest)
+    if x.flags.c_contiguous:  # the common case: one 2-d copy
+        buffer[:, :items] = x.reshape(ch.size, items)
+    else:
+        buffer[:, :items].reshape((ch.size, rows) + rest)[...] = x.reshape((ch.size, rows) + rest)
     buffer[:, items:] = mine
     request = ch.scatters.Ireduce_scatter_block(_in_place(), buffer, _mpi_op(ch, op))
     received = buffer[0]  # in place: this member's block comes back at the front
