@@ -36,6 +36,7 @@ with what makes collectives on it safe for batch jobs.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 
@@ -55,6 +56,7 @@ STAMP_FREE_BYTES = 256  # a stamp this small is carried whatever the message's s
 STAMPED = {"deterministic": False, "backend": "mpi"}  # the stamped all_reduce's settings
 ISSUE_LOCK = threading.RLock()  # one global order of collectives per process
 _channels: list[Channel] = []  # every channel of this process, to answer queries on
+_SEQ_AND_ROOTS = struct.Struct("<qq")  # words 1 and 2 of a broadcast's header
 _waiting: list[tuple] = []  # (channel ident, axis, seq, members) of the waits, innermost last
 
 
@@ -161,10 +163,10 @@ class Channel:
 
     def header(self, x, root: int, seq: int, roots: int):
         """The always-on check of a host broadcast of HEADER_MIN_BYTES or more, carried in
-        front of its data (fingerprint.header): this call's header, with sequence number
-        ``seq`` and ``roots`` (the digest of the axis's broadcasts before it); the root
-        sends it, a receiver compares the received one with it. None where :meth:`check`
-        is the way: one rank, TESSERA_DIST_DEBUG, a smaller message."""
+        front of its data (fingerprint.header): this call's header as bytes, with
+        sequence number ``seq`` and ``roots`` (the digest of the axis's broadcasts before
+        it); the root sends it, a receiver compares the received one with it. None where
+        :meth:`check` is the way: one rank, TESSERA_DIST_DEBUG, a smaller message."""
         if self.size == 1 or not ALWAYS_CHECK or x.nbytes < fingerprint.HEADER_MIN_BYTES:
             return None
         if checking():
@@ -173,18 +175,16 @@ class Channel:
         found = self._headers.get(key)
         if found is None:
             value = fingerprint.code("broadcast", x, None, {"root": root, "backend": "mpi"})
-            found = self._headers[key] = fingerprint.header(value, root, x)
+            found = self._headers[key] = fingerprint.header(value, root, x).tobytes()
             if len(self._headers) > 1024:  # many shapes: forget the oldest
                 del self._headers[next(iter(self._headers))]
-        words = found.copy()
-        words[1], words[2] = seq, roots
-        return words
+        return found[:8] + _SEQ_AND_ROOTS.pack(seq, roots) + found[24:]
 
     def header_mismatch(self, seq: int, x, root: int, received, mine) -> CollectiveMismatch:
-        """The error of a receiver of broadcast ``seq`` whose received header is not
-        ``mine``, its own call's. Found by the receivers alone (every one of them got the
-        same header); the root, which a broadcast sends nothing, has returned its own
-        array."""
+        """The error of a receiver of broadcast ``seq`` whose received header (int64
+        words) is not ``mine`` (bytes), its own call's. Found by the receivers alone
+        (every one of them got the same header); the root, which a broadcast sends
+        nothing, has returned its own array."""
         sender = int(received[4]) if int(received[0]) == fingerprint.MAGIC else root
         sender = sender if 0 <= sender < self.size and sender != self.index else root
         call = fingerprint.describe("broadcast", x, root=root, backend="mpi")
@@ -193,7 +193,10 @@ class Channel:
             f"  rank {self.world_ranks[i]} (index {i} on axis '{self.axis}'): {call}"
             for i, call in sorted(calls.items())
         )
-        if int(received[0]) == fingerprint.MAGIC and int(received[2]) != int(mine[2]):
+        if (
+            int(received[0]) == fingerprint.MAGIC
+            and received[2] != _SEQ_AND_ROOTS.unpack(mine[8:24])[1]
+        ):
             lines += (
                 "\n  (and an earlier broadcast on the axis had another root on some ranks: "
                 "two ranks that both took themselves for its root)"

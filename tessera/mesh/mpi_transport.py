@@ -246,21 +246,20 @@ def broadcast(ch: Channel, x, root: int, header=None, check_of=None) -> Transfer
     return Transfer([request], lambda: out)
 
 
-def _broadcast_with_header(ch: Channel, x, root: int, header, seq: int) -> Transfer:
+def _broadcast_with_header(ch: Channel, x, root: int, header: bytes, seq: int) -> Transfer:
     """The root's header (its call: fingerprint.header) and its data in one message; a
     receiver delivers the data once the header is its own call's."""
     start = fingerprint.HEADER_BYTES
     buffer = np.empty(start + x.nbytes, np.uint8)
-    data = buffer[start:].view(x.dtype).reshape(x.shape)
+    data = np.ndarray(x.shape, x.dtype, buffer, start)
     if ch.index == root:
-        buffer[:start] = header.view(np.uint8)
+        buffer.data[:start] = header
         data[...] = x
     request = ch.broadcasts.Ibcast(buffer, root=root)
 
     def finish():
-        if ch.index != root and buffer[:start].tobytes() != header.tobytes():
-            received = buffer[:start].view(np.int64)
-            raise ch.header_mismatch(seq, x, root, received, header)
+        if ch.index != root and buffer[:start].tobytes() != header:
+            raise ch.header_mismatch(seq, x, root, buffer[:start].view(np.int64), header)
         return data
 
     return Transfer([request], finish)
