@@ -182,7 +182,7 @@ def all_gather(ch: Channel, x, rows: list[int]) -> Transfer:
     """Concatenate the members' arrays along dim 0 (``rows[i]`` rows from member i)."""
     xp = array_module(x)
     x = xp.ascontiguousarray(x)
-    row_bytes = x.dtype.itemsize * int(np.prod(x.shape[1:], dtype=np.int64))
+    row_bytes = x.dtype.itemsize * math.prod(x.shape[1:])
     out = xp.empty((sum(rows),) + tuple(x.shape[1:]), x.dtype)
     counts = [r * row_bytes for r in rows]
     displacements = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
@@ -200,7 +200,7 @@ def reduce_scatter(
         return _stamped_reduce_scatter(ch, x, op, rows[0], stamp, check_of)
     xp = array_module(x)
     wire = to_reduction_wire(x, xp)
-    row_items = int(np.prod(wire.shape[1:], dtype=np.int64))
+    row_items = math.prod(wire.shape[1:])
     received = xp.empty((rows[ch.index],) + tuple(wire.shape[1:]), wire.dtype)
     counts = [r * row_items for r in rows]
     request = ch.comm.Ireduce_scatter(wire, received, counts, _mpi_op(ch, op))
