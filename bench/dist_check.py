@@ -7,8 +7,8 @@ the collective) and ``TESSERA_DIST_DEBUG=1`` (exchanged first).
 
 Starts ``mpiexec -n RANKS`` running this file as the worker. On a 1-D mesh over every
 rank the worker times ``dist.all_reduce`` of float32 messages (1 KB to 1 MB),
-``dist.all_gather`` of a 1 KB block and ``broadcast``/``reduce_scatter`` of 1 KB and 64 KB
-with no check (``none``: ``channel.ALWAYS_CHECK`` off,
+``dist.all_gather`` of a 1 KB block and ``broadcast``/``reduce_scatter`` of 1 KB, 64 KB and
+256 KB with no check (``none``: ``channel.ALWAYS_CHECK`` off,
 for this measurement only), the default check (``0``) and the debug one (``1``). An
 all_gather carries its fingerprint with the block lengths it exchanges anyway, so for it
 the two should be the same. The cases are interleaved: each round runs every case once,
@@ -56,7 +56,7 @@ def worker(rounds: int) -> None:
     big = np.ones(64 * KB // 4, np.float32)
     for check in CHECKS:
         cases[("all_gather 1 KB", check)] = lambda: dist.all_gather(block, axis="x")
-    for x in (block, big):
+    for x in (block, big, np.ones(256 * KB // 4, np.float32)):
         for check in CHECKS:
             size = f"{x.nbytes // KB} KB"
             cases[(f"broadcast {size}", check)] = lambda x=x: dist.broadcast(x, axis="x")
