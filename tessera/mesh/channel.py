@@ -53,6 +53,7 @@ PROBE_WINDOW_S = 0.3  # at most this long a probe of a long wait waits for the a
 
 ALWAYS_CHECK = True  # the default check (Channel.check); bench/dist_check.py turns it off
 STAMP_FREE_BYTES = 256  # a stamp this small is carried whatever the message's size
+SCRATCH_BYTES = 64 * 2**20  # a reduce_scatter's send buffer up to this size is kept
 STAMPED = {"deterministic": False, "backend": "mpi"}  # the stamped all_reduce's settings
 ISSUE_LOCK = threading.RLock()  # one global order of collectives per process
 _channels: list[Channel] = []  # every channel of this process, to answer queries on
@@ -87,6 +88,7 @@ class Channel:
         self.ident = len(_channels)
         self.roots = 0  # a digest of the roots of the axis's broadcasts so far
         self._headers: dict = {}  # (shape, dtype, root) -> a broadcast's header
+        self._scratch: dict = {}  # (shape, dtype) -> send buffers not in use (scratch)
         self.processes = [process for _, process in members]  # to see who has exited
         self.node = _one_node(comm, self.index) if self.size > 1 else None
         self.started = 0  # sequence number of the latest collective started here
@@ -160,6 +162,24 @@ class Channel:
         expected one (every member reduced the same stamp: all of them raise it)."""
         call = fingerprint.describe(kind, x, op, **_stamped(dim))
         return self._mismatch(kind, seq, call)
+
+    def scratch(self, shape: tuple, dtype):
+        """A send buffer of ``shape`` and ``dtype`` that no collective in flight uses (one
+        given back with :meth:`scratch_back`, else a new one). MPI over UCX registers a
+        buffer's memory the first time it sends from it: reusing one saves that."""
+        free = self._scratch.get((shape, dtype))
+        return free.pop() if free else np.empty(shape, dtype)
+
+    def scratch_back(self, buffer) -> None:
+        """``buffer`` (from :meth:`scratch`) is free again; kept unless it is large or
+        the channel keeps many."""
+        if buffer.nbytes > SCRATCH_BYTES:
+            return
+        free = self._scratch.setdefault((buffer.shape, buffer.dtype), [])
+        if len(free) < 2:
+            free.append(buffer)
+        if len(self._scratch) > 16:  # many shapes: forget the oldest
+            del self._scratch[next(iter(self._scratch))]
 
     def header(self, x, root: int, seq: int, roots: int):
         """The always-on check of a host broadcast of HEADER_MIN_BYTES or more, carried in

@@ -22,6 +22,7 @@ NAME = "mpi"  # what fingerprints (and TESSERA_DIST_BACKEND) call this backend
 OPS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply"}
 HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 SMALL_GATHER_BYTES = 256 * 1024  # deterministic all_reduce: gather everything below this
+SCATTER_IN_PLACE_BYTES = 128 * 1024  # a stamped reduce_scatter smaller than this: in place
 _MPI_OPS: dict = {}  # op name -> MPI.Op, filled on first use (mpi4py loads lazily)
 _IN_PLACE: list = []  # MPI.IN_PLACE, on first use
 
@@ -208,22 +209,34 @@ def reduce_scatter(
 
 
 def _stamped_reduce_scatter(ch: Channel, x, op: str, rows: int, stamp, check_of) -> Transfer:
-    """Every member's block followed by the stamp, in one buffer (one copy, which MPI's
-    reduce-scatter makes of a send buffer anyway), reduced in place block by block: each
-    member gets its block and the reduced stamp at the buffer's front."""
+    """Every member's block followed by the stamp, in one buffer (the copy is the check's
+    cost: the caller's array has no room for the stamps), reduce-scattered with counts.
+    Under SCATTER_IN_PLACE_BYTES in place (this member's block and the reduced stamp
+    come back at the buffer's front); from there on into a new array, from a send buffer
+    of the channel's, reused from call to call: on a new buffer each call MPI (UCX) took
+    3-7x as long as without the check from 256 KB on (bench/README.md)."""
     mine, expected = stamp
     rest = x.shape[1:]
     items = rows * math.prod(rest)
-    buffer = np.empty((ch.size, items + mine.size), mine.dtype)
+    shape = (ch.size, items + mine.size)
+    large = shape[0] * shape[1] * mine.itemsize >= SCATTER_IN_PLACE_BYTES
+    buffer = ch.scratch(shape, mine.dtype) if large else np.empty(shape, mine.dtype)
     if x.flags.c_contiguous:  # the common case: one 2-d copy
         buffer[:, :items] = x.reshape(ch.size, items)
     else:
         buffer[:, :items].reshape((ch.size, rows) + rest)[...] = x.reshape((ch.size, rows) + rest)
     buffer[:, items:] = mine
-    request = ch.scatters.Ireduce_scatter_block(_in_place(), buffer, _mpi_op(ch, op))
-    received = buffer[0]  # in place: this member's block comes back at the front
+    counts = [shape[1]] * ch.size
+    if large:
+        received = np.empty(shape[1], mine.dtype)
+        request = ch.scatters.Ireduce_scatter(buffer, received, counts, _mpi_op(ch, op))
+    else:
+        received = buffer[0]
+        request = ch.scatters.Ireduce_scatter(_in_place(), buffer, counts, _mpi_op(ch, op))
 
     def finish():
+        if large:
+            ch.scratch_back(buffer)  # MPI is done with it (a failed call keeps it)
         if received[items:].tobytes() != expected:
             raise ch.stamp_mismatch("reduce_scatter", op, *check_of)
         return from_reduction_wire(received[:items].reshape((rows,) + rest), x.dtype)
