@@ -71,7 +71,19 @@ AGREED = {
     "broadcast_64k_from_1": lambda r: dist.broadcast(
         np.arange(2**15, dtype="f4").reshape(128, 256)[:, ::2] * (r + 1), "x", root=1
     ),
+    "reduce_scatter_512k_three_in_flight": lambda r: _three_in_flight(r),
 }
+
+
+def _three_in_flight(rank: int) -> str:
+    """Three stamped 512 KB reduce_scatters in flight at once (from 128 KB they send
+    from send buffers the channel reuses: each must have one of its own)."""
+    base = np.arange(2**17, dtype="f4") % 100
+    works = [dist.reduce_scatter(base * (rank + k), "x", async_op=True) for k in (1, 2, 3)]
+    for k, work in zip((1, 2, 3), works):
+        want = np.array_split(base * (2 * k + 1), 2)[rank]
+        assert np.array_equal(work.wait(), want), k
+    return "all three right"
 
 
 def _one_call_late(rank: int):

@@ -165,8 +165,9 @@ class Channel:
 
     def scratch(self, shape: tuple, dtype):
         """A send buffer of ``shape`` and ``dtype`` that no collective in flight uses (one
-        given back with :meth:`scratch_back`, else a new one). MPI over UCX registers a
-        buffer's memory the first time it sends from it: reusing one saves that."""
+        given back with :meth:`scratch_back`, else a new one). A new send buffer each
+        call made a 256 KB reduce_scatter 6-7x as long (most likely MPI over UCX
+        registering its memory the first time it sends from it)."""
         free = self._scratch.get((shape, dtype))
         return free.pop() if free else np.empty(shape, dtype)
 

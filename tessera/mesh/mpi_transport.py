@@ -213,8 +213,8 @@ def _stamped_reduce_scatter(ch: Channel, x, op: str, rows: int, stamp, check_of)
     cost: the caller's array has no room for the stamps), reduce-scattered with counts.
     Under SCATTER_IN_PLACE_BYTES in place (this member's block and the reduced stamp
     come back at the buffer's front); from there on into a new array, from a send buffer
-    of the channel's, reused from call to call: on a new buffer each call MPI (UCX) took
-    3-7x as long as without the check from 256 KB on (bench/README.md)."""
+    of the channel's, reused from call to call: on a new buffer each call MPI took 6-7x
+    as long as without the check from 256 KB on (bench/README.md)."""
     mine, expected = stamp
     rest = x.shape[1:]
     items = rows * math.prod(rest)
