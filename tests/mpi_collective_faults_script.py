@@ -6,7 +6,8 @@ writes what it saw to ``<folder>/<mode>.rank<r>.txt``. test_collective_faults.py
 * ``small_timeout``: a fault-free run of large all_reduces under a timeout far shorter than
   they take: every member arrives, so none may time out.
 * ``mismatch``: every case of MISMATCHES, with the default settings (no
-  TESSERA_DIST_DEBUG): each must raise CollectiveMismatch on both ranks.
+  TESSERA_DIST_DEBUG): each must raise CollectiveMismatch on both ranks; and every case
+  of HEADERS, which must raise it on rank 1, the broadcast's receiver.
 """
 
 from __future__ import annotations
@@ -48,7 +49,57 @@ MISMATCHES = {
     "all_reduce_vs_barrier": lambda r: (
         dist.all_reduce(np.ones(3), "x") if r == 0 else dist.barrier("x")
     ),
+    # 64 KB broadcasts carry the root's call in a header: ranks that both take
+    # themselves for the root send 64 KB each and wait (MPI sends that much only to a
+    # posted receive), as do ranks that both take the other for it; the probe names both
+    "broadcast_64k_two_roots": lambda r: dist.broadcast(np.ones(2**14, "f4"), "x", root=r),
+    "broadcast_64k_no_root": lambda r: dist.broadcast(np.ones(2**14, "f4"), "x", root=1 - r),
 }
+
+# case -> the call, given the rank: a 64 KB broadcast from rank 0 that rank 1, a
+# receiver, finds to be another call than its own (the root returns its own array)
+HEADERS = {
+    "broadcast_64k_shape": lambda r: dist.broadcast(np.ones((2**14, (128, 128))[r], "f4"), "x"),
+    "broadcast_64k_dtype": lambda r: dist.broadcast(
+        np.ones(2**14 // (1 + r), ("f4", "f8")[r]), "x"
+    ),
+    "broadcast_64k_one_call_late": lambda r: _one_call_late(r),
+}
+
+# case -> the call, given the rank: calls that agree, with a header (must not raise)
+AGREED = {
+    "broadcast_64k_from_1": lambda r: dist.broadcast(
+        np.arange(2**15, dtype="f4").reshape(128, 256)[:, ::2] * (r + 1), "x", root=1
+    ),
+    "reduce_scatter_512k_three_in_flight": lambda r: _three_in_flight(r),
+}
+
+
+def _three_in_flight(rank: int) -> str:
+    """Three stamped 512 KB reduce_scatters in flight at once (from 128 KB they send
+    from send buffers the channel reuses: each must have one of its own)."""
+    base = np.arange(2**17, dtype="f4") % 100
+    works = [dist.reduce_scatter(base * (rank + k), "x", async_op=True) for k in (1, 2, 3)]
+    for k, work in zip((1, 2, 3), works):
+        want = np.array_split(base * (2 * k + 1), 2)[rank]
+        assert np.array_equal(work.wait(), want), k
+    return "all three right"
+
+
+def _one_call_late(rank: int):
+    """Rank 1 skips an all_reduce that rank 0 makes (asynchronously) before a 64 KB
+    broadcast: the broadcasts pair, the root's is its collective #2 on the axis, rank 1's
+    its #1; then rank 1 makes the all_reduce, which pairs with rank 0's."""
+    x, big = np.ones(4), np.arange(2**14, dtype="f4")
+    if rank == 0:
+        work = dist.all_reduce(x, "x", async_op=True)
+        got = dist.broadcast(big, "x")
+        work.wait()
+        return got
+    try:
+        return dist.broadcast(np.zeros_like(big), "x")
+    finally:
+        dist.all_reduce(x, "x")
 
 
 def write(folder: str, name: str, rank: int, text: str) -> None:
@@ -103,7 +154,7 @@ def small_timeout(folder: str, rank: int) -> None:
 
 
 def mismatch(folder: str, rank: int) -> None:
-    for name, call in MISMATCHES.items():
+    for name, call in {**MISMATCHES, **HEADERS, **AGREED}.items():
         try:
             with tessera.config(collective_timeout="20"):
                 got = call(rank)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from mpi_collective_faults_script import MISMATCHES
+from mpi_collective_faults_script import HEADERS, MISMATCHES
 from mpi_run import mpi_missing, run_mpi
 
 pytestmark = pytest.mark.skipif(mpi_missing(), reason="needs mpi4py and mpiexec")
@@ -57,3 +57,31 @@ def test_ranks_that_call_different_collectives_get_a_mismatch_by_default(mismatc
         text = mismatches(case, rank)
         assert text.startswith("CollectiveMismatch"), text
         assert "rank 0 (index 0 on axis 'x'): " in text and "rank 1 (index 1 on axis 'x'): " in text
+
+
+@pytest.mark.parametrize("case", list(HEADERS))
+def test_a_receiver_of_a_64k_broadcast_finds_another_call_in_its_header(mismatches, case):
+    """The root's call travels in front of its data; the receiver raises, naming both
+    calls; the root, which a broadcast sends nothing, returns its own array."""
+    root, receiver = mismatches(case, 0), mismatches(case, 1)
+    assert root.startswith("no error"), root
+    assert receiver.startswith("CollectiveMismatch"), receiver
+    assert "a receiver of the broadcast" in receiver
+    lines = receiver.splitlines()
+    assert any(x.startswith("  rank 0 (index 0 on axis 'x'): broadcast(") for x in lines), receiver
+    assert any(x.startswith("  rank 1 (index 1 on axis 'x'): broadcast(") for x in lines), receiver
+
+
+def test_a_64k_broadcast_with_its_header_delivers_the_roots_array(mismatches):
+    for rank in range(2):
+        text = mismatches("broadcast_64k_from_1", rank)
+        assert text.startswith("no error"), text
+        assert "array([[0.0000e+00, 4.0000e+00, 8.0000e+00," in text, text  # rank 1's: doubled
+        assert "6.5532e+04]]" in text, text
+        assert "shape=(128, 128), dtype=float32" in text, text
+
+
+def test_stamped_reduce_scatters_in_flight_together_keep_their_send_buffers(mismatches):
+    for rank in range(2):
+        text = mismatches("reduce_scatter_512k_three_in_flight", rank)
+        assert text == "no error\n'all three right'", text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -74,3 +75,45 @@ def test_slot_values_are_never_the_ops_identity():
         identity = mine[-1]
         per_member = -(-fingerprint.STAMP_BITS // fingerprint._SLOT_BITS[dtype.str[1:]])
         assert all(v != identity for v in mine[:per_member]), (dtype, op)
+
+
+# ------------------------------------------- the header in front of a large broadcast
+
+
+def header_of(x, root: int, seq: int = 1) -> np.ndarray:
+    value = fingerprint.code("broadcast", x, None, {"root": root, "backend": "mpi"})
+    words = fingerprint.header(value, root, x)
+    words[1] = seq
+    return words
+
+
+def test_a_broadcast_header_names_the_call_it_was_made_for():
+    words = header_of(np.ones((128, 128), np.float32), 1, seq=7)
+    assert words.nbytes == fingerprint.HEADER_BYTES
+    assert fingerprint.describe_header(words) == (
+        "broadcast(shape=(128, 128), dtype=float32, root=1, backend=mpi) as its #7"
+    )
+
+
+def test_headers_of_calls_that_differ_in_one_respect_differ():
+    x = np.ones((16, 8), np.float32)
+    base = header_of(x, 0).tobytes()
+    others = [
+        header_of(x.reshape(8, 16), 0),
+        header_of(x.reshape(-1), 0),
+        header_of(x.astype(np.int32), 0),
+        header_of(x, 1),
+        header_of(x, 0, seq=2),
+    ]
+    assert all(other.tobytes() != base for other in others)
+
+
+def test_a_header_of_many_dims_and_a_long_dtype_name_still_names_them():
+    x = np.ones((1,) * 10, ml_dtypes.bfloat16)
+    text = fingerprint.describe_header(header_of(x, 0))
+    assert "(10 dims)" in text and "dtype=bfloat16" in text
+
+
+def test_a_message_without_the_magic_number_is_no_header():
+    text = fingerprint.describe_header(np.zeros(16, np.int64))
+    assert text.startswith("a message that is not a broadcast's")

@@ -20,9 +20,13 @@ with what makes collectives on it safe for batch jobs.
   ``TESSERA_DIST_DEBUG=1`` the exchange completes before the collective starts
   (:meth:`begin`), so no data moves between ranks that disagree. An all_gather always
   exchanges first: it needs the block lengths anyway, and the fingerprint rides along.
+  A host broadcast of 64 KB or more carries the root's call in a header in front of its
+  data (:meth:`Channel.header`), which the receivers compare with their own.
   A wait longer than a second asks the members what they wait on (:meth:`_probe`): one
   that waits on another call with the same number is a mismatch too (an all_reduce
-  against a broadcast never completes: they travel on different communicators).
+  against a broadcast never completes: they travel on different communicators), and so
+  is one that has not started this call and waits on a call of another axis that this
+  rank has not started (:meth:`_crossed`: each waits for the other).
 * The timeout measures arrival: at the deadline a rank asks the members how far they
   are; when every member has arrived the wait goes on (MPI completes what every member
   has started; a member that stops answering ends it), except on the GPU path, where a
@@ -32,6 +36,7 @@ with what makes collectives on it safe for batch jobs.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 
@@ -43,15 +48,18 @@ from ..observe import failures
 from ..runtime import timed
 from . import fingerprint, link_cost, liveness
 
-QUERY, REPLY = 7301, 7302  # tags on the control channel
+QUERY, REPLY, NOTICE = 7301, 7302, 7303  # tags on the control channel
 ANSWER_WINDOW_S = 1.0  # at most this long a timed-out rank waits for the members' answers
 PROBE_WINDOW_S = 0.3  # at most this long a probe of a long wait waits for the answers
 
 ALWAYS_CHECK = True  # the default check (Channel.check); bench/dist_check.py turns it off
 STAMP_FREE_BYTES = 256  # a stamp this small is carried whatever the message's size
+SCRATCH_BYTES = 64 * 2**20  # a reduce_scatter's send buffer up to this size is kept
 STAMPED = {"deterministic": False, "backend": "mpi"}  # the stamped all_reduce's settings
 ISSUE_LOCK = threading.RLock()  # one global order of collectives per process
 _channels: list[Channel] = []  # every channel of this process, to answer queries on
+_SEQ_AND_ROOTS = struct.Struct("<qq")  # words 1 and 2 of a broadcast's header
+_waiting: list[tuple] = []  # (channel ident, axis, seq, members) of the waits, innermost last
 
 
 class Channel:
@@ -69,11 +77,19 @@ class Channel:
         # the two in MPI (both wait, and the probe of a long wait names the mismatch)
         self.reductions = comm.Dup() if self.size > 1 else comm
         self.scatters = comm.Dup() if self.size > 1 else comm
+        self.broadcasts = comm.Dup() if self.size > 1 else comm  # those with a header
         self.p2p = comm.Dup() if self.size > 1 else comm  # send / recv (exchange.py)
         self.steps = comm.Dup() if self.size > 1 else comm  # Tessera's algorithms' messages
         self.p2p_started = 0  # point-to-point waits so far (their errors' numbers)
         members = comm.allgather((world_rank, liveness.identity()))
         self.world_ranks = [rank for rank, _ in members]
+        self.members = tuple(self.world_ranks)
+        # the same number on every member: every process makes its channels in one order
+        # (a mesh's, and the world's, collectively); what a wait names to other ranks
+        self.ident = len(_channels)
+        self.roots = 0  # a digest of the roots of the axis's broadcasts so far
+        self._headers: dict = {}  # (shape, dtype, root) -> a broadcast's header
+        self._scratch: dict = {}  # (shape, dtype) -> send buffers not in use (scratch)
         self.processes = [process for _, process in members]  # to see who has exited
         self.node = _one_node(comm, self.index) if self.size > 1 else None
         self.started = 0  # sequence number of the latest collective started here
@@ -148,6 +164,73 @@ class Channel:
         call = fingerprint.describe(kind, x, op, **_stamped(dim))
         return self._mismatch(kind, seq, call)
 
+    def scratch(self, shape: tuple, dtype):
+        """A send buffer of ``shape`` and ``dtype`` that no collective in flight uses (one
+        given back with :meth:`scratch_back`, else a new one). A new send buffer each
+        call made a 256 KB reduce_scatter 6-7x as long (most likely MPI over UCX
+        registering its memory the first time it sends from it)."""
+        free = self._scratch.get((shape, dtype))
+        return free.pop() if free else np.empty(shape, dtype)
+
+    def scratch_back(self, buffer) -> None:
+        """``buffer`` (from :meth:`scratch`) is free again; kept unless it is large or
+        the channel keeps many."""
+        if buffer.nbytes > SCRATCH_BYTES:
+            return
+        free = self._scratch.setdefault((buffer.shape, buffer.dtype), [])
+        if len(free) < 2:
+            free.append(buffer)
+        if len(self._scratch) > 16:  # many shapes: forget the oldest
+            del self._scratch[next(iter(self._scratch))]
+
+    def header(self, x, root: int, seq: int, roots: int):
+        """The always-on check of a host broadcast of HEADER_MIN_BYTES or more, carried in
+        front of its data (fingerprint.header): this call's header as bytes, with
+        sequence number ``seq`` and ``roots`` (the digest of the axis's broadcasts before
+        it); the root sends it, a receiver compares the received one with it. None where
+        :meth:`check` is the way: one rank, TESSERA_DIST_DEBUG, a smaller message."""
+        if self.size == 1 or not ALWAYS_CHECK or x.nbytes < fingerprint.HEADER_MIN_BYTES:
+            return None
+        if checking():
+            return None
+        key = (x.shape, x.dtype, root)
+        found = self._headers.get(key)
+        if found is None:
+            value = fingerprint.code("broadcast", x, None, {"root": root, "backend": "mpi"})
+            found = self._headers[key] = fingerprint.header(value, root, x).tobytes()
+            if len(self._headers) > 1024:  # many shapes: forget the oldest
+                del self._headers[next(iter(self._headers))]
+        return found[:8] + _SEQ_AND_ROOTS.pack(seq, roots) + found[24:]
+
+    def header_mismatch(self, seq: int, x, root: int, received, mine) -> CollectiveMismatch:
+        """The error of a receiver of broadcast ``seq`` whose received header (int64
+        words) is not ``mine`` (bytes), its own call's. Found by the receivers alone
+        (every one of them got the same header); the root, which a broadcast sends
+        nothing, has returned its own array."""
+        sender = int(received[4]) if int(received[0]) == fingerprint.MAGIC else root
+        sender = sender if 0 <= sender < self.size and sender != self.index else root
+        call = fingerprint.describe("broadcast", x, root=root, backend="mpi")
+        calls = {sender: fingerprint.describe_header(received), self.index: f"{call} as its #{seq}"}
+        lines = "\n".join(
+            f"  rank {self.world_ranks[i]} (index {i} on axis '{self.axis}'): {call}"
+            for i, call in sorted(calls.items())
+        )
+        if (
+            int(received[0]) == fingerprint.MAGIC
+            and received[2] != _SEQ_AND_ROOTS.unpack(mine[8:24])[1]
+        ):
+            lines += (
+                "\n  (and an earlier broadcast on the axis had another root on some ranks: "
+                "two ranks that both took themselves for its root)"
+            )
+        return CollectiveMismatch(
+            f"collective #{seq} on axis '{self.axis}': the ranks called different "
+            f"collectives (found by rank {self.world_ranks[self.index]}, a receiver of "
+            f"the broadcast; the root has returned its own array):\n{lines}\nEvery rank "
+            "of an axis must call the axis's collectives in the same order, with the same "
+            "kind, dtype, shape and root."
+        )
+
     def verify(self, check) -> None:
         """Wait for a :meth:`check`'s exchange; CollectiveMismatch if the fingerprints
         differ (every member sees the same ones, so every member raises)."""
@@ -177,15 +260,19 @@ class Channel:
             return fingerprint.describe(kind, x, op, **extra)
 
         what = self._what(kind, seq, describe)
-        records = timed.exchange(
-            self.comm,
-            self.size,
-            fingerprint.code(kind, x, op, extra),
-            payload,
-            what,
-            lambda timeout: self._timeout(kind, seq, timeout, what=what, describe=describe),
-            lambda: self._probe(kind, seq, what, describe),
-        )
+        _waiting.append((self.ident, self.axis, seq, self.members))
+        try:
+            records = timed.exchange(
+                self.comm,
+                self.size,
+                fingerprint.code(kind, x, op, extra),
+                payload,
+                what,
+                lambda timeout: self._timeout(kind, seq, timeout, what=what, describe=describe),
+                lambda: self._probe(kind, seq, what, describe),
+            )
+        finally:
+            _waiting.pop()
         first = records[0][0]
         if any(r[0] != first for r in records):
             raise self._mismatch(kind, seq, fingerprint.describe(kind, x, op, **extra))
@@ -218,7 +305,9 @@ class Channel:
         self.comm = self.control.Dup()
         self.reductions = self.control.Dup()
         self.scatters = self.control.Dup()
+        self.broadcasts = self.control.Dup()
         self.steps = self.control.Dup()
+        self.roots = 0  # every member named its call: the broadcasts' digests start again
 
     def wait(self, requests: list, kind: str, seq: int, extra_test=None, describe=None) -> None:
         """Poll ``requests`` (and ``extra_test()``, for GPU work) until all are complete,
@@ -229,6 +318,7 @@ class Channel:
         size) is a CollectiveMismatch."""
         what = self._what(kind, seq, describe)
         probe = lambda: self._probe(kind, seq, what, describe)  # noqa: E731
+        _waiting.append((self.ident, self.axis, seq, self.members))
         try:
             timed.wait(
                 requests,
@@ -245,6 +335,8 @@ class Channel:
             if describe is None or not _truncated(exc):
                 raise
             raise self._mismatch(kind, seq, describe()) from None
+        finally:
+            _waiting.pop()
 
     def _what(self, kind: str, seq: int, describe=None):
         """What a wait on collective ``seq`` says it waits on (timed.waiting_on: the
@@ -258,11 +350,10 @@ class Channel:
         ``describe``) when a member waits on another call with number ``seq`` on this
         axis (or names a mismatch of it): then the two never complete."""
         self.check_members(kind, seq)
-        if describe is None:
-            return
         answers = self._ask_members(seq, PROBE_WINDOW_S)
-        if self._differs(seq, answers, what()):
+        if describe is not None and self._differs(seq, answers, what()):
             raise self._mismatch(kind, seq, describe())
+        self._crossed(seq, answers, what())
 
     def _exited(self) -> list[int]:
         """The indices of the members on this node whose process has ended."""
@@ -302,6 +393,38 @@ class Channel:
             if i != self.index
         )
 
+    def _crossed(self, seq: int, answers: list, mine: str) -> None:
+        """CollectiveMismatch when a member that has not started collective ``seq`` here
+        waits on a collective of another channel that this rank belongs to and has not
+        started: each waits for the other, for ever (ranks that called collectives over
+        different axes, or in different orders). The member is told too (a notice on the
+        control channel: it raises the same error in its wait)."""
+        me = self.world_ranks[self.index]
+        for i, answer in enumerate(answers):
+            if i == self.index or answer is None or len(answer) < 3 or answer[0] >= seq:
+                continue
+            if answer[2] is None:
+                continue
+            ident, axis, their_seq, members = answer[2]
+            if ident == self.ident or me not in members:
+                continue
+            other = _channels[ident] if ident < len(_channels) else None
+            if other is not None and (other.axis != axis or other.started >= their_seq):
+                continue  # this rank has started it: it may yet complete
+            rank = self.world_ranks[i]
+            text = (
+                f"collective #{seq} on axis '{self.axis}': the ranks called different "
+                "collectives, and each waits for the other:\n"
+                f"  rank {me} (index {self.index} on axis '{self.axis}'): {mine}\n"
+                f"  rank {rank} (index {i} on axis '{self.axis}'): has not called #{seq} on "
+                f"axis '{self.axis}'; waits on {answer[1]}, which rank {me} has not called\n"
+                "The ranks called collectives over different axes, or in different orders: "
+                "every rank of an axis must call the axis's collectives in the same order."
+            )
+            self.control.isend((ident, their_seq, text), dest=i, tag=NOTICE)
+            timed.log.error("%s", text)
+            raise CollectiveMismatch(text)
+
     def _timeout(
         self, kind: str, seq: int, timeout: float, gpu: bool = False, what=None, describe=None
     ) -> CollectiveTimeout | None:
@@ -312,6 +435,7 @@ class Channel:
         answers = self._ask_members(seq, min(ANSWER_WINDOW_S, max(0.2, timeout / 10)))
         if describe is not None and self._differs(seq, answers, what()):
             raise self._mismatch(kind, seq, describe())
+        self._crossed(seq, answers, (what or self._what(kind, seq))())
         missing, notes = [], []
         for i, answer in enumerate(answers):
             if i == self.index:
@@ -394,13 +518,22 @@ def answer_queries() -> None:
 
     status = MPI.Status()
     doing = timed.waiting_on[-1] if timed.waiting_on else None
+    waited = _waiting[-1] if _waiting else None
     for channel in _channels:
         if channel.size == 1:
             continue
         while channel.control.Iprobe(source=MPI.ANY_SOURCE, tag=QUERY, status=status):
             source = status.Get_source()
             channel.control.recv(source=source, tag=QUERY)
-            channel.control.isend((channel.started, doing), dest=source, tag=REPLY)
+            channel.control.isend((channel.started, doing, waited), dest=source, tag=REPLY)
+        while channel.control.Iprobe(source=MPI.ANY_SOURCE, tag=NOTICE, status=status):
+            source = status.Get_source()
+            ident, seq, text = channel.control.recv(source=source, tag=NOTICE)
+            if waited is not None and waited[0] == ident and waited[2] == seq:
+                raise CollectiveMismatch(  # a member found that we wait on each other
+                    f"{doing}: cannot complete, as rank {channel.world_ranks[source]} "
+                    f"found:\n{text}"
+                )
 
 
 def _stamped(dim: int | None) -> dict:

@@ -576,9 +576,15 @@ def broadcast(
         if _by_tessera(transport, name):
             extra["algorithm"] = name
         seq = channel.begin("broadcast", x, **extra)
-        check = channel.check("broadcast", seq, x, **extra)
+        roots, channel.roots = channel.roots, hash((channel.roots, root))
+        header = None
+        if type(x) is np.ndarray and transport is mpi_transport and name == "library":
+            header = channel.header(x, root, seq, roots)  # in front of the data
+        check = None if header is not None else channel.check("broadcast", seq, x, **extra)
         if _by_tessera(transport, name):
             transfer = algorithms.tree_broadcast(channel, x, root, seq, k)
+        elif header is not None:
+            transfer = transport.broadcast(channel, x, root, header, seq)
         else:
             transfer = transport.broadcast(channel, x, root)
     deliver = back(_deliver_to(out))

@@ -125,3 +125,40 @@ def _identity(dtype, op: str):
         info = np.iinfo(dtype)
         return info.min if op == "max" else info.max
     return -np.inf if op == "max" else np.inf
+
+
+# ------------------------------------------------------------------ broadcast headers
+# A host broadcast of HEADER_MIN_BYTES or more carries the root's call in front of its
+# data: HEADER_BYTES as 16 int64s (the magic number, the sequence number on the axis,
+# the digest of the axis's earlier broadcasts' roots, the fingerprint, the root, the
+# number of dims, up to 8 dims and the dtype's name). A receiver compares it with its own
+# call's header; the root learns nothing (a broadcast sends it nothing).
+
+HEADER_BYTES = 128
+HEADER_MIN_BYTES = 64 * 1024
+MAGIC = 0x7E55_B0AD_CA57_0001
+_MAX_DIMS = 8
+
+
+def header(value: int, root: int, x) -> np.ndarray:
+    """The header of a broadcast from ``root`` of an array like ``x`` with fingerprint
+    ``value``, sequence number and digest 0 (the caller sets words 1 and 2)."""
+    words = np.zeros(HEADER_BYTES // 8, np.int64)
+    words[0], words[3], words[4], words[5] = MAGIC, value, root, x.ndim
+    dims = x.shape[:_MAX_DIMS]
+    words[6 : 6 + len(dims)] = dims
+    words[14:16] = np.frombuffer(str(x.dtype).encode()[:16].ljust(16, b"\0"), np.int64)
+    return words
+
+
+def describe_header(words) -> str:
+    """The call a received header names, as :func:`describe` spells it (``"a message
+    that is not a broadcast's"`` for anything else)."""
+    if int(words[0]) != MAGIC:
+        return "a message that is not a broadcast's (another collective, or a late one)"
+    ndim = int(words[5])
+    shape = tuple(int(d) for d in words[6 : 6 + min(ndim, _MAX_DIMS)])
+    shown = str(shape) if ndim <= _MAX_DIMS else f"{shape[:-1]}... ({ndim} dims)"
+    dtype = words[14:16].tobytes().rstrip(b"\0").decode(errors="replace")
+    root, seq = int(words[4]), int(words[1])
+    return f"broadcast(shape={shown}, dtype={dtype}, root={root}, backend=mpi) as its #{seq}"

@@ -8,10 +8,13 @@ the end) and travel as raw 16-bit data in gathers and broadcasts; bools reduce a
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
 from ..runtime.world import LocalComm
+from . import fingerprint
 from .channel import Channel, Transfer
 from .layout import block
 
@@ -19,7 +22,9 @@ NAME = "mpi"  # what fingerprints (and TESSERA_DIST_BACKEND) call this backend
 OPS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply"}
 HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 SMALL_GATHER_BYTES = 256 * 1024  # deterministic all_reduce: gather everything below this
+SCATTER_IN_PLACE_BYTES = 128 * 1024  # a stamped reduce_scatter smaller than this: in place
 _MPI_OPS: dict = {}  # op name -> MPI.Op, filled on first use (mpi4py loads lazily)
+_IN_PLACE: list = []  # MPI.IN_PLACE, on first use
 
 
 def array_module(x):
@@ -123,9 +128,11 @@ def _stamped_all_reduce(ch: Channel, x, op: str, stamp, check_of: tuple) -> Tran
 
 
 def _in_place():
-    from mpi4py import MPI
+    if not _IN_PLACE:
+        from mpi4py import MPI
 
-    return MPI.IN_PLACE
+        _IN_PLACE.append(MPI.IN_PLACE)
+    return _IN_PLACE[0]
 
 
 def _all_reduce_in_rank_order(ch: Channel, x, wire, op: str, xp) -> Transfer:
@@ -176,7 +183,7 @@ def all_gather(ch: Channel, x, rows: list[int]) -> Transfer:
     """Concatenate the members' arrays along dim 0 (``rows[i]`` rows from member i)."""
     xp = array_module(x)
     x = xp.ascontiguousarray(x)
-    row_bytes = x.dtype.itemsize * int(np.prod(x.shape[1:], dtype=np.int64))
+    row_bytes = x.dtype.itemsize * math.prod(x.shape[1:])
     out = xp.empty((sum(rows),) + tuple(x.shape[1:]), x.dtype)
     counts = [r * row_bytes for r in rows]
     displacements = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
@@ -194,7 +201,7 @@ def reduce_scatter(
         return _stamped_reduce_scatter(ch, x, op, rows[0], stamp, check_of)
     xp = array_module(x)
     wire = to_reduction_wire(x, xp)
-    row_items = int(np.prod(wire.shape[1:], dtype=np.int64))
+    row_items = math.prod(wire.shape[1:])
     received = xp.empty((rows[ch.index],) + tuple(wire.shape[1:]), wire.dtype)
     counts = [r * row_items for r in rows]
     request = ch.comm.Ireduce_scatter(wire, received, counts, _mpi_op(ch, op))
@@ -202,19 +209,34 @@ def reduce_scatter(
 
 
 def _stamped_reduce_scatter(ch: Channel, x, op: str, rows: int, stamp, check_of) -> Transfer:
-    """Every member's block followed by the stamp, in one buffer (one copy, which MPI's
-    reduce-scatter makes of a send buffer anyway), reduced in place block by block: each
-    member gets its block and the reduced stamp at the buffer's front."""
+    """Every member's block followed by the stamp, in one buffer (the copy is the check's
+    cost: the caller's array has no room for the stamps), reduce-scattered with counts.
+    Under SCATTER_IN_PLACE_BYTES in place (this member's block and the reduced stamp
+    come back at the buffer's front); from there on into a new array, from a send buffer
+    of the channel's, reused from call to call: on a new buffer each call MPI took 6-7x
+    as long as without the check from 256 KB on (bench/README.md)."""
     mine, expected = stamp
-    rest = tuple(x.shape[1:])
-    items = rows * int(np.prod(rest, dtype=np.int64))
-    buffer = np.empty((ch.size, items + mine.size), mine.dtype)
-    buffer[:, :items].reshape((ch.size, rows) + rest)[...] = x.reshape((ch.size, rows) + rest)
+    rest = x.shape[1:]
+    items = rows * math.prod(rest)
+    shape = (ch.size, items + mine.size)
+    large = shape[0] * shape[1] * mine.itemsize >= SCATTER_IN_PLACE_BYTES
+    buffer = ch.scratch(shape, mine.dtype) if large else np.empty(shape, mine.dtype)
+    if x.flags.c_contiguous:  # the common case: one 2-d copy
+        buffer[:, :items] = x.reshape(ch.size, items)
+    else:
+        buffer[:, :items].reshape((ch.size, rows) + rest)[...] = x.reshape((ch.size, rows) + rest)
     buffer[:, items:] = mine
-    request = ch.scatters.Ireduce_scatter_block(_in_place(), buffer, _mpi_op(ch, op))
-    received = buffer[0]  # in place: this member's block comes back at the front
+    counts = [shape[1]] * ch.size
+    if large:
+        received = np.empty(shape[1], mine.dtype)
+        request = ch.scatters.Ireduce_scatter(buffer, received, counts, _mpi_op(ch, op))
+    else:
+        received = buffer[0]
+        request = ch.scatters.Ireduce_scatter(_in_place(), buffer, counts, _mpi_op(ch, op))
 
     def finish():
+        if large:
+            ch.scratch_back(buffer)  # MPI is done with it (a failed call keeps it)
         if received[items:].tobytes() != expected:
             raise ch.stamp_mismatch("reduce_scatter", op, *check_of)
         return from_reduction_wire(received[:items].reshape((rows,) + rest), x.dtype)
@@ -222,11 +244,38 @@ def _stamped_reduce_scatter(ch: Channel, x, op: str, rows: int, stamp, check_of)
     return Transfer([request], finish)
 
 
-def broadcast(ch: Channel, x, root: int) -> Transfer:
+def broadcast(ch: Channel, x, root: int, header=None, check_of=None) -> Transfer:
+    """``header`` (Channel.header): the check travels in front of the data, on a
+    communicator of the axis's broadcasts; ``check_of`` is the sequence number, what a
+    mismatch names."""
+    if header is not None:
+        return _broadcast_with_header(ch, x, root, header, check_of)
     xp = array_module(x)
-    out = xp.array(x, copy=True, order="C")
+    if ch.index == root:
+        out = xp.array(x, copy=True, order="C")
+    else:  # a receiver's is overwritten whole
+        out = xp.empty(x.shape, x.dtype)
     request = ch.comm.Ibcast(_bytes(out), root=root)
     return Transfer([request], lambda: out)
+
+
+def _broadcast_with_header(ch: Channel, x, root: int, header: bytes, seq: int) -> Transfer:
+    """The root's header (its call: fingerprint.header) and its data in one message; a
+    receiver delivers the data once the header is its own call's."""
+    start = fingerprint.HEADER_BYTES
+    buffer = np.empty(start + x.nbytes, np.uint8)
+    data = np.ndarray(x.shape, x.dtype, buffer, start)
+    if ch.index == root:
+        buffer.data[:start] = header
+        data[...] = x
+    request = ch.broadcasts.Ibcast(buffer, root=root)
+
+    def finish():
+        if ch.index != root and buffer[:start].tobytes() != header:
+            raise ch.header_mismatch(seq, x, root, buffer[:start].view(np.int64), header)
+        return data
+
+    return Transfer([request], finish)
 
 
 def barrier(ch: Channel) -> Transfer:
