@@ -324,6 +324,20 @@ _warned: set[str] = set()
 _lock = threading.RLock()
 
 
+def count_or_auto(value: str, variable: str) -> int | None:
+    """A setting that takes ``auto`` (None) or a count of at least 1 (``TESSERA_THREADS``,
+    ``TESSERA_COMPILE_WORKERS``); anything else a SettingError naming ``variable``."""
+    if value.strip().lower() == "auto":
+        return None
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise SettingError(f"{variable}={value!r} must be 'auto' or a count >= 1")
+    return count
+
+
 def parse(setting: Setting, value: object) -> str:
     """``value`` in the setting's canonical spelling, or a SettingError naming the setting
     and what it accepts: booleans take 1/0, true/false, yes/no, on/off in any case;

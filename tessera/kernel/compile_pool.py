@@ -44,8 +44,9 @@ import time
 import warnings
 from pathlib import Path
 
+from ..config import count_or_auto
 from ..config import get as setting
-from ..errors import CompileWorkerWarning, SettingError
+from ..errors import CompileWorkerWarning
 from ..observe import stats
 from ..runtime import launchers, threads
 from . import disk_cache
@@ -67,17 +68,11 @@ def workers() -> int:
     is this process's share of the cores (those it may run on, divided among the ranks a
     launcher put on this node), but no more than the cores idle now (:func:`idle_cores`):
     on a machine that others keep busy, more compiles at once only slow each other down."""
-    value = setting("compile_workers").strip().lower()
-    if value == "auto":
+    count = count_or_auto(setting("compile_workers"), "TESSERA_COMPILE_WORKERS")
+    if count is None:
         ranks = launchers.ranks_on_node() or 1
         share = max(1, threads.usable_cores() // max(ranks, 1))
         return max(1, min(share, idle_cores()))
-    try:
-        count = int(value)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise SettingError(f"TESSERA_COMPILE_WORKERS={value!r} must be 'auto' or a count >= 1")
     return count
 
 

@@ -189,13 +189,9 @@ class Binder:
         for k, is_array, dtype, limit, literals, symbolic in plan:
             a = args[k]
             if is_array is CONSTEXPR:
-                part = _constexpr_part(dtype, a)
-                if part is None:
+                constexprs = _add_constexpr(key, constexprs, dtype, a)
+                if constexprs is None:
                     return None
-                key.append(part)
-                if constexprs is _NO_CONSTEXPRS:
-                    constexprs = {}
-                constexprs[dtype] = a
             elif is_array:
                 reader = readers.get(type(a))
                 info = device_info(a) if reader is None else reader(a)
@@ -250,13 +246,9 @@ class Binder:
         # row its name where a scalar's has its dtype
         for (kind, dtype, ndim, mutable, dims, view), a in zip(plan, args):
             if kind == "constexpr":
-                part = _constexpr_part(dtype, a)
-                if part is None:
+                constexprs = _add_constexpr(key, constexprs, dtype, a)
+                if constexprs is None:
                     return None
-                key.append(part)
-                if constexprs is _NO_CONSTEXPRS:
-                    constexprs = {}
-                constexprs[dtype] = a
             elif kind == "array":
                 found = read(a, mutable, view)
                 if found is None:
@@ -307,6 +299,20 @@ def _symbol_values(symbols, syms: dict, scalars: list) -> bool:
 
 
 CONSTEXPR = object()  # fast_device's mark of a constexpr row (where others say is-array)
+
+
+def _add_constexpr(key: list, constexprs: dict, name: str, a) -> dict | None:
+    """``constexprs`` (a new dict in place of the shared empty one) with constexpr ``name``
+    bound to ``a``, its key part appended to ``key``; None where only the checked path may
+    take ``a`` (:func:`_constexpr_part`)."""
+    part = _constexpr_part(name, a)
+    if part is None:
+        return None
+    key.append(part)
+    if constexprs is _NO_CONSTEXPRS:
+        constexprs = {}
+    constexprs[name] = a
+    return constexprs
 
 
 def _constexpr_part(name: str, a) -> tuple | None:

@@ -44,40 +44,43 @@ def _better_order(axes: tuple[str, ...], sizes: dict[str, int], places: list):
     return None
 
 
+_SPANS = (  # what a spanning group crosses, and what the better order keeps
+    (
+        "put the ranks of each 'tp' group on different hosts; tensor-parallel traffic "
+        "crosses the network at every layer",
+        "keeps every 'tp' group on one host",
+    ),
+    (
+        "put the GPUs of each 'tp' group in different NVLink islands of a host; "
+        "tensor-parallel traffic between them crosses PCIe at every layer",
+        "keeps every 'tp' group's GPUs joined by NVLink",
+    ),
+)
+
+
 def advice(
     axes: tuple[str, ...], shape: tuple[int, ...], nodes: list, islands: list | None = None
 ) -> str | None:
     """The warning for a mesh whose ranks (in world order) sit on ``nodes`` (any hashable
     node ids) and, where known, GPUs of NVLink ``islands`` (:func:`islands`), or None when
-    there is nothing to say."""
+    there is nothing to say: hosts first, islands where every group fits on a host."""
     if AXIS not in axes or len(axes) < 2:
         return None
     sizes = dict(zip(axes, shape))
     if sizes[AXIS] < 2:
         return None
-    if _groups_span(axes, sizes, nodes, AXIS):
-        order = _better_order(axes, sizes, nodes)
+    for places, (crosses, keeps) in zip((nodes, islands), _SPANS):
+        if places is None or not _groups_span(axes, sizes, places, AXIS):
+            continue
+        order = _better_order(axes, sizes, places)
         if order is None:
             return None
         better = ", ".join(repr(a) for a in order)
         return (
-            f"mesh axes {axes} put the ranks of each '{AXIS}' group on different hosts; "
-            f"tensor-parallel traffic crosses the network at every layer. The order "
-            f"axes=({better}) (shape in the same order) keeps every '{AXIS}' group on "
-            "one host"
+            f"mesh axes {axes} {crosses}. The order axes=({better}) (shape in the same "
+            f"order) {keeps}"
         )
-    if islands is None or not _groups_span(axes, sizes, islands, AXIS):
-        return None
-    order = _better_order(axes, sizes, islands)
-    if order is None:
-        return None
-    better = ", ".join(repr(a) for a in order)
-    return (
-        f"mesh axes {axes} put the GPUs of each '{AXIS}' group in different NVLink islands "
-        f"of a host; tensor-parallel traffic between them crosses PCIe at every layer. The "
-        f"order axes=({better}) (shape in the same order) keeps every '{AXIS}' group's GPUs "
-        "joined by NVLink"
-    )
+    return None
 
 
 def islands(gpus: list) -> list:

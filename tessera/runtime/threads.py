@@ -22,8 +22,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ..config import count_or_auto
 from ..config import get as setting
-from ..errors import SettingError
 from . import launchers
 
 _chosen: dict[str, object] = {}  # what set_default decided: count and reason
@@ -47,14 +47,8 @@ def usable_cores() -> int:
 def choose(ranks_on_node: int | None, environ=None) -> tuple[int, str]:
     """The thread count and why, for ``ranks_on_node`` ranks on this node (None: unknown)."""
     env = os.environ if environ is None else environ
-    wanted = setting("threads")
-    if wanted != "auto":
-        try:
-            count = int(wanted)
-        except ValueError:
-            count = 0
-        if count < 1:
-            raise SettingError(f"TESSERA_THREADS={wanted!r} must be 'auto' or a count >= 1")
+    count = count_or_auto(setting("threads"), "TESSERA_THREADS")
+    if count is not None:
         return count, "TESSERA_THREADS"
     numba_own = env.get("NUMBA_NUM_THREADS", "").strip()
     if numba_own and env.get(CHOSEN) != numba_own:  # the user's, not Tessera's choice
