@@ -163,6 +163,23 @@ def run(quick: bool) -> list[Record]:
         flops=4.0 * n * n * 64,
     )
 
+    rows, length = (64, 1024) if quick else (1024, 1024)
+    z = (rng.standard_normal((rows, length)) + 1j * rng.standard_normal((rows, length))).astype(
+        np.complex64
+    )
+    spectrum = np.fft.fft(z)
+    records += measure(
+        NAME,
+        "fft of rows, complex64 (Stockham passes two at a time)",
+        f"{rows}x{length}",
+        [
+            Case("tessera", lambda: op.fft(z), lambda: op.fft(z), spectrum, 1e-4, 1e-2),
+            Case("numpy", lambda: np.fft.fft(z)),
+        ],
+        quick,
+        flops=5.0 * rows * length * np.log2(length),
+    )
+
     times = sorted(trace_and_compile(3 if quick else 5))
     records.append(
         Record(

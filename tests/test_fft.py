@@ -92,11 +92,28 @@ def test_bad_arguments_are_errors_naming_the_op(call, message):
     os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
     reason="PTX needs numba-cuda without its simulator",
 )
-def test_the_radix2_pass_compiles_to_ptx():
-    x = np.zeros((2, 16), np.complex64)
-    radix2 = kernels(complex64)["radix2"]
-    ptx = radix2.inspect("ptx", x, x, 1, -1.0, 1.0, grid=16, arch="sm_80")
+@pytest.mark.parametrize("name, lanes", [("radix2", 16), ("radix4", 8)])
+def test_the_stockham_passes_compile_to_ptx(name, lanes):
+    x, w = np.zeros((2, 16), np.complex64), np.zeros(8, np.complex64)
+    ptx = kernels(complex64)[name].inspect("ptx", x, x, w, 1, 1.0, grid=lanes, arch="sm_80")
     assert ".target sm_80" in ptx and "st.global.f32" in ptx
+    assert "sin.approx" not in ptx and "cos.approx" not in ptx  # twiddles from the table
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 32, 64, 1024])
+def test_passes_two_at_a_time_give_the_bits_of_radix2_passes_alone(n):
+    # the transform of every length 2^e: radix4 pairs, and a last radix2 for odd e
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal((3, n)) + 1j * rng.standard_normal((3, n))).astype(np.complex64)
+    k = kernels(complex64)
+    w = np.empty(n // 2, np.complex64)
+    k["twiddles"][n // 2](w, -1.0)
+    a, b, p = x.copy(), np.empty_like(x), 1
+    while p < n:  # the passes one at a time, the last one scaled
+        k["radix2"][3 * (n // 2)](a, b, w, p, np.float32(0.5) if p * 2 == n else np.float32(1.0))
+        a, b, p = b, a, p * 2
+    # (a scale of 0.5 is exact: the transform's own result, halved, has the same bits)
+    np.testing.assert_array_equal(op.fft(x) * np.complex64(0.5), a)
 
 
 def test_rfft_then_irfft_gives_the_signal_back_as_docs_ops_shows():

@@ -8,8 +8,10 @@ A transform of length ``n`` along the last axis runs each row through:
   and f32 → complex64; f64, integers and bool → complex128), cropped or zero-padded to
   ``n`` (irfft: the Hermitian spectrum of ``n`` points rebuilt from ``n // 2 + 1``);
 * for ``n`` a power of two, ``log2(n)`` Stockham radix-2 passes (autosorting: each pass
-  reads one buffer and writes the other in natural order, so no bit reversal), one lane
-  per butterfly; the twiddle ``exp(±iπk/p)`` computed in f64 and rounded once;
+  reads one buffer and writes the other in natural order, so no bit reversal), run two at
+  a time (a lane the two butterflies of a pass whose outputs meet in the next, kept in
+  registers between them: the same operations, half the memory passes), the twiddles
+  ``exp(±iπk/p)`` computed once a transform in f64, rounded once, and read from a table;
 * for other ``n``, Bluestein's algorithm: the transform as a circular convolution with
   the chirp ``exp(±iπt²/n)`` of power-of-two length ``m ≥ 2n - 1``, done with the passes
   above (three transforms of length ``m``);
@@ -79,20 +81,61 @@ def kernels(ct: D.DType) -> dict:
             y[r, j] = v
 
     @kernel
-    def radix2(x: ct[rows, n], y: mut[ct[rows, n]], p: i64, sign: f64, scale: rt):
+    def twiddles(w: mut[ct[half]], sign: f64):
+        # exp(sign iπ j/half), j < half: pass p's twiddle of k is w[k * (half // p)]
+        # (the same angle, exactly: k/p and k s/(p s) are equal quotients for s = 2^e)
+        j = tile.linear_id()
+        if j < half:
+            angle = sign * math.pi * f64(j) / f64(half)
+            w[j] = complex(rt(math.cos(angle)), rt(math.sin(angle)))
+
+    @kernel
+    def radix2(x: ct[rows, n], y: mut[ct[rows, n]], w: ct[half], p: i64, scale: rt):
         # one Stockham pass: sub-transforms of length p become ones of length 2p
         i = tile.linear_id()
-        half = n // 2
         if i < rows * half:
             r, b = i // half, i % half
             k = b % p
-            angle = sign * math.pi * f64(k) / f64(p)
-            w = complex(rt(math.cos(angle)), rt(math.sin(angle)))
             u0 = x[r, b]
-            u1 = x[r, b + half] * w
+            u1 = x[r, b + half] * w[k * (half // p)]
             j = (b - k) * 2 + k
             y[r, j] = (u0 + u1) * scale
             y[r, j + p] = (u0 - u1) * scale
+
+    @kernel
+    def radix4(x: ct[rows, n], y: mut[ct[rows, n]], w: ct[half], p: i64, scale: rt):
+        # two Stockham passes in one (p -> 2p -> 4p), each lane the two butterflies of
+        # the first pass whose outputs meet in the second: the same operations in the
+        # same order as two radix2 launches (the second's scale alone applied), in
+        # registers between them
+        i = tile.linear_id()
+        quarter = n // 4
+        if i < rows * quarter:
+            r, c = i // quarter, i % quarter
+            # first pass: butterflies b = c and b = c + n/4 (their k: b % p)
+            k = c % p
+            wk = w[k * (half // p)]
+            a0 = x[r, c]
+            a1 = x[r, c + half] * wk
+            b0 = x[r, c + quarter]
+            b1 = x[r, c + quarter + half] * wk
+            # their outputs at j and j + p; (c + n/4)'s land n/2 further on
+            s0, s1 = a0 + a1, a0 - a1
+            t0, t1 = b0 + b1, b0 - b1
+            # second pass (length 2p): outputs j and j + p of the first pass are the
+            # butterflies b2 = j and b2 = j + p, paired with b2 + n/2 = the t values
+            j = (c - k) * 2 + k
+            q = 2 * p
+            k2 = j % q
+            v0 = t0 * w[k2 * (half // q)]
+            j2 = (j - k2) * 2 + k2
+            y[r, j2] = (s0 + v0) * scale
+            y[r, j2 + q] = (s0 - v0) * scale
+            k3 = (j + p) % q
+            v1 = t1 * w[k3 * (half // q)]
+            j3 = (j + p - k3) * 2 + k3
+            y[r, j3] = (s1 + v1) * scale
+            y[r, j3 + q] = (s1 - v1) * scale
 
     @kernel
     def scaled(x: ct[rows, n], y: mut[ct[rows, n]], scale: rt):
@@ -190,18 +233,25 @@ class _Transform:
         return out
 
     def stockham(self, a, n: int, sign: float, scale: float):
-        """Radix-2 passes over ``a``; the result (``a`` or a second buffer)."""
+        """Stockham passes over ``a``, two at a time where two remain (``radix4``), else
+        one (``radix2``); the result (``a`` or a second buffer)."""
         if n == 1:
             if scale != 1.0:
                 self.launch("scaled", self.rows, a, a, scale)
             return a
+        w = self.memory.empty((n // 2,), self.ct.np_dtype)
+        self.k["twiddles"][n // 2](w, sign)
         b = self.empty(n)
         p = 1
         while p < n:
-            last = p * 2 == n
-            self.launch("radix2", self.rows * (n // 2), a, b, p, sign, scale if last else 1.0)
+            if p * 4 <= n:
+                last = p * 4 == n
+                self.launch("radix4", self.rows * (n // 4), a, b, w, p, scale if last else 1.0)
+                p *= 4
+            else:
+                self.launch("radix2", self.rows * (n // 2), a, b, w, p, scale)
+                p *= 2
             a, b = b, a
-            p *= 2
         return a
 
 
