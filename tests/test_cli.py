@@ -35,7 +35,7 @@ def test_demo_checks_every_kernel_against_numpy():
 
 
 def test_demo_prints_numpys_time_beside_each_kernel():
-    from tessera import demo
+    from tessera.cli import demo
 
     lines = []
     assert demo.run(out=lines.append)

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from . import (
+from .. import (
     KiB,
     cp_async,
     f16,
@@ -28,7 +28,7 @@ from . import (
     tile,
     tshared,
 )
-from .kernel.targets.cuda.streams import gpu_usable
+from ..kernel.targets.cuda.streams import gpu_usable
 
 
 @kernel

@@ -15,22 +15,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..aot import command as aot_command
+from ..autotune import store
+from ..autotune.tuner import collecting_sweeps
+from ..config import CONFIG_ENV, refresh, report
+from ..errors import TesseraError
+from ..kernel import disk_cache
+from ..kernel.targets import TARGETS
+from ..mesh import Mesh, link_store, topology
+from ..observe import plots, repro
+from ..observe.metrics import summary as metrics_table
+from ..observe.session import stand_down
+from ..observe.trace import merge as merge_traces
+from ..runtime import launchers, runner, threads
+from ..runtime.world import find_mpiexec, world
+from ..version import __version__
 from . import demo
-from .aot import command as aot_command
-from .autotune import store
-from .autotune.tuner import collecting_sweeps
-from .config import CONFIG_ENV, refresh, report
-from .errors import TesseraError
-from .kernel import disk_cache
-from .kernel.targets import TARGETS
-from .mesh import Mesh, link_store, topology
-from .observe import plots, repro
-from .observe.metrics import summary as metrics_table
-from .observe.session import stand_down
-from .observe.trace import merge as merge_traces
-from .runtime import launchers, runner, threads
-from .runtime.world import find_mpiexec, world
-from .version import __version__
 
 
 def info(out=print) -> None:
@@ -400,7 +400,3 @@ def entry() -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, what a shell reports for a command the pipe ended
     return status
-
-
-if __name__ == "__main__":
-    sys.exit(entry())
