@@ -95,7 +95,7 @@ def test_bad_arguments_are_errors_naming_the_op(call, message):
 @pytest.mark.parametrize("name, lanes", [("radix2", 16), ("radix4", 8)])
 def test_the_stockham_passes_compile_to_ptx(name, lanes):
     x, w = np.zeros((2, 16), np.complex64), np.zeros(8, np.complex64)
-    ptx = kernels(complex64)[name].inspect("ptx", x, x, w, 1, 1.0, grid=lanes, arch="sm_80")
+    ptx = kernels(complex64)[name].inspect("ptx", x, x, w, 0, 4, 1.0, grid=lanes, arch="sm_80")
     assert ".target sm_80" in ptx and "st.global.f32" in ptx
     assert "sin.approx" not in ptx and "cos.approx" not in ptx  # twiddles from the table
 
@@ -108,10 +108,11 @@ def test_passes_two_at_a_time_give_the_bits_of_radix2_passes_alone(n):
     k = kernels(complex64)
     w = np.empty(n // 2, np.complex64)
     k["twiddles"][n // 2](w, -1.0)
-    a, b, p = x.copy(), np.empty_like(x), 1
-    while p < n:  # the passes one at a time, the last one scaled
-        k["radix2"][3 * (n // 2)](a, b, w, p, np.float32(0.5) if p * 2 == n else np.float32(1.0))
-        a, b, p = b, a, p * 2
+    a, b, lp, ln = x.copy(), np.empty_like(x), 0, n.bit_length() - 1
+    while lp < ln:  # the passes one at a time, the last one scaled
+        scale = np.float32(0.5) if lp + 1 == ln else np.float32(1.0)
+        k["radix2"][3 * (n // 2)](a, b, w, lp, ln, scale)
+        a, b, lp = b, a, lp + 1
     # (a scale of 0.5 is exact: the transform's own result, halved, has the same bits)
     np.testing.assert_array_equal(op.fft(x) * np.complex64(0.5), a)
 

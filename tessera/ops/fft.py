@@ -90,31 +90,33 @@ def kernels(ct: D.DType) -> dict:
             w[j] = complex(rt(math.cos(angle)), rt(math.sin(angle)))
 
     @kernel
-    def radix2(x: ct[rows, n], y: mut[ct[rows, n]], w: ct[half], p: i64, scale: rt):
-        # one Stockham pass: sub-transforms of length p become ones of length 2p
+    def radix2(x: ct[rows, n], y: mut[ct[rows, n]], w: ct[half], lp: i64, ln: i64, scale: rt):
+        # one Stockham pass: sub-transforms of length p = 2^lp become ones of length 2p
+        # (n = 2^ln: the index arithmetic is shifts and masks, no division)
         i = tile.linear_id()
         if i < rows * half:
-            r, b = i // half, i % half
-            k = b % p
+            r, b = i >> (ln - 1), i & (half - 1)
+            k = b & ((1 << lp) - 1)
             u0 = x[r, b]
-            u1 = x[r, b + half] * w[k * (half // p)]
-            j = (b - k) * 2 + k
+            u1 = x[r, b + half] * w[k << (ln - 1 - lp)]
+            j = ((b - k) << 1) + k
             y[r, j] = (u0 + u1) * scale
-            y[r, j + p] = (u0 - u1) * scale
+            y[r, j + (1 << lp)] = (u0 - u1) * scale
 
     @kernel
-    def radix4(x: ct[rows, n], y: mut[ct[rows, n]], w: ct[half], p: i64, scale: rt):
-        # two Stockham passes in one (p -> 2p -> 4p), each lane the two butterflies of
-        # the first pass whose outputs meet in the second: the same operations in the
-        # same order as two radix2 launches (the second's scale alone applied), in
-        # registers between them
+    def radix4(x: ct[rows, n], y: mut[ct[rows, n]], w: ct[half], lp: i64, ln: i64, scale: rt):
+        # two Stockham passes in one (p -> 2p -> 4p, p = 2^lp), each lane the two
+        # butterflies of the first pass whose outputs meet in the second: the same
+        # operations in the same order as two radix2 launches (the second's scale alone
+        # applied), in registers between them
         i = tile.linear_id()
-        quarter = n // 4
+        quarter = n >> 2
         if i < rows * quarter:
-            r, c = i // quarter, i % quarter
+            r, c = i >> (ln - 2), i & (quarter - 1)
+            p = 1 << lp
             # first pass: butterflies b = c and b = c + n/4 (their k: b % p)
-            k = c % p
-            wk = w[k * (half // p)]
+            k = c & (p - 1)
+            wk = w[k << (ln - 1 - lp)]
             a0 = x[r, c]
             a1 = x[r, c + half] * wk
             b0 = x[r, c + quarter]
@@ -124,16 +126,16 @@ def kernels(ct: D.DType) -> dict:
             t0, t1 = b0 + b1, b0 - b1
             # second pass (length 2p): outputs j and j + p of the first pass are the
             # butterflies b2 = j and b2 = j + p, paired with b2 + n/2 = the t values
-            j = (c - k) * 2 + k
-            q = 2 * p
-            k2 = j % q
-            v0 = t0 * w[k2 * (half // q)]
-            j2 = (j - k2) * 2 + k2
+            j = ((c - k) << 1) + k
+            q = p << 1
+            k2 = j & (q - 1)
+            v0 = t0 * w[k2 << (ln - 2 - lp)]
+            j2 = ((j - k2) << 1) + k2
             y[r, j2] = (s0 + v0) * scale
             y[r, j2 + q] = (s0 - v0) * scale
-            k3 = (j + p) % q
-            v1 = t1 * w[k3 * (half // q)]
-            j3 = (j + p - k3) * 2 + k3
+            k3 = (j + p) & (q - 1)
+            v1 = t1 * w[k3 << (ln - 2 - lp)]
+            j3 = ((j + p - k3) << 1) + k3
             y[r, j3] = (s1 + v1) * scale
             y[r, j3 + q] = (s1 - v1) * scale
 
@@ -242,15 +244,15 @@ class _Transform:
         w = self.memory.empty((n // 2,), self.ct.np_dtype)
         self.k["twiddles"][n // 2](w, sign)
         b = self.empty(n)
-        p = 1
-        while p < n:
-            if p * 4 <= n:
-                last = p * 4 == n
-                self.launch("radix4", self.rows * (n // 4), a, b, w, p, scale if last else 1.0)
-                p *= 4
+        ln, lp = n.bit_length() - 1, 0
+        while lp < ln:
+            if lp + 2 <= ln:
+                last = lp + 2 == ln
+                self.launch("radix4", self.rows * (n // 4), a, b, w, lp, ln, scale if last else 1.0)
+                lp += 2
             else:
-                self.launch("radix2", self.rows * (n // 2), a, b, w, p, scale)
-                p *= 2
+                self.launch("radix2", self.rows * (n // 2), a, b, w, lp, ln, scale)
+                lp += 1
             a, b = b, a
         return a
 
