@@ -48,37 +48,31 @@ def kernels(ct: D.DType) -> dict:
 
     @kernel
     def load_real(x: T[rows, m], y: mut[ct[rows, n]], T: dtype_constexpr):
-        i = tile.linear_id()
-        if i < rows * n:
-            r, j = i // n, i % n
-            v = complex(rt(0.0), rt(0.0))
-            if j < m:
-                v = complex(rt(x[r, j]), rt(0.0))
-            y[r, j] = v
+        r, j = tile.id(0), tile.id(1)
+        v = complex(rt(0.0), rt(0.0))
+        if j < m:
+            v = complex(rt(x[r, j]), rt(0.0))
+        y[r, j] = v
 
     @kernel
     def load_complex(x: ct[rows, m], y: mut[ct[rows, n]]):
-        i = tile.linear_id()
-        if i < rows * n:
-            r, j = i // n, i % n
-            v = complex(rt(0.0), rt(0.0))
-            if j < m:
-                v = x[r, j]
-            y[r, j] = v
+        r, j = tile.id(0), tile.id(1)
+        v = complex(rt(0.0), rt(0.0))
+        if j < m:
+            v = x[r, j]
+        y[r, j] = v
 
     @kernel
     def load_hermitian(x: ct[rows, m], y: mut[ct[rows, n]]):
         # the spectrum of a real signal of n points from its first n // 2 + 1
-        i = tile.linear_id()
-        if i < rows * n:
-            r, j = i // n, i % n
-            k = j if j <= n // 2 else n - j
-            v = complex(rt(0.0), rt(0.0))
-            if k < m:
-                v = x[r, k]
-            if j > n // 2:
-                v = v.conjugate()
-            y[r, j] = v
+        r, j = tile.id(0), tile.id(1)
+        k = j if j <= n // 2 else n - j
+        v = complex(rt(0.0), rt(0.0))
+        if k < m:
+            v = x[r, k]
+        if j > n // 2:
+            v = v.conjugate()
+        y[r, j] = v
 
     @kernel
     def twiddles(w: mut[ct[half]], sign: f64):
@@ -141,21 +135,18 @@ def kernels(ct: D.DType) -> dict:
 
     @kernel
     def scaled(x: ct[rows, n], y: mut[ct[rows, n]], scale: rt):
-        i = tile.linear_id()
-        if i < rows * n:
-            y[i // n, i % n] = x[i // n, i % n] * scale
+        r, j = tile.id(0), tile.id(1)
+        y[r, j] = x[r, j] * scale
 
     @kernel
     def chirp_in(x: ct[rows, n], y: mut[ct[rows, m]], sign: f64):
         # Bluestein: x_j exp(sign iπ j²/n), zero-padded to m
-        i = tile.linear_id()
-        if i < rows * m:
-            r, j = i // m, i % m
-            v = complex(rt(0.0), rt(0.0))
-            if j < n:
-                angle = sign * math.pi * f64((j * j) % (2 * n)) / f64(n)
-                v = x[r, j] * complex(rt(math.cos(angle)), rt(math.sin(angle)))
-            y[r, j] = v
+        r, j = tile.id(0), tile.id(1)
+        v = complex(rt(0.0), rt(0.0))
+        if j < n:
+            angle = sign * math.pi * f64((j * j) % (2 * n)) / f64(n)
+            v = x[r, j] * complex(rt(math.cos(angle)), rt(math.sin(angle)))
+        y[r, j] = v
 
     @kernel
     def chirp_filter(y: mut[ct[one, m]], n: i64, sign: f64):
@@ -171,29 +162,24 @@ def kernels(ct: D.DType) -> dict:
 
     @kernel
     def multiply_rows(x: ct[rows, m], h: ct[one, m], y: mut[ct[rows, m]]):
-        i = tile.linear_id()
-        if i < rows * m:
-            y[i // m, i % m] = x[i // m, i % m] * h[0, i % m]
+        r, j = tile.id(0), tile.id(1)
+        y[r, j] = x[r, j] * h[0, j]
 
     @kernel
     def chirp_out(x: ct[rows, m], y: mut[ct[rows, n]], sign: f64, scale: rt):
-        i = tile.linear_id()
-        if i < rows * n:
-            r, k = i // n, i % n
-            angle = sign * math.pi * f64((k * k) % (2 * n)) / f64(n)
-            y[r, k] = x[r, k] * complex(rt(math.cos(angle)), rt(math.sin(angle))) * scale
+        r, k = tile.id(0), tile.id(1)
+        angle = sign * math.pi * f64((k * k) % (2 * n)) / f64(n)
+        y[r, k] = x[r, k] * complex(rt(math.cos(angle)), rt(math.sin(angle))) * scale
 
     @kernel
     def first_columns(x: ct[rows, n], y: mut[ct[rows, m]]):
-        i = tile.linear_id()
-        if i < rows * m:
-            y[i // m, i % m] = x[i // m, i % m]
+        r, j = tile.id(0), tile.id(1)
+        y[r, j] = x[r, j]
 
     @kernel
     def real_part(x: ct[rows, n], y: mut[T[rows, n]], T: dtype_constexpr):
-        i = tile.linear_id()
-        if i < rows * n:
-            y[i // n, i % n] = T(x[i // n, i % n].real)
+        r, j = tile.id(0), tile.id(1)
+        y[r, j] = T(x[r, j].real)
 
     return dict(locals())
 
@@ -212,9 +198,11 @@ class _Transform:
     def empty(self, n: int, dtype: D.DType | None = None):
         return self.memory.empty((self.rows, n), (dtype or self.ct).np_dtype)
 
-    def launch(self, name: str, count: int, *args) -> None:
-        if count > 0:
-            self.k[name][count](*args)
+    def launch(self, name: str, grid, *args) -> None:
+        """Launch kernel ``name`` over ``grid`` (a count, or (rows, width): element
+        kernels take their row and column from the grid, no division) unless empty."""
+        if math.prod(grid if isinstance(grid, tuple) else (grid,)) > 0:
+            self.k[name][grid](*args)
 
     def transform(self, a, n: int, sign: float, scale: float):
         """The length-``n`` DFT of the rows of ``a`` (complex, ``(rows, n)``), times
@@ -223,15 +211,15 @@ class _Transform:
             return self.stockham(a, n, sign, scale)
         m = 1 << (2 * n - 2).bit_length()  # a power of two >= 2n - 1
         chirped = self.empty(m)
-        self.launch("chirp_in", self.rows * m, a, chirped, sign)
+        self.launch("chirp_in", (self.rows, m), a, chirped, sign)
         spectrum = self.stockham(chirped, m, -1.0, 1.0)
         h = self.memory.empty((1, m), self.ct.np_dtype)
         self.k["chirp_filter"][m](h, n, sign)
         h_spectrum = _Transform(self.op, 1, self.ct, self.memory).stockham(h, m, -1.0, 1.0)
-        self.launch("multiply_rows", self.rows * m, spectrum, h_spectrum, spectrum)
+        self.launch("multiply_rows", (self.rows, m), spectrum, h_spectrum, spectrum)
         convolved = self.stockham(spectrum, m, 1.0, 1.0 / m)
         out = self.empty(n)
-        self.launch("chirp_out", self.rows * n, convolved, out, sign, scale)
+        self.launch("chirp_out", (self.rows, n), convolved, out, sign, scale)
         return out
 
     def stockham(self, a, n: int, sign: float, scale: float):
@@ -239,7 +227,7 @@ class _Transform:
         one (``radix2``); the result (``a`` or a second buffer)."""
         if n == 1:
             if scale != 1.0:
-                self.launch("scaled", self.rows, a, a, scale)
+                self.launch("scaled", (self.rows, 1), a, a, scale)
             return a
         w = self.memory.empty((n // 2,), self.ct.np_dtype)
         self.k["twiddles"][n // 2](w, sign)
@@ -332,26 +320,26 @@ def run(op: str, x, n, axis, norm, inverse: bool, real_in: bool, real_out: bool)
             raise op_error(op, "invalid number of data points (0): irfft needs at least one")
         if dtype.kind != "c":  # a real spectrum: its imaginary parts are 0
             spectrum = t.empty(given)
-            t.launch("load_real", rows * given, rows_a, spectrum, _loaded_dtype(dtype))
+            t.launch("load_real", (rows, given), rows_a, spectrum, _loaded_dtype(dtype))
             rows_a = spectrum
         full = t.empty(length)
-        t.launch("load_hermitian", rows * length, rows_a, full)
+        t.launch("load_hermitian", (rows, length), rows_a, full)
     else:
         full = t.empty(length)
         if dtype.kind == "c":
-            t.launch("load_complex", rows * length, rows_a, full)
+            t.launch("load_complex", (rows, length), rows_a, full)
         else:
-            t.launch("load_real", rows * length, rows_a, full, _loaded_dtype(dtype))
+            t.launch("load_real", (rows, length), rows_a, full, _loaded_dtype(dtype))
     sign = 1.0 if inverse else -1.0
     out = t.transform(full, length, sign, _norm_scale(op, norm, length, inverse))
     if real_in:  # rfft: the first n // 2 + 1 columns
         half = t.empty(length // 2 + 1)
-        t.launch("first_columns", rows * (length // 2 + 1), out, half)
+        t.launch("first_columns", (rows, length // 2 + 1), out, half)
         out = half
     if real_out:  # irfft: the real part, as NumPy: f16 in gives f16 out
         real_t = D.f16 if dtype == np.float16 else D.COMPLEX_PARTS[ct]
         real = t.empty(length, real_t)
-        t.launch("real_part", rows * length, out, real, real_t)
+        t.launch("real_part", (rows, length), out, real, real_t)
         out = real
     out = out.reshape((*lead, out.shape[-1]))
     if not device:
