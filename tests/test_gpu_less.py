@@ -87,5 +87,5 @@ def test_inspect_ptx_under_the_simulator_says_what_the_simulator_cannot_do(tmp_p
             f"{stage} TesseraError: k.inspect('{stage}') under numba-cuda's "
             "simulator (NUMBA_ENABLE_CUDASIM=1)"
         ), line
-        assert "no ptx, cubin or meta stage" in line
+        assert "no ptx, cubin, sass or meta stage" in line
         assert "run without NUMBA_ENABLE_CUDASIM" in line

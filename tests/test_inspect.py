@@ -43,7 +43,7 @@ def test_inspect_of_a_flat_kernel_has_one_region():
 
 def test_inspect_rejects_an_unknown_stage():
     with pytest.raises(ts.TesseraError, match="unknown stage"):
-        scale.inspect("sass", np.zeros(8, np.float32), np.zeros(8, np.float32), 1.0)
+        scale.inspect("hlo", np.zeros(8, np.float32), np.zeros(8, np.float32), 1.0)
 
 
 def test_inspect_llvm_and_asm_compile_the_kernel():
