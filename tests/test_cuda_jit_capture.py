@@ -50,3 +50,16 @@ def test_a_host_array_for_a_captured_cuda_step_is_an_error_saying_what_to_pass()
         step(x, w)  # the warm-up runs eagerly
         with pytest.raises(CaptureError, match=r"parameter 'x' is a host array; a captured CUDA"):
             step(x, w)
+
+
+@IN_SIMULATOR
+def test_under_the_simulator_a_captured_step_replays_its_launches_without_a_cuda_graph():
+    from numba import cuda
+
+    x = cuda.to_device(np.ones((8, 16), np.float32))
+    w = cuda.to_device(np.full((16, 4), 0.5, np.float32))
+    step = _step(True)
+    for _ in range(3):  # warm-up, capture, replay
+        step(x, w)
+    (info,) = step.graphs.values()
+    assert info["device_graph"] is False and info["kernels"]
