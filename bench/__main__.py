@@ -28,6 +28,7 @@ BENCHES = (
     "gpu_rows",
     "gpu_gemm",
     "gpu_attention",
+    "gpu_capture",
     "rows",
     "softmax",
     "stencil",
