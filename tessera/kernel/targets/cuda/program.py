@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from ....arrays import DeviceArg, device_info, layout_class
+from ....arrays import DeviceArg, contiguous_strides, device_info, layout_class
 from ....errors import OutOfBoundsError, TesseraError
 from ....observe import stats
 from ....observe.observers import stage
@@ -89,8 +89,8 @@ def _chunk_view(a, simulated: bool) -> tuple[int, tuple, tuple] | None:
     if isinstance(a, np.ndarray):
         if simulated:
             return a.ctypes.data, a.shape, a.strides
-        if not (a.flags.c_contiguous or a.flags.f_contiguous):
-            a = np.empty(a.shape, a.dtype)  # (the copy's strides)
+        if not (a.flags.c_contiguous or a.flags.f_contiguous):  # the copy's strides
+            return 0, a.shape, contiguous_strides(a.shape, a.dtype.itemsize)
         return 0, a.shape, a.strides
     info = device_info(a)
     if info is not None:
