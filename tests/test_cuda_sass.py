@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tessera as ts
-from tessera import f16, f32, group_id, kernel, mut, tile
+from tessera import f16, f32, f64, graph, group_id, kernel, mut, op, tile
 from tessera.kernel.targets.cuda import sass
 
 NO_SASS = pytest.mark.skipif(
@@ -80,3 +80,46 @@ def test_without_nvdisasm_the_sass_stage_says_what_to_install(monkeypatch):
     a, c = np.zeros((256, 256), np.float16), np.zeros((256, 256), np.float32)
     with pytest.raises(ts.TesseraError, match="pip install nvidia-cuda-nvdisasm"):
         gemm.inspect("sass", a, a, c, 128, 128, grid=(2, 2), arch="sm_90")
+
+
+@kernel(tile=(128,))
+def dgemm(A: f64[M, K], B: f64[K, N], C: mut[f64[M, N]]):
+    m0, n0 = group_id(0) * 64, group_id(1) * 64
+    acc = tile.zeros((64, 64), f64)
+    for k0 in tile.range(0, K, 16):
+        a = tile.load_block(A, (m0, k0), (64, 16))
+        b = tile.load_block(B, (k0, n0), (16, 64))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@NO_SASS
+def test_an_f64_gemm_k_tile_is_its_dmma_products_and_shared_loads():
+    a = np.zeros((128, 64))
+    text = dgemm.inspect("sass", a, a.T.copy(), np.zeros((128, 128)), grid=(2, 2), arch="sm_90")
+    (loop,) = [b for b in sass.loops(text) if sass.counts(b)["DMMA"]]
+    ops = sass.counts(loop)
+    assert (ops["DMMA"], ops["LDGSTS"], ops["BAR"]) == (64, 8, 1)
+    assert len(loop.instructions) <= 319 and not sass.local_memory(text)
+
+
+def _gpu_array(shape, dtype):
+    """numba-cuda's own device array over a made-up address (nothing reads it): what an
+    op's lowering sees on a GPU, without one."""
+    from numba.cuda.cudadrv import driver
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    pointer = driver.binding.CUdeviceptr(1 << 40)
+    memory = driver.AutoFreePointer(None, pointer, nbytes, finalizer=lambda: None)
+    return DeviceNDArray(shape, np.empty(shape, dtype).strides, dtype, gpu_data=memory.own())
+
+
+@NO_SASS
+def test_flash_attention_on_gpu_arrays_keeps_its_rows_out_of_local_memory():
+    attention = graph.module("attention")(lambda q, k, v: op.flash_attention(q, k, v))
+    args = (_gpu_array((4096, 64), np.float16),) * 3
+    text = attention.inspect("sass", *args)
+    assert sum(sass.counts(b)["HMMA"] for b in sass.blocks(text)) == 64
+    assert not sass.local_memory(text)
