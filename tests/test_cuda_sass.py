@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 import pytest
+from gpu_arrays import made_up_gpu_array
 
 import tessera as ts
 from tessera import f16, f32, f64, graph, group_id, kernel, mut, op, tile
@@ -103,23 +104,10 @@ def test_an_f64_gemm_k_tile_is_its_dmma_products_and_shared_loads():
     assert len(loop.instructions) <= 319 and not sass.local_memory(text)
 
 
-def _gpu_array(shape, dtype):
-    """numba-cuda's own device array over a made-up address (nothing reads it): what an
-    op's lowering sees on a GPU, without one."""
-    from numba.cuda.cudadrv import driver
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-
-    dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape)) * dtype.itemsize
-    pointer = driver.binding.CUdeviceptr(1 << 40)
-    memory = driver.AutoFreePointer(None, pointer, nbytes, finalizer=lambda: None)
-    return DeviceNDArray(shape, np.empty(shape, dtype).strides, dtype, gpu_data=memory.own())
-
-
 @NO_SASS
 def test_flash_attention_on_gpu_arrays_keeps_its_rows_out_of_local_memory():
     attention = graph.module("attention")(lambda q, k, v: op.flash_attention(q, k, v))
-    args = (_gpu_array((4096, 64), np.float16),) * 3
+    args = (made_up_gpu_array((4096, 64), np.float16),) * 3
     text = attention.inspect("sass", *args)
     assert sum(sass.counts(b)["HMMA"] for b in sass.blocks(text)) == 64
     assert not sass.local_memory(text)

@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+from gpu_arrays import made_up_gpu_array
 from mpi_run import mpi_missing, run_mpi
 
 import tessera
@@ -540,32 +541,19 @@ def test_an_f32_softmax_computes_each_exp_once_and_divides_it_in_place():
     assert "p1[base + j] = p1[base + j] / total" in text
 
 
-def _gpu_array(shape, dtype=np.float32):
-    """numba-cuda's own device array over a made-up address (nothing reads or writes it):
-    what the lowering of an op on GPU arrays sees, without a GPU."""
-    from numba.cuda.cudadrv import driver
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-
-    dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape)) * dtype.itemsize
-    pointer = driver.binding.CUdeviceptr(1 << 40)
-    memory = driver.AutoFreePointer(None, pointer, nbytes, finalizer=lambda: None)
-    return DeviceNDArray(shape, np.empty(shape, dtype).strides, dtype, gpu_data=memory.own())
-
-
 @pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", reason="numba-cuda's driver classes"
 )
 def test_a_gpu_softmax_row_reads_each_element_once_into_registers():
-    text = row_softmax.graph(_gpu_array((4, 4096)))  # 256 lanes, 16 elements each
+    text = row_softmax.graph(made_up_gpu_array((4, 4096)))  # 256 lanes, 16 elements each
     assert "v15 = f32(p0[base + lane + 3840])" in text and "for jt in range" not in text
     assert text.count("math.exp(") == 16 and text.count("p0[") == 16
     assert text.count("p1[") == 16  # each result written once, never read back
-    long_rows = row_softmax.graph(_gpu_array((2, 16384)))  # 64 a lane: the loops stay
+    long_rows = row_softmax.graph(made_up_gpu_array((2, 16384)))  # 64 a lane: the loops stay
     assert "for jt in range(64):" in long_rows
     host = row_softmax.graph(np.ones((4, 4096), np.float32))  # the CPU keeps its loops
     assert "for jt in range(16):" in host
-    ptx = row_softmax.inspect("ptx", _gpu_array((4, 4096)))  # NVVM, no GPU needed
+    ptx = row_softmax.inspect("ptx", made_up_gpu_array((4, 4096)))  # NVVM, no GPU needed
     assert ptx.count("ld.global") == 16 and ptx.count("st.global") == 16
     assert "ld.local" not in ptx and "st.local" not in ptx
 
@@ -575,7 +563,7 @@ def test_a_gpu_softmax_row_reads_each_element_once_into_registers():
 )
 def test_a_gpu_layernorm_row_reads_each_element_once_into_registers():
     layer = graph.module("layer")(lambda x, w, b: op.layernorm(x, w, b))
-    args = (_gpu_array((4, 4096)), _gpu_array((4096,)), _gpu_array((4096,)))
+    args = (made_up_gpu_array((4, 4096)), made_up_gpu_array((4096,)), made_up_gpu_array((4096,)))
     text = layer.graph(*args)
     assert "v15 = f32(p0[base + lane + 3840])" in text and "for jt in range" not in text
     ptx = layer.inspect("ptx", *args)
@@ -588,5 +576,5 @@ def test_a_gpu_layernorm_row_reads_each_element_once_into_registers():
 )
 def test_a_gpu_cross_entropy_row_reads_each_logit_once_into_registers():
     loss = graph.module("loss")(lambda x, t: op.cross_entropy(x, t))
-    text = loss.graph(_gpu_array((4, 4096)), _gpu_array((4,), np.int64))
+    text = loss.graph(made_up_gpu_array((4, 4096)), made_up_gpu_array((4,), np.int64))
     assert "v15 = f32(p0[base + lane + 3840])" in text and "for jt in range" not in text
