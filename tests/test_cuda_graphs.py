@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 from tessera.kernel.targets import TARGETS  # noqa: E402
-from tessera.kernel.targets.cuda import streams  # noqa: E402
+from tessera.kernel.targets.cuda import memory, streams  # noqa: E402
 from tessera.kernel.targets.cuda.driver import use_driver  # noqa: E402
 from tessera.kernel.targets.cuda.graphs import CudaGraph  # noqa: E402
 from tessera.kernel.targets.cuda.streams import _gpu_work  # noqa: E402
@@ -105,6 +105,9 @@ class RecordingDriver:
 
     def destroy_graph(self, graph, graph_exec):
         self.calls.append(("destroy_graph", graph, graph_exec))
+
+    def copy_device(self, dst, src, nbytes, stream):
+        self.calls.append(("copy_device", dst, src, nbytes, stream))
 
 
 def scale(x: mut[f32[n]], y: f32[n], a: f32):
@@ -206,3 +209,52 @@ def test_a_replayed_step_with_a_device_graph_launches_it_instead_of_each_kernel(
 
 def test_the_cpu_target_replays_its_programs_without_a_device_graph():
     assert TARGETS["cpu"].device_graph("step", []) is None
+
+
+class StridedGPUArray(FakeGPUArray):
+    """A made-up GPU array with every other element (numba-cuda copies such arrays)."""
+
+    def __init__(self, pointer: int, shape: tuple):
+        super().__init__(pointer, shape)
+        self.copied_from = None
+
+    @property
+    def __cuda_array_interface__(self):
+        return {**super().__cuda_array_interface__, "strides": (8,)}
+
+    def copy_to_device(self, source):
+        self.copied_from = source
+
+
+def test_a_device_copy_of_contiguous_arrays_is_one_asynchronous_driver_copy(recording):
+    dst, src = FakeGPUArray(0x10000, (8, 16)), FakeGPUArray(0x20000, (8, 16))
+    memory.copy(dst, src)
+    assert recording.calls == [("copy_device", 0x10000, 0x20000, 8 * 16 * 4, 0)]
+
+
+def test_a_device_copy_goes_to_the_current_stream(recording):
+    dst, src = FakeGPUArray(0x10000, (100,)), FakeGPUArray(0x20000, (100,))
+    with streams.capturing("private stream"):  # (a current stream that does not fence)
+        memory.copy(dst, src)
+    assert recording.calls == [("copy_device", 0x10000, 0x20000, 400, 55)]
+
+
+def test_a_device_copy_of_a_strided_array_is_numba_cudas(recording):
+    dst, src = StridedGPUArray(0x10000, (100,)), FakeGPUArray(0x20000, (100,))
+    memory.copy(dst, src)
+    assert dst.copied_from is src and recording.calls == []
+
+
+def test_a_replay_copies_a_new_input_into_its_buffer_before_launching_the_graph(recording):
+    launches = _recorded(recording)
+    static = FakeGPUArray(0x30000, (1000,))
+    graph = replay.Graph(
+        "step", {"y": static}, {}, launches, plan.Finish(None, []), [], 0.0, ["scale"] * 3,
+        CudaGraph.capture("step", launches),
+    )  # fmt: skip
+    del recording.calls[:]
+    graph.replay(["y"], [FakeGPUArray(0x40000, (1000,))])
+    assert recording.calls == [
+        ("copy_device", 0x30000, 0x40000, 4000, 0),
+        ("graph_launch", "graph exec", 0),
+    ]

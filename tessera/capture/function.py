@@ -252,8 +252,9 @@ def _bind_statics(fn, fixed: list[int], statics: tuple):
 def _copy(a):
     """A new array of ``a``'s values, on the host or on the device as ``a`` is."""
     if is_device_array(a):
-        out = plan.memory([a]).empty(tuple(a.shape), a.dtype)
-        out.copy_to_device(a)
+        memory = plan.memory([a])
+        out = memory.empty(tuple(a.shape), a.dtype)
+        memory.copy(out, a)  # (CUDA: pooled memory, one asynchronous copy)
         return out
     return np.array(a, copy=True)
 

@@ -160,7 +160,7 @@ def _static_copy(a):
 
 def _copy_into(static, a) -> None:
     if is_device_array(static):
-        static.copy_to_device(a)
+        plan.memory([static]).copy(static, a)  # (CUDA: one asynchronous copy)
     else:
         np.copyto(static, a)
 

@@ -178,15 +178,20 @@ def private_copy(memory, a):
     if isinstance(a, np.ndarray):
         return a.copy()
     buffer = memory.empty(tuple(int(n) for n in a.shape), device_dtype(a))
-    assign(buffer, a)
+    assign(buffer, a, memory)
     return buffer
 
 
-def assign(target, source) -> None:
-    """``target[...] = source``, for every array kind (numba-cuda's device arrays take no
-    ``...`` index: they copy with ``copy_to_device``)."""
+def assign(target, source, memory=None) -> None:
+    """``target[...] = source``, for every array kind: numba-cuda's device arrays take no
+    ``...`` index; they are copied by ``memory`` (the target whose memory they are in:
+    ``Target.copy``, one asynchronous copy on CUDA) or else by ``copy_to_device``."""
     if not isinstance(target, np.ndarray) and hasattr(target, "copy_to_device"):
-        target.copy_to_device(source)
+        copy = getattr(memory, "copy", None)
+        if copy is not None:
+            copy(target, source)
+        else:
+            target.copy_to_device(source)
     else:
         target[...] = source
 

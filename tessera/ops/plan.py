@@ -78,7 +78,7 @@ class Finish:
             for t, a, private in self.writes
         ]
         for target, array in pending:  # every value is read before any output is written
-            aliasing.assign(target, array)
+            aliasing.assign(target, array, self.buffers)
         for step in self.after:  # a Generator's advance: once its kernels have read it
             step()
 

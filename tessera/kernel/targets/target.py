@@ -112,6 +112,14 @@ class Target:
         layer's buffers when its arguments are device arrays); host targets: NumPy's."""
         return np.empty(shape, dtype)
 
+    def copy(self, dst, src) -> None:
+        """``dst[...] = src`` for two arrays of that memory of one shape and dtype (host
+        targets: NumPy's assignment; a device array copies itself)."""
+        if isinstance(dst, np.ndarray) or not hasattr(dst, "copy_to_device"):
+            dst[...] = src
+        else:
+            dst.copy_to_device(src)
+
     def from_host(self, array: np.ndarray):
         """``array`` copied into that memory (host targets: ``array`` itself)."""
         return array

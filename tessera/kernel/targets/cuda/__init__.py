@@ -19,6 +19,7 @@ from . import sass
 from .codegen import FLAT_BLOCK
 from .graphs import CudaGraph
 from .lowerings import LOWERINGS
+from . import memory
 from .memory import POOL
 from .program import CudaProgram, ampere_for, cuda_signature, stages_for
 from .runtime import cuda_module, simulating
@@ -105,6 +106,12 @@ class CudaTarget(Target):
         if simulating():
             return cuda_module().device_array(shape, dtype)
         return POOL.empty(shape, dtype)  # recycled device memory (memory.py)
+
+    def copy(self, dst, src) -> None:
+        if simulating():
+            dst.copy_to_device(src)
+        else:
+            memory.copy(dst, src)  # one asynchronous driver call (memory.py)
 
     def wrap_interface(self, face: dict, owner, bf16: bool):
         """A ``__cuda_array_interface__`` (``face``, bf16 already spelt as uint16) as a

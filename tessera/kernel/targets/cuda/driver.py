@@ -1,7 +1,7 @@
 """The few CUDA driver calls the direct launch path makes, through ``cuda.bindings``.
 
 Loading a cubin, finding its entry, opting in to large dynamic shared memory,
-``cuLaunchKernel``, and the stream capture of a captured step into a CUDA graph (begin,
+``cuLaunchKernel``, a device-to-device copy, and the stream capture of a captured step into a CUDA graph (begin,
 end, instantiate, launch, destroy) — nothing else. numba-cuda owns the context (its
 primary context, the one CuPy and PyTorch use too) and the memory; :func:`ensure_context`
 makes that context current in a thread before its first launch.
@@ -132,6 +132,11 @@ class Driver:
             self._check(self.cu.cuGraphExecDestroy(graph_exec), "cuGraphExecDestroy")
         if graph is not None:
             self._check(self.cu.cuGraphDestroy(graph), "cuGraphDestroy")
+
+    def copy_device(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        """Enqueue a copy of ``nbytes`` from device address ``src`` to ``dst`` on CUstream
+        ``stream`` (``cuMemcpyDtoDAsync``)."""
+        self._check(self.cu.cuMemcpyDtoDAsync(dst, src, nbytes, stream), "cuMemcpyDtoDAsync")
 
     def stream_handle(self, stream) -> int:
         """The CUstream of a numba-cuda stream (0: the default stream)."""
