@@ -15,11 +15,10 @@ from .... import dtypes as D
 from ....arrays import BF16, is_device_array
 from ....errors import LaunchError, TesseraError
 from ..target import BuildOptions, Target
-from . import sass
+from . import memory, sass
 from .codegen import FLAT_BLOCK
 from .graphs import CudaGraph
 from .lowerings import LOWERINGS
-from . import memory
 from .memory import POOL
 from .program import CudaProgram, ampere_for, cuda_signature, stages_for
 from .runtime import cuda_module, simulating

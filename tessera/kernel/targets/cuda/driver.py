@@ -1,10 +1,10 @@
 """The few CUDA driver calls the direct launch path makes, through ``cuda.bindings``.
 
 Loading a cubin, finding its entry, opting in to large dynamic shared memory,
-``cuLaunchKernel``, a device-to-device copy, and the stream capture of a captured step into a CUDA graph (begin,
-end, instantiate, launch, destroy) — nothing else. numba-cuda owns the context (its
-primary context, the one CuPy and PyTorch use too) and the memory; :func:`ensure_context`
-makes that context current in a thread before its first launch.
+``cuLaunchKernel``, a device-to-device copy, and the stream capture of a captured step
+into a CUDA graph (begin, end, instantiate, launch, destroy) — nothing else. numba-cuda
+owns the context (its primary context, the one CuPy and PyTorch use too) and the memory;
+:func:`ensure_context` makes that context current in a thread before its first launch.
 
 The module-level :data:`DRIVER` is what every launch calls. Tests replace it with a
 recording stand-in (``use_driver``) to count the calls of the hot path; such a stand-in
