@@ -139,7 +139,16 @@ def test_the_f64_main_loop_on_dmma_matches_numpy(m, k, n, offset):
 
 
 @pytest.mark.parametrize(
-    "n, keys, causal", [(256, 256, False), (192, 320, False), (256, 200, True)]
+    "n, keys, causal",
+    # the last two are split along the keys (ops/attention_code.py split_plan): shares
+    # with masked keys and a padded last group, then whole blocks
+    [
+        (256, 256, False),
+        (192, 320, False),
+        (256, 200, True),
+        (250, 1000, False),
+        (1024, 1024, False),
+    ],
 )
 def test_the_register_row_loop_attention_matches_float64(n, keys, causal):
     """op.flash_attention on f16 (test_cuda_row_loop.py: both products on tensor cores,

@@ -260,7 +260,7 @@ def test_attention_rows_per_group_follow_where_the_arrays_live(n, device, rows):
     its SMs): 32-row blocks give 128. A long sequence and the CPU keep 64."""
     q = np.zeros((n, 64), np.float16)
     lowered = lower(fa_rows._trace(operands("fa_rows", (q, q, q))), device)
-    (source,) = [s.text for s in lowered.sources if s is not None]
+    source = lowered.sources[0].text  # (on a GPU, 4096 rows are split along the keys too)
     assert f"m0 = group_id(0) * {rows}" in source
 
 

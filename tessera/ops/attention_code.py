@@ -17,6 +17,48 @@ from .ir import Node
 DEVICE_GROUPS = 128
 
 
+# on a GPU, attention whose row groups make fewer warps than this (about 8 an SM: two a
+# scheduler, which the row loop's latency needs) is split along the keys too: each
+# group's keys in shares, the shares combined after
+DEVICE_WARPS = 8 * DEVICE_GROUPS
+MOST_SPLITS = 8
+KEY_BLOCKS_A_SPLIT = 4  # a share has at least this many key blocks (its pipeline fills)
+
+
+def query_rows(n: int, device: bool) -> int:
+    """Query rows a group of the forward kernel owns: 64, or 32 on a GPU where 64-row
+    groups would number fewer than ``DEVICE_GROUPS``."""
+    return _block(n, 32 if device and -(-n // 64) < DEVICE_GROUPS else 64)
+
+
+def key_splits(n: int, keys: int, causal: bool, device: bool) -> int:
+    """Shares of the keys each query group's work is split into (1: not split). Only on a
+    GPU, where the row groups alone make fewer than ``DEVICE_WARPS`` warps (the register
+    row loop runs a warp per 16 rows): as many shares as make that many, each at least
+    ``KEY_BLOCKS_A_SPLIT`` key blocks. Causal attention is not split (its groups' key
+    ranges end at their rows)."""
+    if not device or causal:
+        return 1
+    rows = query_rows(n, device)
+    warps = -(-n // rows) * max(rows // 16, 1)
+    key_blocks = -(-keys // _block(keys, 64))
+    splits = min(-(-DEVICE_WARPS // warps), key_blocks // KEY_BLOCKS_A_SPLIT, MOST_SPLITS)
+    return splits if splits >= 2 else 1
+
+
+def split_plan(n: int, keys: int, causal: bool) -> tuple[int, int, int, int] | None:
+    """On a GPU, how attention of ``n`` query rows over ``keys`` keys is split along the
+    keys: (shares, query rows a group, keys a share, rows a region of the shares' array:
+    ``n`` rounded up to whole groups), or None (one kernel, :func:`attention`)."""
+    splits = key_splits(n, keys, causal, True)
+    if splits == 1:
+        return None
+    bm, bn = query_rows(n, True), _block(keys, 64)
+    key_blocks = -(-keys // bn)
+    share = -(-key_blocks // splits) * bn
+    return splits, bm, share, -(-n // bm) * bm
+
+
 def attention(group: Group, name: str, device: bool = False) -> Source:
     """Flash attention (examples/flash_attention.py): each group owns ``BM`` query rows
     and walks the keys in blocks of ``BN`` with an online softmax; keys past the end are
@@ -28,8 +70,7 @@ def attention(group: Group, name: str, device: bool = False) -> Source:
     q, k, v = node.inputs
     n, d = q.shape
     keys, dv = k.shape[0], v.shape[1]
-    rows = 32 if device and -(-n // 64) < DEVICE_GROUPS else 64
-    bm, bn = _block(n, rows), _block(keys, 64)
+    bm, bn = query_rows(n, device), _block(keys, 64)
     pq, pk, pv = (em.arg(x, flat=False) for x in (q, k, v))
     # f16/bf16 operands stay f16/bf16 for both products (tensor cores on a GPU); P is
     # rounded to the inputs' dtype before P @ V, as FlashAttention and SDPA do
@@ -64,6 +105,76 @@ def attention(group: Group, name: str, device: bool = False) -> Source:
         out = f"({out}).astype({node.dtype.name})"
     em.emit(f"tile.store_block({em.arg(node, flat=False, written=True)}, (m0, 0), {out})", 1)
     return em.source("@kernel(tile=(64,), shared=64 * KiB)", (-(-n // bm),))
+
+
+def attention_split(group: Group, name: str) -> Source:
+    """One share of the keys of one query group (grid: query groups × shares): the
+    flash-attention loop of :func:`attention` over keys ``[share · C, (share + 1) · C)``,
+    then the share's normalised result and each row's log-sum-exp, f32, into one array of
+    ``2 · shares`` regions of ``R`` rows (``R``: the rows rounded up to whole groups):
+    region ``s`` the result of share ``s``, region ``shares + s`` its log-sum-exp in every
+    column. Not causal (:func:`key_splits`): every share has keys for every row."""
+    em = _Emitter(group, name)
+    node = group.head
+    q, k, v = node.inputs
+    n, d = q.shape
+    keys, dv = k.shape[0], v.shape[1]
+    splits, bm, bn = node.attrs["splits"], node.attrs["rows"], _block(keys, 64)
+    share = node.attrs["share"]
+    padded = -(-n // bm) * bm
+    pq, pk, pv = (em.arg(x, flat=False) for x in (q, k, v))
+    half = q.dtype in D.COMPUTED_IN_F32 and q.dtype == k.dtype == v.dtype
+    cast = ".astype(f32)" if q.dtype in D.COMPUTED_IN_F32 and not half else ""
+    p_operand = f"p.astype({q.dtype.name})" if half else "p"
+    em.emit(f"m0 = group_id(0) * {bm}", 1)
+    em.emit(f"k0 = group_id(1) * {share}", 1)
+    em.emit(f"qb = tile.load_block({pq}, (m0, 0), ({bm}, {d})){cast}", 1)
+    em.emit(f"row_max = tile.full(({bm},), -math.inf, f32)", 1)
+    em.emit(f"row_sum = tile.zeros(({bm},), f32)", 1)
+    em.emit(f"acc = tile.zeros(({bm}, {dv}), f32)", 1)
+    em.emit(f"for n0 in tile.range(k0, min({keys}, k0 + {share}), {bn}):", 1)
+    em.emit(f"kb = tile.load_block({pk}, (n0, 0), ({bn}, {d})){cast}", 2)
+    em.emit(f"vb = tile.load_block({pv}, (n0, 0), ({bn}, {dv})){cast}", 2)
+    _scores(em, node, bm, bn, 2)
+    em.emit("new_max = max(row_max, s.max(axis=1))", 2)
+    em.emit("p = math.exp(s - new_max[:, None])", 2)
+    em.emit("rescale = math.exp(row_max - new_max)", 2)
+    em.emit("row_sum = row_sum * rescale + p.sum(axis=1)", 2)
+    em.emit(f"acc = acc * rescale[:, None] + tile.dot({p_operand}, vb)", 2)
+    em.emit("row_max = new_max", 2)
+    out = em.arg(node, flat=False, written=True)
+    em.emit(f"tile.store_block({out}, (group_id(1) * {padded} + m0, 0), "
+            "acc / row_sum[:, None])", 1)  # fmt: skip
+    em.emit("lse = row_max + math.log(row_sum)", 1)
+    em.emit(f"lse_block = tile.zeros(({bm}, {dv}), f32) + lse[:, None]", 1)
+    em.emit(f"tile.store_block({out}, (({splits} + group_id(1)) * {padded} + m0, 0), lse_block)", 1)
+    return em.source("@kernel(tile=(64,), shared=64 * KiB)", (padded // bm, splits))
+
+
+def attention_combine(group: Group, name: str) -> Source:
+    """The shares of :func:`attention_split` combined, one lane per result element:
+    ``Σ w_s · o_s / Σ w_s`` with ``w_s = exp(lse_s - max lse)``."""
+    em = _Emitter(group, name)
+    node = group.head
+    (part,) = node.inputs
+    n, dv = node.shape
+    splits = node.inputs[0].attrs["splits"]
+    region = part.shape[0] // (2 * splits) * dv  # elements of a region
+    pp, py = em.arg(part, flat=True), em.arg(node, flat=True, written=True)
+    em.emit("i = tile.linear_id()", 1)
+    em.emit(f"if i < {n * dv}:", 1)
+    lse = [f"{pp}[i + {(splits + s) * region}]" for s in range(splits)]
+    em.emit(f"top = {lse[0]}", 2)
+    for s in range(1, splits):
+        em.emit(f"top = max(top, {lse[s]})", 2)
+    em.emit("total = f32(0)", 2)
+    em.emit("acc = f32(0)", 2)
+    for s in range(splits):
+        em.emit(f"w = math.exp({lse[s]} - top)", 2)
+        em.emit("total = total + w", 2)
+        em.emit(f"acc = acc + w * {pp}[i + {s * region}]", 2)
+    em.emit(f"{py}[i] = {node.dtype.name}(acc / total)", 2)
+    return em.source("@kernel", (n * dv,))
 
 
 def _scores(em: _Emitter, node: Node, bm: int, bn: int, depth: int) -> None:

@@ -167,6 +167,14 @@ _declare(
     OpDecl("launch", "launch", 0, doc="a @kernel launched on traced tensors (launches.py)"),
     OpDecl("launch_result", "launch_result", 1, doc="an array a recorded launch wrote"),
     OpDecl("collective", "collective", 1, doc="a dist collective on a traced tensor"),
+    # attention split along the keys on a GPU (passes.split_keys): shares, then combined
+    OpDecl(
+        "attention_split",
+        "attention_split",
+        3,
+        doc="flash attention over a share of the keys a group: results and log-sum-exps",
+    ),
+    OpDecl("attention_combine", "attention_combine", 1, doc="attention's key shares combined"),
     # the flash-attention backward (made by attention's adjoint): O(N·d) memory
     OpDecl("attention_lse", "attention_lse", 2, doc="log-sum-exp of each row's scores"),
     OpDecl("attention_dq", "attention_grad", 6, doc="d loss / d q, key block by key block"),

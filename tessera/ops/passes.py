@@ -5,6 +5,9 @@ fused,kernels`` writes them; ``module.graph(...)`` prints them):
   ``trans_a``/``trans_b`` (the tile loads read the block transposed); ``softmax(q @ k.T
   [* c]) @ v`` becomes one ``attention`` node (a flash-attention kernel); nodes no output
   needs are dropped;
+  where the arrays live on a GPU, an ``attention`` node whose query groups alone would
+  leave the GPU's SMs idle becomes an ``attention_split`` over shares of the keys and an
+  ``attention_combine`` of the shares (:func:`split_keys`);
 * ``fused``: fuse.py's groups;
 * ``kernels``: codegen.py's sources, defined as kernels (generated.py).
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from .. import dtypes as D
 from ..kernel import stages
 from . import attention_code, codegen, generated
 from .fuse import Group, fuse
@@ -35,6 +39,8 @@ LOWER = {
     "norm": codegen.norm,
     "matmul": codegen.matmul,
     "attention": attention_code.attention,
+    "attention_split": attention_code.attention_split,
+    "attention_combine": attention_code.attention_combine,
     "attention_lse": attention_code.attention_lse,
     "attention_grad": attention_code.attention_grad,
 }
@@ -116,6 +122,27 @@ def _fold_attention(graph: Graph) -> None:
         n.op, n.inputs, n.attrs = "attention", (q, k, v), {"scale": scale, "causal": False}
 
 
+def split_keys(graph: Graph) -> None:
+    """Each ``attention`` node that ``attention_code.key_splits`` splits becomes two: the
+    keys' shares (``attention_split``, f32 results and log-sum-exps) and their combination
+    (``attention_combine``, which takes the node's place for its readers)."""
+    for n in list(graph.nodes):
+        if n.op != "attention":
+            continue
+        q, k, v = n.inputs
+        plan = attention_code.split_plan(q.shape[0], k.shape[0], n.attrs.get("causal", False))
+        if plan is None:
+            continue
+        splits, bm, share, padded = plan
+        attrs = {**n.attrs, "splits": splits, "rows": bm, "share": share}
+        split = Node(
+            "attention_split", (q, k, v), attrs, (2 * splits * padded, v.shape[1]), D.f32, n.loc
+        )
+        split.number = max(x.number for x in graph.nodes) + 1  # (no other node's number)
+        n.op, n.inputs, n.attrs = "attention_combine", (split,), {}
+        graph.nodes.insert(graph.nodes.index(n), split)
+
+
 # kinds whose kernels are shaped for where the arrays live (a ``device`` keyword)
 DEVICE_SHAPED = ("attention", "matmul", "softmax", "norm", "cross_entropy")
 
@@ -125,6 +152,8 @@ def lower(graph: Graph, device: bool = False) -> Lowered:
     live on a GPU (some kinds choose their blocks for it: ``DEVICE_SHAPED``)."""
     requested = [s for s in stages.named_dumps() if s in STAGES]
     graph = canonicalise(graph)
+    if device:
+        split_keys(graph)
     groups = fuse(graph)
     sources: list[codegen.Source | None] = []
     for i, g in enumerate(groups):
