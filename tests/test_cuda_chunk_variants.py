@@ -55,6 +55,17 @@ def gemm_from(A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]], k_first: ts.i64):
     tile.store_block(C, (m0, n0), acc)
 
 
+@kernel(tile=(128,))
+def gemm_to(A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]], k_last: ts.i64):
+    m0, n0 = group_id(0) * 64, group_id(1) * 64
+    acc = tile.zeros((64, 64), f32)
+    for k0 in tile.range(0, k_last, 32):  # a stop the launch reads from its scalar
+        a = tile.load_block(A, (m0, k0), (64, 32))
+        b = tile.load_block(B, (k0, n0), (32, 64))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
 # ----------------------------------------------------------------------------- multiples
 def _c(v):
     return ir.Const(LOC, v)
@@ -190,6 +201,37 @@ def test_each_steady_loop_the_launch_may_choose_gives_the_blocks_product(case):
         want = _reference(A, B, acc, row0, col0, 32, range(0, k, 32))
         emulator.run_mainloop(plan, A, B, acc, row0, col0, 0, k, 32, chunks=chunks)
         np.testing.assert_allclose(acc, want, rtol=1e-5, atol=1e-4)
+    # the chunked loop without k bounds, where its tiles all lie inside A and B
+    stop = 32 * int(gen.integers(0, min(A.shape[1], B.shape[0]) // 32 + 1))
+    start = 32 * int(gen.integers(0, stop // 32 + 1))
+    if True in allowed:
+        assert mainloop.whole_tiles(plan, start, stop, 32, A.shape[1], B.shape[0])
+        acc = gen.standard_normal((64, 64)).astype(np.float32 if dtype != D.f64 else np.float64)
+        want = _reference(A, B, acc, row0, col0, 32, range(start, stop, 32))
+        emulator.run_mainloop(plan, A, B, acc, row0, col0, start, stop, 32, chunks=True, whole=True)
+        np.testing.assert_allclose(acc, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "start, stop, step, whole",
+    [
+        (0, 96, 32, True),
+        (32, 96, 32, True),  # from a later tile
+        (0, 0, 32, True),  # no tile
+        (0, 80, 32, False),  # a last tile past K
+        (0, 128, 32, False),  # past B's rows
+        (-32, 96, 32, False),  # before the first column
+        (0, 96, 16, False),  # steps that are not the block's k
+    ],
+)
+def test_a_k_loop_is_whole_tiles_only_when_each_lies_inside_both_arrays(start, stop, step, whole):
+    assert mainloop.whole_tiles(_plan(D.f16), start, stop, step, 128, 96) == whole
+
+
+def test_the_whole_chunked_loop_checks_no_k_bound():
+    source = emulator.mainloop_source(_plan(D.f16), chunks=True, whole=True)
+    steady = source.split("for _mi in range(_mkt):", 1)[1]
+    assert "_mka = _mkb = _mk" in steady and "_myla" not in steady and "_mylb" not in steady
 
 
 def test_the_chunked_variant_has_one_branch_free_steady_loop():
@@ -229,6 +271,20 @@ def test_a_kernel_for_arrays_without_chunks_holds_only_the_general_loop():
 
 
 @NO_PTX
+@pytest.mark.parametrize("k, whole", [(64, True), (48, False)])
+def test_the_chunked_kernel_copies_without_k_bounds_when_k_is_whole_blocks(k, whole):
+    source = gemm.inspect("cuda", *_gemm_args(k), 64, 64, grid=(2, 2), arch="sm_90")
+    assert ("_mka = _mkb = _mk" in source) == whole
+
+
+@NO_PTX
+@pytest.mark.parametrize("k, last, whole", [(64, 64, True), (96, 64, True), (64, 96, False)])
+def test_a_k_loop_ending_at_a_scalar_is_whole_when_that_scalar_fits_the_arrays(k, last, whole):
+    source = gemm_to.inspect("cuda", *_gemm_args(k), last, grid=(2, 2), arch="sm_90")
+    assert ("_mka = _mkb = _mk" in source) == whole
+
+
+@NO_PTX
 def test_offsets_no_launch_can_vouch_for_keep_both_loops_in_one_kernel():
     source = gemm_from.inspect("cuda", *_gemm_args(64), 0, grid=(2, 2), arch="sm_90")
     assert source.count("for _mi in range(_mkt):") == 2 and "if _mfa and _mfb" in source
@@ -246,6 +302,7 @@ def test_the_launch_runs_the_variant_its_arrays_allow_cuda(view):
         A, B = A0[1:, 1:97], B0[1:, 1:129]
     C = np.zeros((A.shape[0], B.shape[1]), np.float32)
     program = warp_sim.run(gemm, A, B, C, 64, 64, grid=(2, 2))
-    assert set(program._variants) == {view == "aligned"}
+    aligned = view == "aligned"  # (K = 96: whole blocks of 32, so no k bounds either)
+    assert set(program._variants) == {(aligned, aligned)}
     want = A.astype(np.float64) @ B.astype(np.float64)
     np.testing.assert_allclose(C, want, rtol=1e-3, atol=1e-2)

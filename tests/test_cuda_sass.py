@@ -36,22 +36,30 @@ def gemm(A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]], BM: ts.constexpr, BN: ts
     tile.store_block(C, (m0, n0), acc)
 
 
-def _steady_loop(bm: int, bn: int) -> tuple[sass.Block, str]:
-    a, c = np.zeros((512, 512), np.float16), np.zeros((512, 512), np.float32)
-    text = gemm.inspect("sass", a, a, c, bm, bn, grid=(512 // bm, 512 // bn), arch="sm_90")
+def _steady_loop(bm: int, bn: int, k: int = 512) -> tuple[sass.Block, str]:
+    a, b = np.zeros((512, k), np.float16), np.zeros((k, 512), np.float16)
+    c = np.zeros((512, 512), np.float32)
+    text = gemm.inspect("sass", a, b, c, bm, bn, grid=(512 // bm, 512 // bn), arch="sm_90")
     (loop,) = [b for b in sass.loops(text) if sass.counts(b)["HMMA"]]
     return loop, text
 
 
 @NO_SASS
 @pytest.mark.parametrize(
-    "bm, bn, hmma, ldsm, copies, ceiling",
-    [(128, 128, 32, 12, 4, 165), (128, 256, 64, 16, 6, 216)],
+    "bm, bn, k, hmma, ldsm, copies, ceiling",
+    [
+        # K a multiple of the block's 32: the copies check no k bound (mainloop.whole_tiles)
+        (128, 128, 512, 32, 12, 4, 122),
+        (128, 256, 512, 64, 16, 6, 174),
+        # a last tile past K: each copy checks its k bounds too
+        (128, 128, 520, 32, 12, 4, 165),
+        (128, 256, 520, 64, 16, 6, 216),
+    ],
 )
 def test_a_gemm_k_tile_is_its_products_copies_one_barrier_and_little_else(
-    bm, bn, hmma, ldsm, copies, ceiling
+    bm, bn, k, hmma, ldsm, copies, ceiling
 ):
-    loop, text = _steady_loop(bm, bn)
+    loop, text = _steady_loop(bm, bn, k)
     ops = sass.counts(loop)
     assert (ops["HMMA"], ops["LDSM"], ops["LDGSTS"], ops["BAR"]) == (hmma, ldsm, copies, 1)
     assert len(loop.instructions) <= ceiling  # the integer work a k-tile spends beside

@@ -26,7 +26,7 @@ from ..pysource import SourceEmitter, ctor
 from ..target import Target
 from . import mainloop
 from .passes.launch_shape import threads_for
-from .passes.mainloop import offsets_in_chunks, plan_mainloops
+from .passes.mainloop import launch_bounds, offsets_in_chunks, plan_mainloops
 from .passes.row_loop import plan_row_loops
 from .register_tiles import RegisterTiles
 from .rounding import PRODUCTS
@@ -81,6 +81,7 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
         tensor_cores: bool = False,
         stages: int = 3,
         chunks: bool | None = None,
+        whole: bool = False,
     ):
         super().__init__(kir, grid_ndim, target)
         self.simulated = simulated  # numba-cuda's simulator: no warp shuffles
@@ -108,6 +109,18 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
             if key in self.launch_chunked
             for name, block in zip((p.A, p.B), mainloop.blocks(p, "A", "B"))
         )
+        # where the chunked loop runs, whether the k loop's tiles lie inside A and B (then
+        # its copies check no k bound: ``whole``) is the launch's test too: per such loop
+        # (plan, its bounds as the launch knows them, A's and B's positions)
+        self.whole = whole
+        bounds = {key: launch_bounds(p, kir) for key, p in self.mainloops.items()}
+        self.whole_checks = tuple(
+            (p, bounds[key], arrays.index(p.A), arrays.index(p.B))
+            for key, p in self.mainloops.items()
+            if key in self.launch_chunked and bounds[key] is not None
+        )
+        if len(self.whole_checks) != len(self.launch_chunked):
+            self.whole_checks = ()  # (every chunked loop is whole, or none is)
         self.rings: dict[str, int] = {}  # shared staging rings of the main loops, bytes
         # other tile.range loops of blocks and products as register row loops
         self.row_loops = (

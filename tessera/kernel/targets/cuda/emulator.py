@@ -370,28 +370,30 @@ class _Lines:
         self.lines.append("    " * self.indent + line)
 
 
-def mainloop_source(plan, init: str | None = None, chunks: bool | None = None) -> str:
+def mainloop_source(
+    plan, init: str | None = None, chunks: bool | None = None, whole: bool = False
+) -> str:
     """The source of ``_run(A, B, acc, ring, row0, col0, start, stop, step, _lane)``: the
     main loop mainloop.py emits for ``plan``, with plain names for its operands (``init``:
     the registers' first value instead of ``acc``'s; ``chunks``: the steady loop the launch
-    chose, None for both)."""
+    chose, None for both; ``whole``: its tiles lie inside A and B, ``Operands.whole``)."""
     out = _Lines()
     names = ("A", "B", "acc", "ring", "row0", "col0", "start", "stop", "step")
-    emit(out, plan, Operands(*names, init=init, chunks=chunks))
+    emit(out, plan, Operands(*names, init=init, chunks=chunks, whole=whole))
     return f"def _run({', '.join(names)}, _lane):\n" + "\n".join(out.lines) + "\n"
 
 
 def run_mainloop(
     plan, A, B, acc, row0, col0, start, stop, step, eager=False, source=None, init=None,
-    chunks=None,
+    chunks=None, whole=False,
 ):  # fmt: skip
     """Run ``plan``'s main loop for one block on NumPy arrays: ``acc`` (an f32 array of
     the block's shape) is updated in place as the group's tile would be. Returns the
     emulator (its ``stats``). ``source``: another source of ``_run`` (a mutant);
-    ``chunks``: the steady loop the launch chose (``mainloop.Operands``)."""
+    ``chunks``, ``whole``: the steady loop the launch chose (``mainloop.Operands``)."""
     emu = BlockEmulator(plan.threads, plan.ring_bytes, eager=eager)
     scope = emu.namespace()
-    source = source or mainloop_source(plan, init, chunks)
+    source = source or mainloop_source(plan, init, chunks, whole)
     exec(compile(source, "<mainloop>", "exec"), scope)  # noqa: S102
     ring = np.zeros(plan.ring_bytes, np.uint8)
     bounds = (np.int64(v) for v in (row0, col0, start, stop, step))

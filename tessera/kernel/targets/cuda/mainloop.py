@@ -57,6 +57,9 @@ class Operands:
     # which steady loop: True the chunked one, False the general one (the launch chose by
     # the arrays: launch_chunks), None both, chosen by the kernel
     chunks: bool | None = None
+    # the chunked loop's tiles all lie inside A's columns and B's rows (the launch checked
+    # the loop's bounds against the arrays: whole_tiles): its copies check no k bound
+    whole: bool = False
 
 
 def accumulator(ops: Operands) -> str:
@@ -95,6 +98,16 @@ def launch_chunks(plan: Mainloop, offsets_in_chunks: bool) -> bool:
         and stage_copy.chunks_fixed(a, threads)
         and stage_copy.chunks_fixed(b, threads)
     )
+
+
+def whole_tiles(plan: Mainloop, start: int, stop: int, step: int, a_cols: int, b_rows: int):
+    """Whether every tile of a k loop ``range(start, stop, step)`` lies inside A's
+    ``a_cols`` columns and B's ``b_rows`` rows: the launch's test for ``Operands.whole``
+    (steps of the block's k from a start at or past 0 to a stop at or before both ends)."""
+    return (
+        step == plan.k and 0 <= start <= stop and (stop - start) % step == 0
+        and stop <= a_cols and stop <= b_rows
+    )  # fmt: skip
 
 
 def emit(out, plan: Mainloop, ops: Operands) -> None:
@@ -180,8 +193,11 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
             e("if _mi < _mkl:")
             out.indent += 1
         e(f"_mk = np.int64(np.uint64(_mk0) + np.uint64(_mi + {S - 1}) * np.uint64(_mk2))")
-        clamped_k()
-        _copy_blocks(out, plan, staged, general)
+        if general or not ops.whole:
+            clamped_k()
+        else:  # a live tile's k is inside both arrays; a dead one's copies read nothing
+            e("_mka = _mkb = _mk")
+        _copy_blocks(out, plan, staged, general, ops.whole)
         if general:
             out.indent -= 1
         e("_cp_commit()")
@@ -247,7 +263,7 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
         e("cuda.syncthreads()")
 
 
-def _copy_blocks(out, plan: Mainloop, staged, general: bool) -> None:
+def _copy_blocks(out, plan: Mainloop, staged, general: bool, whole: bool = False) -> None:
     """The copies of a tile (its k: ``_mk``) into stage ``_mst``: in the general loop, by chunks or
     element by element as each tile allows; in the fast loop, by chunks, branch-free,
     the tile's existence (``_mi < _mkl``) part of every chunk's mask."""
@@ -261,8 +277,9 @@ def _copy_blocks(out, plan: Mainloop, staged, general: bool) -> None:
         )
         return
     live = "(_mi < _mkl)"
-    stage_copy.chunk_copy(out, block_a, threads, "_mst", "_mka", moving_a, live)
-    stage_copy.chunk_copy(out, block_b, threads, f"_mst + {a_bytes}", "_mkb", moving_b, live)
+    stage_copy.chunk_copy(out, block_a, threads, "_mst", "_mka", moving_a, live, whole)
+    b_base = f"_mst + {a_bytes}"
+    stage_copy.chunk_copy(out, block_b, threads, b_base, "_mkb", moving_b, live, whole)
 
 
 def _fragments(out, plan: Mainloop, inst, acc: str) -> None:

@@ -25,7 +25,7 @@ from ...pipeline import Specialised
 from ...seed_metadata import seed_keys
 from ...source import generated
 from ..target import Target
-from . import abi, cubin_cache, runtime, shared_memory, stage_copy, toolchain
+from . import abi, cubin_cache, mainloop, runtime, shared_memory, stage_copy, toolchain
 from . import driver as driver_module
 from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
 from .launcher import DirectLauncher, storage_dtype
@@ -168,6 +168,7 @@ class CudaProgram:
         stages: int = 3,
         warp_twins=None,
         chunks: bool | None = None,
+        whole: bool = False,
     ):
         self.spec = spec
         self.kir = spec.kir
@@ -187,6 +188,7 @@ class CudaProgram:
             tensor_cores=ampere or self.warp_twins is not None,
             stages=stages,
             chunks=chunks,
+            whole=whole,
         )
         self.stages = stages
         self._target = target
@@ -194,7 +196,8 @@ class CudaProgram:
         # the launch's choice between two variants (``for_args``), each with one loop;
         # its own source, with both loops chosen in the kernel, is for ahead-of-time images
         self.chunk_checks = codegen.chunk_checks if chunks is None else ()
-        self._variants: dict[bool, CudaProgram] = {}
+        self.whole_checks = codegen.whole_checks
+        self._variants: dict[tuple[bool, bool], CudaProgram] = {}
         self.register_loops = bool(codegen.mainloops)  # tile.dot on the register path
         self.threads = codegen.lanes if spec.kir.grouped else FLAT_BLOCK  # a block's
         self.min_blocks = blocks_per_sm(codegen.mainloops.values(), codegen.row_loops, self.threads)
@@ -243,18 +246,28 @@ class CudaProgram:
         """The program a launch with ``args`` runs: this one, or where the launch chooses
         the main loops' steady loop, the variant with the chunked loop when every staged
         array allows 16-byte chunks (``stage_copy.launch_chunkable``), else the one with
-        the general loop. Both compute the same values; each is compiled when first run."""
+        the general loop; the chunked loop copies without k bounds where the k loop's
+        tiles all lie inside A and B (``mainloop.whole_tiles``). All compute the same
+        values; each is compiled when first run."""
         if not self.chunk_checks:
             return self
         chunked = True
+        views = {}
         for index, block in self.chunk_checks:
-            view = _chunk_view(args[index], self.simulated)
+            view = views[index] = _chunk_view(args[index], self.simulated)
             if view is None or not stage_copy.launch_chunkable(block, *view):
                 chunked = False
                 break
-        found = self._variants.get(chunked)
+        whole = chunked and bool(self.whole_checks)
+        for plan, bounds, a, b in self.whole_checks if whole else ():
+            start, stop, step = (v if type(v) is int else int(args[v[1]]) for v in bounds)
+            if not mainloop.whole_tiles(plan, start, stop, step, views[a][1][1], views[b][1][0]):
+                whole = False
+                break
+        key = (chunked, whole)
+        found = self._variants.get(key)
         if found is None:
-            found = self._variants[chunked] = CudaProgram(
+            found = self._variants[key] = CudaProgram(
                 self.spec,
                 self.grid_ndim,
                 self._target,
@@ -262,6 +275,7 @@ class CudaProgram:
                 self.stages,
                 self.warp_twins,
                 chunks=chunked,
+                whole=whole,
             )
         return found
 

@@ -197,6 +197,7 @@ class RegisterTiles:
             init=self.fill_code(plan.epilogue.init if plan.epilogue else None, plan.acc),
             keep=plan.epilogue is not None,
             chunks=self.chunks if id(loop) in self.launch_chunked else None,
+            whole=bool(self.chunks and self.whole and id(loop) in self.launch_chunked),
         )
         self.emit(f"# tile.range (line {loop.loc.line}) as a register main loop", loop.loc)
         mainloop.emit(self, plan, operands)

@@ -143,16 +143,40 @@ def chunk_setup(out, block: Block, threads: int, fixed: str, moving: str) -> boo
 
 
 def chunk_copy(
-    out, block: Block, threads: int, base: str, offset: str, moving: str, live: str = ""
+    out,
+    block: Block,
+    threads: int,
+    base: str,
+    offset: str,
+    moving: str,
+    live: str = "",
+    whole: bool = False,
 ) -> None:
     """The loop's side of :func:`chunk_setup`: the block at ``offset`` (code of a clamped
     i64) along the moving dimension, one ``cp.async`` per pass with offsets that differ
     from the thread's first chunk by constants; ``live``: code of a further condition of
-    every chunk (a copy where it is false fills zeros)."""
+    every chunk (a copy where it is false fills zeros). ``whole``: every live block lies
+    inside the array along the moving dimension (the launch checked the loop's bounds:
+    ``mainloop.whole_tiles``), so only the fixed dimension's bounds, worked out before the
+    loop, mask a chunk."""
     e = out.emit
     n, arr, elem = block.name, block.array, block.element
     rows = _chunk_rows(block, threads)
     passes = block.rows // rows
+    if whole:
+        e(f"_my{n} = {offset} * {elem if moving == 'cols' else f'_ms{n}0'}")
+        if moving == "cols":
+            row = f"np.int32(_mj * {rows})"
+            inside = f"({row} >= _mx{n}l32) & ({row} < _mx{n}h32)"
+        else:
+            inside = f"_mx{n}k"
+        e(f"for _mj in range({passes}):")
+        e(f"    _mok = {inside}{f' & {live}' if live else ''}")
+        e(
+            f"    _cp16({base} + _mx{n}o + _mj * {rows * block.row_bytes}, "
+            f"_mb{n} + _mx{n}g + _my{n} + _mj * _mx{n}p, _mok * 16)"
+        )
+        return
     # the tile's bounds relative to the block, clamped to it (32-bit checks, the same
     # answers): a chunk outside the array copies nothing and fills zeros (its address,
     # which the copy does not read, is not masked)
