@@ -19,7 +19,7 @@ XDIST=$(python -c "import xdist" 2>/dev/null && echo "-n ${TEST_WORKERS:-8}")
 timeout "${TEST_S:-180}" python -m pytest -q -rfE -p no:cacheprovider $XDIST $GPU_TESTS 2>&1 | tee "$OUT/tests.log"
 BENCHES=${BENCHES:-"gpu_launch gpu_rows gpu_gemm gpu_attention gpu_capture"}
 timeout "${BENCH_S:-180}" python -m bench $BENCHES 2>&1 | tee "$OUT/bench.log"
-if command -v ncu >/dev/null; then
+if [ "${NCU:-1}" = 1 ] && command -v ncu >/dev/null; then  # NCU=0 skips the profiles
   timeout ${NCU_S:-45} ncu --metrics gpu__time_duration.sum python -c "
 import numpy as np, tessera
 from numba import cuda
