@@ -146,8 +146,8 @@ def test_the_f64_main_loop_on_dmma_matches_numpy(m, k, n, offset):
         (256, 256, False),
         (192, 320, False),
         (256, 200, True),
-        (250, 1000, False),
-        (1024, 1024, False),
+        (250, 2000, False),
+        (1024, 2048, False),
     ],
 )
 def test_the_register_row_loop_attention_matches_float64(n, keys, causal):

@@ -60,28 +60,33 @@ def test_on_a_gpu_few_query_groups_split_the_keys_into_shares():
     lowered = _lowered(attention, arrays, device=True)
     assert _ops(lowered) == ["attention_split", "attention_combine"]
     split = lowered.groups[0].head
-    assert (split.attrs["splits"], split.attrs["share"]) == (4, 1024)
-    assert split.shape == (2 * 4 * 4096, 16) and split.dtype.name == "f32"
+    assert (split.attrs["splits"], split.attrs["share"]) == (2, 2048)
+    assert split.shape == (2 * 2 * 4096, 16) and split.dtype.name == "f32"
 
 
 @pytest.mark.parametrize(
-    "module, n, device",
-    [(attention, 4096, False), (causal, 4096, True), (attention, 16384, True)],
-    ids=["cpu", "causal", "enough-groups"],
+    "module, n, keys, device",
+    [
+        (attention, 4096, 4096, False),
+        (causal, 4096, 256, True),
+        (attention, 16384, 4096, True),
+        (attention, 1024, 1024, True),
+    ],
+    ids=["cpu", "causal", "enough-groups", "few-keys"],
 )
-def test_the_cpu_causal_attention_and_many_query_groups_keep_one_kernel(module, n, device):
-    arrays = _inputs(n, 256 if module is causal else 4096, np.float16, d=16)
+def test_the_cpu_causal_attention_many_groups_and_few_keys_keep_one_kernel(module, n, keys, device):
+    arrays = _inputs(n, keys, np.float16, d=16)
     assert _ops(_lowered(module, arrays, device)) == ["attention"]
 
 
-def test_a_share_has_at_least_four_key_blocks():
-    assert split_plan(256, 256, False) is None  # four key blocks: one share
-    assert split_plan(256, 512, False)[0] == 2
+def test_a_share_has_at_least_sixteen_key_blocks():
+    assert split_plan(256, 1024, False) is None  # sixteen key blocks: one share
+    assert split_plan(256, 2048, False)[0] == 2
     assert split_plan(64, 1 << 16, False)[0] == 8  # at most eight shares
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float16, 5e-3), (np.float32, 1e-5)])
-@pytest.mark.parametrize("n, keys", [(256, 1024), (250, 1000)], ids=["whole", "ragged"])
+@pytest.mark.parametrize("n, keys", [(128, 2048), (250, 2000)], ids=["whole", "ragged"])
 def test_split_attention_matches_float64(dtype, tol, n, keys):
     """Shares of whole key blocks, and a last share with masked keys beside a last query
     group padded past the rows."""
@@ -92,7 +97,7 @@ def test_split_attention_matches_float64(dtype, tol, n, keys):
 
 
 def test_split_attention_is_within_rounding_of_the_single_kernel():
-    arrays = _inputs(256, 1024, np.float32)
+    arrays = _inputs(128, 2048, np.float32)
     split, single = _run(attention, arrays, True), _run(attention, arrays, False)
     np.testing.assert_allclose(split, single, rtol=2e-6, atol=2e-6)
     assert _run(attention, arrays, True).tobytes() == split.tobytes()  # same bits again
@@ -105,7 +110,7 @@ def test_split_attention_is_within_rounding_of_the_single_kernel():
 def test_on_sm_90_each_share_runs_the_register_row_loop():
     from gpu_arrays import made_up_gpu_array
 
-    args = (made_up_gpu_array((1024, 64), np.float16),) * 3
+    args = (made_up_gpu_array((2048, 64), np.float16),) * 3
     source = attention.inspect("cuda", *args)
     split = source[: source.index("== kernel split_attention_1_attention_combine")]
     assert "attention_split" in split and "register row loop" in split

@@ -17,12 +17,14 @@ from .ir import Node
 DEVICE_GROUPS = 128
 
 
-# on a GPU, attention whose row groups make fewer warps than this (about 8 an SM: two a
-# scheduler, which the row loop's latency needs) is split along the keys too: each
-# group's keys in shares, the shares combined after
-DEVICE_WARPS = 8 * DEVICE_GROUPS
+# on a GPU, attention whose row groups make fewer warps than this (about 4 an SM, one a
+# scheduler) is split along the keys too: each group's keys in shares, the shares
+# combined after. Measured on an H100 (bench/README.md, seventeenth session): a single
+# head of 4,096 rows (256 warps) took 95 µs in one kernel, 69 µs in 2 shares, 74 in 4
+# and 97 in 8; 1,024 rows lost with 4 shares (56 → 65 µs: a second launch, little work)
+DEVICE_WARPS = 4 * DEVICE_GROUPS
 MOST_SPLITS = 8
-KEY_BLOCKS_A_SPLIT = 4  # a share has at least this many key blocks (its pipeline fills)
+KEY_BLOCKS_A_SPLIT = 16  # a share has at least this many key blocks (1,024 keys of 64)
 
 
 def query_rows(n: int, device: bool) -> int:
@@ -35,7 +37,8 @@ def key_splits(n: int, keys: int, causal: bool, device: bool) -> int:
     """Shares of the keys each query group's work is split into (1: not split). Only on a
     GPU, where the row groups alone make fewer than ``DEVICE_WARPS`` warps (the register
     row loop runs a warp per 16 rows): as many shares as make that many, each at least
-    ``KEY_BLOCKS_A_SPLIT`` key blocks. Causal attention is not split (its groups' key
+    ``KEY_BLOCKS_A_SPLIT`` key blocks (a short sequence gains less than a second
+    launch costs). Causal attention is not split (its groups' key
     ranges end at their rows)."""
     if not device or causal:
         return 1
