@@ -149,7 +149,9 @@ def attention_split(group: Group, name: str) -> Source:
     em.emit(f"tile.store_block({out}, (group_id(1) * {padded} + m0, 0), "
             "acc / row_sum[:, None])", 1)  # fmt: skip
     em.emit("lse = row_max + math.log(row_sum)", 1)
-    em.emit(f"lse_block = tile.zeros(({bm}, {dv}), f32) + lse[:, None]", 1)
+    # lse in every column, as a tile computed element by element from acc's (a GPU keeps
+    # it in acc's registers: no tile through shared memory); both branches are lse
+    em.emit("lse_block = tile.where(acc == acc, lse[:, None], lse[:, None])", 1)
     em.emit(f"tile.store_block({out}, (({splits} + group_id(1)) * {padded} + m0, 0), lse_block)", 1)
     return em.source("@kernel(tile=(64,), shared=64 * KiB)", (padded // bm, splits))
 
