@@ -70,39 +70,24 @@ def attention(group: Group, name: str, device: bool = False) -> Source:
     groups (a row's arithmetic does not depend on ``BM``: the same bits either way)."""
     em = _Emitter(group, name)
     node = group.head
-    q, k, v = node.inputs
-    n, d = q.shape
-    keys, dv = k.shape[0], v.shape[1]
+    n, keys = node.inputs[0].shape[0], node.inputs[1].shape[0]
     bm, bn = query_rows(n, device), _block(keys, 64)
-    pq, pk, pv = (em.arg(x, flat=False) for x in (q, k, v))
-    # f16/bf16 operands stay f16/bf16 for both products (tensor cores on a GPU); P is
-    # rounded to the inputs' dtype before P @ V, as FlashAttention and SDPA do
-    half = q.dtype in D.COMPUTED_IN_F32 and q.dtype == k.dtype == v.dtype
-    cast = ".astype(f32)" if q.dtype in D.COMPUTED_IN_F32 and not half else ""
-    p_operand = f"p.astype({q.dtype.name})" if half else "p"
     em.emit(f"m0 = group_id(0) * {bm}", 1)
-    em.emit(f"qb = tile.load_block({pq}, (m0, 0), ({bm}, {d})){cast}", 1)
-    em.emit(f"row_max = tile.full(({bm},), -math.inf, f32)", 1)
-    em.emit(f"row_sum = tile.zeros(({bm},), f32)", 1)
-    em.emit(f"acc = tile.zeros(({bm}, {dv}), f32)", 1)
+    loads = _online_start(em, node, bm)
     causal = node.attrs.get("causal", False)
     end = f"min({keys}, m0 + {bm})" if causal else f"{keys}"  # causal: no key past the rows
     em.emit(f"for n0 in tile.range(0, {end}, {bn}):", 1)
-    em.emit(f"kb = tile.load_block({pk}, (n0, 0), ({bn}, {d})){cast}", 2)
-    em.emit(f"vb = tile.load_block({pv}, (n0, 0), ({bn}, {dv})){cast}", 2)
-    em.emit(f"s = tile.dot(qb, kb.T) * {literal(node.attrs['scale'])}", 2)
-    if causal:  # (also masks keys past the end: a key past the end is past every row)
-        em.emit(f"cols = (tile.arange({bn}) + n0)[None, :]", 2)
-        em.emit(f"rows = (tile.arange({bm}) + m0)[:, None]", 2)
-        em.emit("s = tile.where((cols <= rows) & (cols < " + str(keys) + "), s, -math.inf)", 2)
-    elif keys % bn:
-        em.emit(f"s = tile.where((tile.arange({bn}) + n0 < {keys})[None, :], s, -math.inf)", 2)
-    em.emit("new_max = max(row_max, s.max(axis=1))", 2)
-    em.emit("p = math.exp(s - new_max[:, None])", 2)
-    em.emit("rescale = math.exp(row_max - new_max)", 2)
-    em.emit("row_sum = row_sum * rescale + p.sum(axis=1)", 2)
-    em.emit(f"acc = acc * rescale[:, None] + tile.dot({p_operand}, vb)", 2)
-    em.emit("row_max = new_max", 2)
+
+    def scores() -> None:
+        em.emit(f"s = tile.dot(qb, kb.T) * {literal(node.attrs['scale'])}", 2)
+        if causal:  # (also masks keys past the end: a key past the end is past every row)
+            em.emit(f"cols = (tile.arange({bn}) + n0)[None, :]", 2)
+            em.emit(f"rows = (tile.arange({bm}) + m0)[:, None]", 2)
+            em.emit(f"s = tile.where((cols <= rows) & (cols < {keys}), s, -math.inf)", 2)
+        elif keys % bn:
+            em.emit(f"s = tile.where((tile.arange({bn}) + n0 < {keys})[None, :], s, -math.inf)", 2)
+
+    _online_step(em, node, bn, loads, scores)
     out = "acc / row_sum[:, None]"
     if node.dtype != D.f32:
         out = f"({out}).astype({node.dtype.name})"
@@ -119,32 +104,15 @@ def attention_split(group: Group, name: str) -> Source:
     column. Not causal (:func:`key_splits`): every share has keys for every row."""
     em = _Emitter(group, name)
     node = group.head
-    q, k, v = node.inputs
-    n, d = q.shape
-    keys, dv = k.shape[0], v.shape[1]
+    n, keys = node.inputs[0].shape[0], node.inputs[1].shape[0]
     splits, bm, bn = node.attrs["splits"], node.attrs["rows"], _block(keys, 64)
     share = node.attrs["share"]
     padded = -(-n // bm) * bm
-    pq, pk, pv = (em.arg(x, flat=False) for x in (q, k, v))
-    half = q.dtype in D.COMPUTED_IN_F32 and q.dtype == k.dtype == v.dtype
-    cast = ".astype(f32)" if q.dtype in D.COMPUTED_IN_F32 and not half else ""
-    p_operand = f"p.astype({q.dtype.name})" if half else "p"
     em.emit(f"m0 = group_id(0) * {bm}", 1)
     em.emit(f"k0 = group_id(1) * {share}", 1)
-    em.emit(f"qb = tile.load_block({pq}, (m0, 0), ({bm}, {d})){cast}", 1)
-    em.emit(f"row_max = tile.full(({bm},), -math.inf, f32)", 1)
-    em.emit(f"row_sum = tile.zeros(({bm},), f32)", 1)
-    em.emit(f"acc = tile.zeros(({bm}, {dv}), f32)", 1)
+    loads = _online_start(em, node, bm)
     em.emit(f"for n0 in tile.range(k0, min({keys}, k0 + {share}), {bn}):", 1)
-    em.emit(f"kb = tile.load_block({pk}, (n0, 0), ({bn}, {d})){cast}", 2)
-    em.emit(f"vb = tile.load_block({pv}, (n0, 0), ({bn}, {dv})){cast}", 2)
-    _scores(em, node, bm, bn, 2)
-    em.emit("new_max = max(row_max, s.max(axis=1))", 2)
-    em.emit("p = math.exp(s - new_max[:, None])", 2)
-    em.emit("rescale = math.exp(row_max - new_max)", 2)
-    em.emit("row_sum = row_sum * rescale + p.sum(axis=1)", 2)
-    em.emit(f"acc = acc * rescale[:, None] + tile.dot({p_operand}, vb)", 2)
-    em.emit("row_max = new_max", 2)
+    _online_step(em, node, bn, loads, lambda: _scores(em, node, bm, bn, 2))
     out = em.arg(node, flat=False, written=True)
     em.emit(f"tile.store_block({out}, (group_id(1) * {padded} + m0, 0), "
             "acc / row_sum[:, None])", 1)  # fmt: skip
@@ -154,6 +122,39 @@ def attention_split(group: Group, name: str) -> Source:
     em.emit("lse_block = tile.where(acc == acc, lse[:, None], lse[:, None])", 1)
     em.emit(f"tile.store_block({out}, (({splits} + group_id(1)) * {padded} + m0, 0), lse_block)", 1)
     return em.source("@kernel(tile=(64,), shared=64 * KiB)", (padded // bm, splits))
+
+
+def _online_start(em: _Emitter, node: Node, bm: int) -> tuple[str, str, str, str]:
+    """Group ``m0``'s queries and the online softmax's starting state; returns what the
+    key blocks' loads need: (k's and v's parameters, the loads' cast, P's operand).
+    f16/bf16 operands stay f16/bf16 for both products (tensor cores on a GPU); P is
+    rounded to the inputs' dtype before P @ V, as FlashAttention and SDPA do."""
+    q, k, v = node.inputs
+    d, dv = q.shape[1], v.shape[1]
+    pq, pk, pv = (em.arg(x, flat=False) for x in (q, k, v))
+    half = q.dtype in D.COMPUTED_IN_F32 and q.dtype == k.dtype == v.dtype
+    cast = ".astype(f32)" if q.dtype in D.COMPUTED_IN_F32 and not half else ""
+    em.emit(f"qb = tile.load_block({pq}, (m0, 0), ({bm}, {d})){cast}", 1)
+    em.emit(f"row_max = tile.full(({bm},), -math.inf, f32)", 1)
+    em.emit(f"row_sum = tile.zeros(({bm},), f32)", 1)
+    em.emit(f"acc = tile.zeros(({bm}, {dv}), f32)", 1)
+    return pk, pv, cast, f"p.astype({q.dtype.name})" if half else "p"
+
+
+def _online_step(em: _Emitter, node: Node, bn: int, loads, scores) -> None:
+    """The loop body: key block ``n0``'s keys and values, its scores (``scores()`` emits
+    ``s``), then the online softmax's update of the row maxima, sums and ``acc``."""
+    pk, pv, cast, p_operand = loads
+    d, dv = node.inputs[0].shape[1], node.inputs[2].shape[1]
+    em.emit(f"kb = tile.load_block({pk}, (n0, 0), ({bn}, {d})){cast}", 2)
+    em.emit(f"vb = tile.load_block({pv}, (n0, 0), ({bn}, {dv})){cast}", 2)
+    scores()
+    em.emit("new_max = max(row_max, s.max(axis=1))", 2)
+    em.emit("p = math.exp(s - new_max[:, None])", 2)
+    em.emit("rescale = math.exp(row_max - new_max)", 2)
+    em.emit("row_sum = row_sum * rescale + p.sum(axis=1)", 2)
+    em.emit(f"acc = acc * rescale[:, None] + tile.dot({p_operand}, vb)", 2)
+    em.emit("row_max = new_max", 2)
 
 
 def attention_combine(group: Group, name: str) -> Source:
