@@ -1,4 +1,5 @@
-"""Which integer expressions are multiples of a constant, whatever the launch.
+"""Which integer expressions are multiples of a constant (or at least 0), whatever the
+launch.
 
 The CUDA register main loop copies its blocks in 16-byte chunks; whether every copy of a
 launch can be a chunk depends on the arrays (the launch sees them) and on the loop's
@@ -42,4 +43,39 @@ def multiple_of(e: ir.Expr, n: int, definitions: dict[str, ir.Expr], depth: int 
         if e.op == "<<" and isinstance(e.right, ir.Const) and isinstance(e.right.value, int):
             shift = e.right.value
             return left or (0 <= shift < 64 and (1 << shift) % n == 0)
+    if isinstance(e, ir.MathCall) and e.func in ("min", "max") and e.args:
+        return all(multiple_of(a, n, definitions, depth + 1) for a in e.args)
     return False
+
+
+def nonnegative(e: ir.Expr, definitions: dict[str, ir.Expr]) -> bool:
+    """Whether integer ``e`` is at least 0 for every launch, no step of it wrapping:
+    constants at least 0, group ids (below 2**31), and sums, products, ``min`` and ``max``
+    of such values whose largest possible value stays below 2**63; names assigned once."""
+    top = _largest(e, definitions, 0)
+    return top is not None and top < 2**63
+
+
+def _largest(e: ir.Expr, definitions: dict[str, ir.Expr], depth: int) -> int | None:
+    """The largest value of an expression of non-negative terms (None: not one)."""
+    if depth > _DEPTH:
+        return None
+    if isinstance(e, ir.Const):
+        value = e.value
+        return value if type(value) is int and value >= 0 else None
+    if isinstance(e, ir.Name):
+        value = definitions.get(e.name)
+        return None if value is None else _largest(value, definitions, depth + 1)
+    if isinstance(e, ir.PrimCall):
+        return 2**31 - 1 if e.prim.name == "group_id" else None
+    parts = []
+    if isinstance(e, ir.BinOp) and e.op in ("+", "*"):
+        parts = [e.left, e.right]
+    elif isinstance(e, ir.MathCall) and e.func in ("min", "max") and e.args:
+        parts = list(e.args)
+    tops = [_largest(x, definitions, depth + 1) for x in parts]
+    if not tops or None in tops or max(tops) >= 2**63:
+        return None
+    if isinstance(e, ir.BinOp):
+        return tops[0] + tops[1] if e.op == "+" else tops[0] * tops[1]
+    return min(tops) if e.func == "min" else max(tops)

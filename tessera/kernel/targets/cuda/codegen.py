@@ -24,10 +24,11 @@ from ...typer import concrete
 from .. import printing
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
-from . import mainloop
+from . import mainloop, row_loop, stage_copy
 from .passes.launch_shape import threads_for
 from .passes.mainloop import launch_bounds, offsets_in_chunks, plan_mainloops
-from .passes.row_loop import plan_row_loops
+from .passes.row_loop import launch_chunks as row_loop_launch_chunks
+from .passes.row_loop import plan_row_loops, tiles_end
 from .register_tiles import RegisterTiles
 from .rounding import PRODUCTS
 
@@ -110,12 +111,11 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
             for name, block in zip((p.A, p.B), mainloop.blocks(p, "A", "B"))
         )
         # where the chunked loop runs, whether the k loop's tiles lie inside A and B (then
-        # its copies check no k bound: ``whole``) is the launch's test too: per such loop
-        # (plan, its bounds as the launch knows them, A's and B's positions)
+        # its copies check no k bound: ``whole``) is the launch's test too
         self.whole = whole
-        bounds = {key: launch_bounds(p, kir) for key, p in self.mainloops.items()}
+        bounds = {key: launch_bounds(p.loop, kir) for key, p in self.mainloops.items()}
         self.whole_checks = tuple(
-            (p, bounds[key], arrays.index(p.A), arrays.index(p.B))
+            mainloop.WholeTiles(p, bounds[key], arrays.index(p.A), arrays.index(p.B))
             for key, p in self.mainloops.items()
             if key in self.launch_chunked and bounds[key] is not None
         )
@@ -128,6 +128,7 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
         )
         for p in self.row_loops.values():  # in registers or stages, unless needed later
             self.unstaged |= set(p.kinds) - p.epilogue.shared
+        self._row_loop_checks(kir, arrays)
         self.init_registers(list(self.mainloops.values()) + list(self.row_loops.values()))
         for p in self.row_loops.values():
             for init in p.carried.values():
@@ -159,6 +160,26 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
             if async_copies
             else []
         )
+
+    def _row_loop_checks(self, kir: ir.KernelIR, arrays: list[str]) -> None:
+        """A row loop whose steady loop the launch chooses (as a main loop's: its staged
+        arrays' chunk checks) and, where its tiles end at a constant for every launch,
+        whether they lie inside the arrays (``row_loop.WholeRows``)."""
+        self.launch_chunked_rows = set()
+        for key, p in self.row_loops.items():
+            if not row_loop_launch_chunks(p, kir, self.lanes):
+                continue
+            self.launch_chunked_rows.add(key)
+            element = p.dtype.itemsize
+            staged = [
+                stage_copy.Block(f"s{k}", b.array, b.rows, b.cols, element)
+                for k, b in enumerate(p.staged)
+            ]
+            positions = tuple(arrays.index(blk.array) for blk in p.staged)
+            self.chunk_checks += tuple(zip(positions, staged))
+            end = tiles_end(p, kir)
+            if end is not None:
+                self.whole_checks += (row_loop.WholeRows(end, positions),)
 
     # ------------------------------------------------------------------ frame
     def generate(self) -> str:

@@ -110,6 +110,24 @@ def whole_tiles(plan: Mainloop, start: int, stop: int, step: int, a_cols: int, b
     )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class WholeTiles:
+    """The launch's test for a main loop's ``Operands.whole``: its bounds as the launch
+    knows them (passes/mainloop.py ``launch_bounds``) and A's and B's positions."""
+
+    plan: Mainloop
+    bounds: tuple
+    a: int
+    b: int
+
+    def holds(self, args: tuple, views: dict) -> bool:
+        """For a launch's call ``args`` and its arrays' ``views`` (pointer, shape, byte
+        strides) by position."""
+        start, stop, step = (v if type(v) is int else int(args[v[1]]) for v in self.bounds)
+        a_cols, b_rows = views[self.a][1][1], views[self.b][1][0]
+        return whole_tiles(self.plan, start, stop, step, a_cols, b_rows)
+
+
 def emit(out, plan: Mainloop, ops: Operands) -> None:
     """Append the loop's source to ``out`` (an emitter: ``emit(line)``, ``indent``)."""
     inst = _instruction(plan)

@@ -25,7 +25,7 @@ from ...pipeline import Specialised
 from ...seed_metadata import seed_keys
 from ...source import generated
 from ..target import Target
-from . import abi, cubin_cache, mainloop, runtime, shared_memory, stage_copy, toolchain
+from . import abi, cubin_cache, runtime, shared_memory, stage_copy, toolchain
 from . import driver as driver_module
 from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
 from .launcher import DirectLauncher, storage_dtype
@@ -246,9 +246,9 @@ class CudaProgram:
         """The program a launch with ``args`` runs: this one, or where the launch chooses
         the main loops' steady loop, the variant with the chunked loop when every staged
         array allows 16-byte chunks (``stage_copy.launch_chunkable``), else the one with
-        the general loop; the chunked loop copies without k bounds where the k loop's
-        tiles all lie inside A and B (``mainloop.whole_tiles``). All compute the same
-        values; each is compiled when first run."""
+        the general loop; the chunked loop copies without bounds along the loop where its
+        tiles all lie inside the arrays (``mainloop.WholeTiles``, ``row_loop.WholeRows``).
+        All compute the same values; each is compiled when first run."""
         if not self.chunk_checks:
             return self
         chunked = True
@@ -259,9 +259,8 @@ class CudaProgram:
                 chunked = False
                 break
         whole = chunked and bool(self.whole_checks)
-        for plan, bounds, a, b in self.whole_checks if whole else ():
-            start, stop, step = (v if type(v) is int else int(args[v[1]]) for v in bounds)
-            if not mainloop.whole_tiles(plan, start, stop, step, views[a][1][1], views[b][1][0]):
+        for check in self.whole_checks if whole else ():
+            if not check.holds(args, views):
                 whole = False
                 break
         key = (chunked, whole)

@@ -25,6 +25,8 @@ each statement in order:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import pysource
 from . import mma, stage_copy
 from .acc_layout import AccLayout
@@ -80,11 +82,11 @@ def emit(cg, plan, ring: str, staging: str) -> None:
     last = (S - 1) * plan.stage_bytes
     e("_mro = np.uint32(0)")
     e("_mwo = np.uint32(0)")
-    e(f"for _mi in range({1 - S}, _mkt):")
-    cg.indent += 1
-    e("if _mi >= 0:  # tile _mi has landed (its group and every older one)")
-    e(f"    {'_cp_wait_all' if S == 2 else f'_cp_wait{S - 2}'}()")
-    e("    cuda.syncthreads()")
+    # the launch chose the steady loop by the arrays (codegen.py): a prologue loop, then
+    # the steady loop (branch-free where every tile copies by chunks); otherwise (an
+    # ahead-of-time image) one loop whose first S - 1 iterations are the prologue
+    chosen = cg.chunks if id(loop) in cg.launch_chunked_rows else None
+    whole = bool(chosen and cg.whole)
 
     def copies() -> None:  # tile _mi + S - 1 into the stage read in iteration _mi - 1
         e(f"_mt = _mi + {S - 1}")
@@ -99,17 +101,72 @@ def emit(cg, plan, ring: str, staging: str) -> None:
             base = f"_mst + {offsets[blk.name]}"
             stage_copy.copy(cg, blk, plan.threads, base, f"_mk{n}", f"_mc{n}", fast, moving)
         cg.indent -= 1
+        commit()
+
+    def chunked_copies() -> None:  # the same, branch-free: a tile past the last fills zeros
+        e(f"_mk = np.int64(np.uint64(_mk0) + np.uint64(_mi + {S - 1}) * np.uint64(_mk2))")
+        e("_mst = _ms0 + _mwo")
+        for blk, moving in blocks:
+            n, rows = blk.name, blk.rows
+            if whole:  # a live tile's rows are inside the array; a dead one reads nothing
+                e(f"_mk{n} = _mk")
+            else:
+                e(f"_mk{n} = _mk if -{rows} < _mk < {blk.array}.shape[0] else np.int64(-{rows})")
+            base = f"_mst + {offsets[blk.name]}"
+            live = "(_mi < _mkl)"
+            stage_copy.chunk_copy(cg, blk, plan.threads, base, f"_mk{n}", moving, live, whole)
+        commit()
+
+    def commit() -> None:
         e("_cp_commit()")
         e(f"_mwo = np.uint32(0 if _mwo == {last} else _mwo + {plan.stage_bytes})")
 
-    e("if _mi < 0:")
-    cg.indent += 1
-    copies()
-    cg.indent -= 1
-    e("else:")
-    cg.indent += 1
+    def wait() -> None:
+        e(f"{'_cp_wait_all' if S == 2 else f'_cp_wait{S - 2}'}()  # tile _mi has landed")
+        e("cuda.syncthreads()")
+
+    if chosen is None:
+        e(f"for _mi in range({1 - S}, _mkt):")
+        cg.indent += 1
+        e("if _mi >= 0:")
+        cg.indent += 1
+        wait()
+        cg.indent -= 1
+        e("if _mi < 0:")
+        cg.indent += 1
+        copies()
+        cg.indent -= 1
+        e("else:")
+        cg.indent += 1
+        _body(cg, plan, inst, fragments, offsets, mt_count, copies)
+        cg.indent -= 2
+    else:
+        e(f"for _mi in range({1 - S}, 0):  # the prologue: tiles 0 .. S - 2")
+        cg.indent += 1
+        copies()
+        cg.indent -= 1
+        e(f"_mkl = _mkt - {S - 1}  # the last iteration that copies a tile")
+        e("for _mi in range(_mkt):")
+        cg.indent += 1
+        wait()
+        _body(cg, plan, inst, fragments, offsets, mt_count, chunked_copies if chosen else copies)
+        cg.indent -= 1
+    e("_cp_wait_all()")
+    tiles = {n: cg.reg_tiles[n] for n in plan.carried}
+    kinds = {n: plan.kinds[n] for n in plan.carried}
+    cg.keep_registers(tiles, kinds, layout, plan.epilogue)
+    cg.index_tiles = {}
+
+
+def _body(cg, plan, inst, fragments, offsets, mt_count, copies) -> None:
+    """Iteration ``_mi``'s statements on the stage at ``_mro``; ``copies()`` emits the
+    copies of the tile ``S - 1`` ahead, after the first product (whose tensor-core work
+    the copies' index arithmetic overlaps)."""
+    e = cg.emit
+    loop = plan.loop
+    last, size = (plan.stages - 1) * plan.stage_bytes, plan.stage_bytes
     e("_mrs = _ms0 + _mro")
-    e(f"_mro = np.uint32(0 if _mro == {last} else _mro + {plan.stage_bytes})")
+    e(f"_mro = np.uint32(0 if _mro == {last} else _mro + {size})")
     e(f"{cg.name(loop.var)} = np.int64(np.uint64(_mk0) + np.uint64(_mi) * np.uint64(_mk2))")
     names = {blk.stmt.target: blk for blk in plan.staged}
     stage_of = {b.name: offsets[f"s{k}"] for k, b in enumerate(plan.staged)}
@@ -133,12 +190,19 @@ def emit(cg, plan, ring: str, staging: str) -> None:
             cg.register_elementwise(s.target, s.value, s.loc)
     if not copied:
         copies()
-    cg.indent -= 2
-    e("_cp_wait_all()")
-    tiles = {n: cg.reg_tiles[n] for n in plan.carried}
-    kinds = {n: plan.kinds[n] for n in plan.carried}
-    cg.keep_registers(tiles, kinds, layout, plan.epilogue)
-    cg.index_tiles = {}
+
+
+@dataclass(frozen=True)
+class WholeRows:
+    """The launch's test for a row loop's copies without row bounds: its tiles end at or
+    before ``end`` whatever the launch (passes/row_loop.py ``tiles_end``), which must be
+    within the rows of each staged array (its position among the launch's arrays)."""
+
+    end: int
+    arrays: tuple[int, ...]
+
+    def holds(self, args: tuple, views: dict) -> bool:
+        return all(self.end <= views[i][1][0] for i in self.arrays)
 
 
 def _operands(cg, plan, staging: str, mt_count: int) -> dict:

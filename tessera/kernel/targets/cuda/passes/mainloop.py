@@ -252,16 +252,17 @@ def offsets_in_chunks(plan: Mainloop, kir: ir.KernelIR) -> bool:
     return all(multiple_of(e, chunk, definitions) for e in (plan.col0, loop.start, loop.step))
 
 
-def launch_bounds(plan: Mainloop, kir: ir.KernelIR) -> tuple | None:
-    """The k loop's start, stop and step as a launch knows them: each an int (a constant)
+def launch_bounds(loop: ir.For, kir: ir.KernelIR) -> tuple | None:
+    """A loop's start, stop and step as a launch knows them: each an int (a constant)
     or ``("arg", i)``, the position of a scalar parameter's or a symbol's value in the
     launch's call arguments (a name the kernel never rebinds, or assigned once to one);
-    None where any is something else. The launch tests them with ``mainloop.whole_tiles``."""
+    None where any is something else. The launch tests a main loop's with
+    ``mainloop.whole_tiles``."""
     definitions = single_definitions(kir)
     rebound = {n for s in ir.walk_stmts(kir.body) for n in ir.bound_names(s)}
     given = (set(kir.symbols) | {p.name for p in kir.params if p.kind == "scalar"}) - rebound
     out = []
-    for e in (plan.loop.start, plan.loop.stop, plan.loop.step):
+    for e in (loop.start, loop.stop, loop.step):
         for _ in range(8):  # a name assigned once: its value
             if not isinstance(e, ir.Name) or e.name not in definitions:
                 break

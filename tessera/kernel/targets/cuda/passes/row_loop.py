@@ -38,6 +38,9 @@ from .....tile import blocks as B
 from .... import ir
 from ....ir import ArrayType, TileType
 from ....passes import gemm_loops
+from ....passes.divisibility import multiple_of, nonnegative
+from ....passes.fold import single_definitions
+from .. import stage_copy
 from .mainloop import DEFAULT_STAGES, WARP, Epilogue
 
 ACC, ROW, STAGED, STAGED_T, OPERAND, PACKED = "acc", "row", "staged", "staged_t", "a", "packed"
@@ -441,6 +444,48 @@ def plan_epilogue(kir: ir.KernelIR, plan: RowLoop) -> Epilogue:
     plan.kinds.update(kinds)
     plan.widths.update(widths)
     return Epilogue(None, frozenset(handled), materialise, frozenset(ever), frozenset(shared))
+
+
+def launch_chunks(plan: RowLoop, kir: ir.KernelIR, threads: int) -> bool:
+    """Whether the launch can choose the row loop's steady loop by the arrays, as it does a
+    GEMM main loop's (docs/targets.md): every staged block is of an array parameter, starts
+    at a column that is a multiple of a 16-byte chunk for every launch, and keeps its
+    threads' chunk columns from pass to pass (``stage_copy.chunks_fixed``)."""
+    params = {p.name for p in kir.params if p.kind == "array"}
+    definitions = single_definitions(kir)
+    for blk in plan.staged:
+        staged = stage_copy.Block("s", blk.array, blk.rows, blk.cols, plan.dtype.itemsize)
+        if blk.array not in params or not stage_copy.chunks_fixed(staged, threads):
+            return False
+        if not multiple_of(blk.col0, staged.chunk_elements, definitions):
+            return False
+    return bool(plan.staged)
+
+
+def tiles_end(plan: RowLoop, kir: ir.KernelIR) -> int | None:
+    """A constant that every tile of the loop ends at or before, whatever the launch, or
+    None: the loop steps by the staged blocks' rows from a non-negative multiple of them
+    to a stop that is a multiple of them and a constant, or the ``min`` of one and other
+    multiples (a group's share of the keys: ``min(keys, k0 + share)``). The launch then
+    needs only that constant against the arrays' rows (``WholeRows``)."""
+    loop = plan.loop
+    rows = {blk.rows for blk in plan.staged}
+    step = loop.step
+    if len(rows) != 1 or not (isinstance(step, ir.Const) and step.value == min(rows)):
+        return None
+    definitions = single_definitions(kir)
+    n = step.value
+    if not (multiple_of(loop.start, n, definitions) and nonnegative(loop.start, definitions)):
+        return None
+    stop = loop.stop
+    if not multiple_of(stop, n, definitions):
+        return None
+    if isinstance(stop, ir.Const) and type(stop.value) is int:
+        return stop.value
+    if isinstance(stop, ir.MathCall) and stop.func == "min":
+        limits = [a.value for a in stop.args if isinstance(a, ir.Const) and type(a.value) is int]
+        return min(limits) if limits else None
+    return None
 
 
 def plan_row_loops(kir: ir.KernelIR, threads: int, stages: int, mainloops: dict) -> dict:
