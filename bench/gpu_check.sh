@@ -17,6 +17,9 @@ GPU_TESTS=${GPU_TESTS:-"tests/test_cuda_gpu.py tests/test_cuda_reduction_tree.py
 # the tests compile dozens of kernels: in parallel where pytest-xdist is installed
 XDIST=$(python -c "import xdist" 2>/dev/null && echo "-n ${TEST_WORKERS:-8}")
 timeout "${TEST_S:-180}" python -m pytest -q -rfE -p no:cacheprovider $XDIST $GPU_TESTS 2>&1 | tee "$OUT/tests.log"
+# the C runtime's launch cost (issue 33): the AOT GPU test prints it
+timeout 60 python -m pytest -q -s -p no:cacheprovider tests/test_aot_gpu.py -k block_sum 2>&1 \
+  | grep -E "tsrLaunch|passed|failed" | tee "$OUT/aot_launch.log"
 BENCHES=${BENCHES:-"gpu_launch gpu_rows gpu_gemm gpu_attention gpu_capture"}
 timeout "${BENCH_S:-180}" python -m bench $BENCHES 2>&1 | tee "$OUT/bench.log"
 if [ "${NCU:-1}" = 1 ] && command -v ncu >/dev/null; then  # NCU=0 skips the profiles
