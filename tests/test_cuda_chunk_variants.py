@@ -270,6 +270,52 @@ def test_a_kernel_for_arrays_without_chunks_holds_only_the_general_loop():
     assert "if _mi < _mkl:" in source.split("for _mi in range(_mkt):", 1)[1]
 
 
+@pytest.mark.parametrize(
+    "dtype, stages, k, whole",
+    [
+        (D.f16, 4, 160, True),
+        (D.f16, 3, 96, True),
+        (D.bf16, 2, 96, True),  # two stages: each tile waited for as soon as it is copied
+        (D.f16, 4, 32, True),  # one tile: the prologue's zero fills are read ahead
+        (D.f16, 4, 0, True),  # no tile at all
+    ],
+)
+def test_the_rotated_loop_loads_fragments_a_step_ahead_and_gives_the_blocks_product(
+    dtype, stages, k, whole
+):
+    """A 128 x 256 block (one an SM): each k16 step's fragments come from the other of two
+    buffers, the last step's products after the barrier for the next tile. The lockstep
+    emulator checks every shared read against the copies and barriers."""
+    plan = _plan(dtype, bm=128, bn=256, threads=256, stages=stages)
+    assert mainloop.rotates(plan)
+    np_dtype = np.float16 if dtype == D.f16 else ml_dtypes.bfloat16
+    gen = np.random.default_rng(k + stages)
+    A = gen.standard_normal((100, max(k, 8))).astype(np_dtype)
+    B = gen.standard_normal((max(k, 8), 200)).astype(np_dtype)
+    acc = gen.standard_normal((128, 256)).astype(np.float32)
+    want = _reference(A, B, acc, 0, 0, 32, range(0, k, 32))
+    emulator.run_mainloop(plan, A, B, acc, 0, 0, 0, k, 32, chunks=True, whole=whole)
+    np.testing.assert_allclose(acc, want, rtol=1e-4, atol=1e-3)
+
+
+def test_a_two_blocks_an_sm_block_and_odd_k_steps_do_not_rotate():
+    assert mainloop.rotates(_plan(D.f16, bm=128, bn=256, threads=256))
+    assert not mainloop.rotates(_plan(D.f16, bm=128, bn=128, threads=256))  # 64 registers
+    assert not mainloop.rotates(_plan(D.f16, bm=128, bn=256, bk=16, threads=256))  # one step
+    assert not mainloop.rotates(_plan(D.f64, bm=64, bn=64, bk=16, threads=64))  # DMMA
+
+
+def test_the_rotated_loop_waits_for_the_next_tile_before_its_last_products():
+    plan = _plan(D.f16, bm=128, bn=256, threads=256)
+    source = emulator.mainloop_source(plan, chunks=True, whole=True)
+    steady = source.split("for _mi in range(_mkt):", 1)[1]
+    step1, last = steady.index("(step 1)"), steady.rindex("_mma_f16")
+    assert step1 < steady.index("cuda.syncthreads()") < steady.index("(step 0)") < last
+    # with k bounds to check, the loop keeps one buffer (two would spill)
+    bounded = emulator.mainloop_source(plan, chunks=True, whole=False)
+    assert "(step 1)" not in bounded
+
+
 @NO_PTX
 @pytest.mark.parametrize("k, whole", [(64, True), (48, False)])
 def test_the_chunked_kernel_copies_without_k_bounds_when_k_is_whole_blocks(k, whole):

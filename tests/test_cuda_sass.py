@@ -50,7 +50,7 @@ def _steady_loop(bm: int, bn: int, k: int = 512) -> tuple[sass.Block, str]:
     [
         # K a multiple of the block's 32: the copies check no k bound (mainloop.whole_tiles)
         (128, 128, 512, 32, 12, 4, 122),
-        (128, 256, 512, 64, 16, 6, 174),
+        (128, 256, 512, 64, 16, 6, 173),  # (fragments a k16 step ahead: mainloop.rotates)
         # a last tile past K: each copy checks its k bounds too
         (128, 128, 520, 32, 12, 4, 165),
         (128, 256, 520, 64, 16, 6, 216),

@@ -99,6 +99,19 @@ def small_causal(q: f16[M, 32], k: f16[N, 32], v: f16[N, 32], o: mut[f32[M, 32]]
     tile.store_block(o, (m0, 0), acc / row_sum[:, None])
 
 
+@kernel(tile=(128,), num_warps=4)
+def wide_gemm(A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]]):
+    """Four warps of 64 x 64 accumulators: one block an SM, so the steady loop loads its
+    fragments a k16 step ahead (mainloop.rotates) where K is whole blocks."""
+    m0, n0 = group_id(0) * 128, group_id(1) * 128
+    acc = tile.zeros((128, 128), f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (128, 32))
+        b = tile.load_block(B, (k0, n0), (32, 128))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
 def _run(k, *args, grid):
     program = warp_sim.run(k, *args, grid=grid)
     assert "register GEMM main loop" in program.source or "register row loop" in program.source
@@ -197,3 +210,14 @@ def test_a_collective_that_not_every_lane_reaches_is_an_error(monkeypatch):
     _lanes(warp_sim.Twins(), 16, lambda i: i, errors, results)  # half a warp: divergence
     assert len(errors) == 16 and not results
     assert "not every lane reached" in str(errors[0])
+
+
+@IN_SIMULATOR
+def test_a_gemm_loading_fragments_a_step_ahead_matches_numpy(rng):
+    a = rng.standard_normal((128, 96)).astype(np.float16)  # K: three whole blocks of 32
+    b = rng.standard_normal((96, 128)).astype(np.float16)
+    c = np.zeros((128, 128), np.float32)
+    program = _run(wide_gemm, a, b, c, grid=(1, 1))
+    assert "(step 1)" in program._variants[True, True].source  # the rotated loop ran
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=1e-3, atol=1e-2)

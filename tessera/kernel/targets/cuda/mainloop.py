@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from .. import pysource
 from . import mma, stage_copy
 from .acc_layout import AccLayout, register_loops
+from .passes.launch_shape import TWO_BLOCKS_ACCUMULATORS
 from .passes.mainloop import WARP, Mainloop
 
 
@@ -182,9 +183,12 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
         e(f"    {acc}[_mj] = {ops.init}")
     else:
         _accumulator(out, plan, acc, ops.acc, load=True)
-    if elem == 2:  # this thread's fragments of one k16 step
-        e(f"_mga = cuda.local.array({4 * (wm // inst.m)}, np.uint32)")
-        e(f"_mgb = cuda.local.array({4 * (wn // 16)}, np.uint32)")
+    # (with k bounds to check as well, the second buffer makes ptxas spill a 128 x 256 block)
+    rotated = bool(ops.chunks) and ops.whole and rotates(plan)
+    if elem == 2:  # this thread's fragments of one k16 step (two steps' where rotated)
+        copies_of = 2 if rotated else 1
+        e(f"_mga = cuda.local.array({copies_of * 4 * (wm // inst.m)}, np.uint32)")
+        e(f"_mgb = cuda.local.array({copies_of * 4 * (wn // 16)}, np.uint32)")
     e(f"_mk0, _mk1, _mk2 = {ops.start}, {ops.stop}, {ops.step}")
     e(f"_mkt = np.int64({pysource.trip_count('_mk0', '_mk1', '_mk2')})")
     steps = bk // inst.k
@@ -238,21 +242,57 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
             out.indent -= 1
         e(f"_mro = np.uint32(0 if _mro == {(S - 1) * stage} else _mro + {stage})")
 
+    def rotated_loop() -> None:
+        # each k16 step's fragments are loaded a step ahead, into the other of two
+        # buffers; the last step's products come after the barrier for the next tile and
+        # its first fragments (so the tensor cores are busy across the barrier). A stage is
+        # last read before the barrier of the iteration that precedes its copy.
+        e(f"{wait}()  # tile 0 has landed")
+        e("cuda.syncthreads()")
+        _load_fragments(out, plan, inst, "_ms0", 0, 0)
+        e("for _mi in range(_mkt):")
+        out.indent += 1
+        e("_mrs = _ms0 + _mro")
+        e("_mst = _ms0 + _mwo")
+        for kk in range(steps):
+            if kk + 1 < steps:
+                _load_fragments(out, plan, inst, "_mrs", kk + 1, (kk + 1) % 2)
+            else:
+                e(f"{wait}()  # tile _mi + 1 has landed")
+                e("cuda.syncthreads()")
+                e(f"_mro = np.uint32(0 if _mro == {(S - 1) * stage} else _mro + {stage})")
+                _load_fragments(out, plan, inst, "(_ms0 + _mro)", 0, 0)
+            if kk == 0:
+                copies(False)
+            _products(out, plan, inst, acc, kk % 2)
+        out.indent -= 1
+
     # the prologue: tiles 0 .. S - 2 into their stages (general copies even where the
     # launch chose the chunked loop: the branch-free copies unrolled here as well cost a
     # 128 x 128 f16 block its second block an SM: ptxas spills under that register cap)
-    e(f"for _mi in range({1 - S}, 0):")
-    out.indent += 1
-    prologue()
-    out.indent -= 1
     # the steady loop keeps the stages it reads (_mro) and writes (_mwo) as running 32-bit
     # offsets into the ring (no modulo an iteration, one register each) and the last
     # iteration that copies (_mkl); the k of a copied tile is computed from _mi (a shift
     # where start and step are constants; a running k costs the two registers that made
     # ptxas spill a 128 x 128 f16 block under its two-blocks cap)
-    e("_mro = np.uint32(0)")
-    e(f"_mwo = np.uint32({(S - 1) * stage})")
-    e(f"_mkl = _mkt - {S - 1}")
+    if rotated:  # (one block an SM) the prologue's copies branch-free too: every stage
+        # is written, zeros past the last tile, before a fragment load may read it
+        e("_mro = np.uint32(0)")
+        e("_mwo = np.uint32(0)")
+        e(f"_mkl = _mkt - {S - 1}")
+        e(f"for _mi in range({1 - S}, 0):")
+        out.indent += 1
+        e("_mst = _ms0 + _mwo")
+        copies(False)
+        out.indent -= 1
+    else:
+        e(f"for _mi in range({1 - S}, 0):")
+        out.indent += 1
+        prologue()
+        out.indent -= 1
+        e("_mro = np.uint32(0)")
+        e(f"_mwo = np.uint32({(S - 1) * stage})")
+        e(f"_mkl = _mkt - {S - 1}")
     both = moving_a and moving_b and ops.chunks is None
     if ops.chunks or both:
         # every tile copies by 16-byte chunks: an iteration is one branch-free block of
@@ -261,10 +301,14 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
             fits = f"{stage_copy.narrow(block_a)} and {stage_copy.narrow(block_b)}"
             e(f"if _mfa and _mfb and _mk0 % {ce} == 0 and _mk2 % {ce} == 0 and {fits}:")
             out.indent += 1
-        e("for _mi in range(_mkt):")
-        out.indent += 1
-        iteration(False)
-        out.indent -= 2 if both else 1
+        if rotated:
+            rotated_loop()
+            out.indent -= 1 if both else 0
+        else:
+            e("for _mi in range(_mkt):")
+            out.indent += 1
+            iteration(False)
+            out.indent -= 2 if both else 1
         if both:
             e("else:")
             out.indent += 1
@@ -312,26 +356,65 @@ def _fragments_16(out, plan: Mainloop, inst, acc: str) -> None:
     """One k16 step: ldmatrix.x4 A fragments per m16 tile, ldmatrix.x4.trans B fragments
     per pair of n8 tiles, one mma.sync per m16n8 tile; loops of constant extent over
     local arrays (NVVM unrolls them: registers), so the source stays short."""
+    _load_fragments(out, plan, inst, "_mrs", "_mkk", 0)
+    _products(out, plan, inst, acc, 0)
+
+
+ROTATE = True  # fragments a k16 step ahead where rotates() allows (off: to compare)
+
+
+def rotates(plan: Mainloop) -> bool:
+    """Whether the chunked steady loop without k bounds (``Operands.whole``) loads each
+    k16 step's fragments a step ahead (two buffers of them): f16/bf16 blocks of an even
+    number of k16 steps whose accumulators already take the block to one an SM (the 128 x
+    256 block: a 128 x 128 one keeps its second block an SM, under whose register cap the
+    second buffer would spill)."""
+    steps = plan.k // _instruction(plan).k
+    return (
+        ROTATE and plan.shape.element == 2 and steps % 2 == 0
+        and plan.accumulators > TWO_BLOCKS_ACCUMULATORS
+    )  # fmt: skip
+
+
+def _load_fragments(out, plan: Mainloop, inst, stage: str, kk, buf: int) -> None:
+    """k16 step ``kk``'s (an int, or the code of one) A and B fragments from the stage at
+    ``stage`` into buffer ``buf`` (a constant: the registers stay registers)."""
     wm, wn, row_a, row_b = plan.warp_m, plan.warp_n, plan.a_row_bytes, plan.b_row_bytes
-    mt_count, nt_count = wm // inst.m, wn // inst.n
+    mt_count, pairs = wm // inst.m, wn // 16
+    chunk_of_k, row_of_k = (
+        (2 * kk, kk * inst.k) if isinstance(kk, int) else (f"2 * {kk}", f"{kk} * {inst.k}")
+    )
     e = out.emit
-    e(f"for _mmt in range({mt_count}):  # A: one ldmatrix.x4 per m16 tile")
-    regs = ", ".join(f"_mga[4 * _mmt + {r}]" for r in range(4))
+    e(f"for _mmt in range({mt_count}):  # A: one ldmatrix.x4 per m16 tile (step {kk})")
+    regs = ", ".join(f"_mga[{_at(4 * mt_count * buf)}4 * _mmt + {r}]" for r in range(4))
     row = f"(_mwm * {wm} + {inst.m} * _mmt + _mlr) * {row_a}"
-    e(f"    {regs} = _ldsm4(_mrs + {row} + (((2 * _mkk + _mlh) ^ _mswa) * 16))")
-    e(f"for _mnp in range({wn // 16}):  # B: one ldmatrix.x4.trans per pair of n8 tiles")
-    regs = ", ".join(f"_mgb[4 * _mnp + {r}]" for r in range(4))
+    e(f"    {regs} = _ldsm4({stage} + {row} + ((({chunk_of_k} + _mlh) ^ _mswa) * 16))")
+    e(f"for _mnp in range({pairs}):  # B: one ldmatrix.x4.trans per pair of n8 tiles")
+    regs = ", ".join(f"_mgb[{_at(4 * pairs * buf)}4 * _mnp + {r}]" for r in range(4))
     chunk = f"_mwn * {wn // 8} + 2 * _mnp + _mlh"
     e(
-        f"    {regs} = _ldsm4t(_mrs + {plan.a_bytes} + (_mkk * {inst.k} + _mlr) * {row_b} + "
+        f"    {regs} = _ldsm4t({stage} + {plan.a_bytes} + ({row_of_k} + _mlr) * {row_b} + "
         f"((({chunk}) ^ _mswb) * 16))"
     )
+
+
+def _at(offset: int) -> str:
+    """A buffer's first register as an index's leading term ("" for the first buffer)."""
+    return f"{offset} + " if offset else ""
+
+
+def _products(out, plan: Mainloop, inst, acc: str, buf: int) -> None:
+    """One mma.sync per m16n8 tile of the fragments in buffer ``buf``."""
+    mt_count, nt_count = plan.warp_m // inst.m, plan.warp_n // inst.n
+    a0, b0 = _at(4 * mt_count * buf), _at(4 * (plan.warp_n // 16) * buf)
+    e = out.emit
     e(f"for _mj in range({mt_count * nt_count}):  # one mma.sync per m16n8 tile")
     e(f"    _mmt = _mj // {nt_count}")
     e(f"    _mnt = _mj % {nt_count}")
     c = ", ".join(f"{acc}[4 * _mj + {r}]" for r in range(4))
-    fa = ", ".join(f"_mga[4 * _mmt + {r}]" for r in range(4))
-    e(f"    {c} = {inst.name}({fa}, _mgb[2 * _mnt], _mgb[2 * _mnt + 1], {c})")
+    fa = ", ".join(f"_mga[{a0}4 * _mmt + {r}]" for r in range(4))
+    fb = f"_mgb[{b0}2 * _mnt], _mgb[{b0}2 * _mnt + 1]"
+    e(f"    {c} = {inst.name}({fa}, {fb}, {c})")
 
 
 def _fragments_64(out, plan: Mainloop, inst, acc: str) -> None:
