@@ -24,11 +24,11 @@ from ...typer import concrete
 from .. import printing
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
-from . import mainloop, row_loop, stage_copy
+from . import mainloop, row_loop
 from .passes.launch_shape import threads_for
 from .passes.mainloop import launch_bounds, offsets_in_chunks, plan_mainloops
 from .passes.row_loop import launch_chunks as row_loop_launch_chunks
-from .passes.row_loop import plan_row_loops, tiles_end
+from .passes.row_loop import plan_row_loops, staged_blocks, tiles_end
 from .register_tiles import RegisterTiles
 from .rounding import PRODUCTS
 
@@ -170,13 +170,8 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
             if not row_loop_launch_chunks(p, kir, self.lanes):
                 continue
             self.launch_chunked_rows.add(key)
-            element = p.dtype.itemsize
-            staged = [
-                stage_copy.Block(f"s{k}", b.array, b.rows, b.cols, element)
-                for k, b in enumerate(p.staged)
-            ]
             positions = tuple(arrays.index(blk.array) for blk in p.staged)
-            self.chunk_checks += tuple(zip(positions, staged))
+            self.chunk_checks += tuple(zip(positions, staged_blocks(p)))
             end = tiles_end(p, kir)
             if end is not None:
                 self.whole_checks += (row_loop.WholeRows(end, positions),)

@@ -446,6 +446,16 @@ def plan_epilogue(kir: ir.KernelIR, plan: RowLoop) -> Epilogue:
     return Epilogue(None, frozenset(handled), materialise, frozenset(ever), frozenset(shared))
 
 
+def staged_blocks(plan: RowLoop) -> list:
+    """The loop's staged blocks as stage copies see them (``stage_copy.Block``, named by
+    their arrays' IR names)."""
+    element = plan.dtype.itemsize
+    return [
+        stage_copy.Block(f"s{k}", b.array, b.rows, b.cols, element)
+        for k, b in enumerate(plan.staged)
+    ]
+
+
 def launch_chunks(plan: RowLoop, kir: ir.KernelIR, threads: int) -> bool:
     """Whether the launch can choose the row loop's steady loop by the arrays, as it does a
     GEMM main loop's (docs/targets.md): every staged block is of an array parameter, starts
@@ -453,8 +463,7 @@ def launch_chunks(plan: RowLoop, kir: ir.KernelIR, threads: int) -> bool:
     threads' chunk columns from pass to pass (``stage_copy.chunks_fixed``)."""
     params = {p.name for p in kir.params if p.kind == "array"}
     definitions = single_definitions(kir)
-    for blk in plan.staged:
-        staged = stage_copy.Block("s", blk.array, blk.rows, blk.cols, plan.dtype.itemsize)
+    for blk, staged in zip(plan.staged, staged_blocks(plan)):
         if blk.array not in params or not stage_copy.chunks_fixed(staged, threads):
             return False
         if not multiple_of(blk.col0, staged.chunk_elements, definitions):
