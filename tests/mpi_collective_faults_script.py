@@ -45,6 +45,14 @@ MISMATCHES = {
     "large_against_small": lambda r: dist.all_reduce(np.ones((2**16, 4**r)[r]), "x"),
     "reduce_scatter_op": lambda r: dist.reduce_scatter(np.ones(4), "x", op=("sum", "min")[r]),
     "reduce_scatter_dtype": lambda r: dist.reduce_scatter(np.ones(4, ("f4", "i8")[r]), "x"),
+    # blocks of the same size: only the tag (the call's fingerprint) tells them apart
+    "reduce_scatter_same_bytes": lambda r: dist.reduce_scatter(np.ones(((4, 6), (6, 4))[r]), "x"),
+    "reduce_scatter_uneven_op": lambda r: dist.reduce_scatter(
+        np.ones(5), "x", op=("sum", "max")[r]
+    ),
+    "reduce_scatter_256k_dtype": lambda r: dist.reduce_scatter(
+        np.ones(2**16, ("f4", "f8")[r]), "x"
+    ),
     "deterministic": lambda r: dist.all_reduce(np.ones(3), "x", deterministic=r == 0),
     "all_reduce_vs_barrier": lambda r: (
         dist.all_reduce(np.ones(3), "x") if r == 0 else dist.barrier("x")
@@ -76,8 +84,8 @@ AGREED = {
 
 
 def _three_in_flight(rank: int) -> str:
-    """Three stamped 512 KB reduce_scatters in flight at once (from 128 KB they send
-    from send buffers the channel reuses: each must have one of its own)."""
+    """Three checked 512 KB reduce_scatters in flight at once: each delivers its own sum
+    (their messages share a communicator and a tag; MPI pairs them in order)."""
     base = np.arange(2**17, dtype="f4") % 100
     works = [dist.reduce_scatter(base * (rank + k), "x", async_op=True) for k in (1, 2, 3)]
     for k, work in zip((1, 2, 3), works):

@@ -67,6 +67,21 @@ def reduce_scatter_gives_array_split_blocks():
 
 
 @check
+def reduce_scatter_sums_each_block_in_rank_order():
+    """The checked host reduce_scatter (pairwise, on up to 8 ranks) adds the members'
+    blocks left to right: values whose sum depends on the order give the rank-order bits."""
+    mesh = line()
+    n = dist.size()
+    rng = np.random.default_rng(7)
+    everyone = [rng.standard_normal((n * 3, 5)).astype(np.float32) * 10.0**r for r in range(n)]
+    got = dist.reduce_scatter(everyone[mesh.rank], axis="x")
+    total = everyone[0].copy()
+    for part in everyone[1:]:
+        total += part
+    assert got.tobytes() == total[mesh.rank * 3 : (mesh.rank + 1) * 3].tobytes()
+
+
+@check
 def gather_and_scatter_along_dim_1():
     mesh = line()
     mine = np.full((2, mesh.rank + 1), float(mesh.rank))

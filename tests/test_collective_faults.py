@@ -81,7 +81,7 @@ def test_a_64k_broadcast_with_its_header_delivers_the_roots_array(mismatches):
         assert "shape=(128, 128), dtype=float32" in text, text
 
 
-def test_stamped_reduce_scatters_in_flight_together_keep_their_send_buffers(mismatches):
+def test_reduce_scatters_in_flight_together_each_deliver_their_own_sum(mismatches):
     for rank in range(2):
         text = mismatches("reduce_scatter_512k_three_in_flight", rank)
         assert text == "no error\n'all three right'", text

@@ -43,6 +43,10 @@ def test_reduce_scatter_gives_array_split_blocks(checked):
     assert_check(checked, "reduce_scatter_gives_array_split_blocks")
 
 
+def test_reduce_scatter_sums_each_block_in_rank_order(checked):
+    assert_check(checked, "reduce_scatter_sums_each_block_in_rank_order")
+
+
 def test_gather_and_scatter_along_dim_1(checked):
     assert_check(checked, "gather_and_scatter_along_dim_1")
 

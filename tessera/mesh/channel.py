@@ -15,7 +15,9 @@ with what makes collectives on it safe for batch jobs.
   dim, root, ...: fingerprint.py); a mismatch raises :class:`CollectiveMismatch` on
   every rank, naming what each one called, before any result is delivered. A host
   all_reduce carries a *stamp* after its data, on a communicator of its own
-  (:meth:`Channel.stamp`: no message of its own); the other collectives exchange the
+  (:meth:`Channel.stamp`: no message of its own); a host reduce_scatter on up to 8
+  members carries it in its messages' tags (:meth:`Channel.tag`), on a larger axis a
+  stamp after each block; the other collectives exchange the
   16-byte fingerprint together with the collective (:meth:`Channel.check`); with
   ``TESSERA_DIST_DEBUG=1`` the exchange completes before the collective starts
   (:meth:`begin`), so no data moves between ranks that disagree. An all_gather always
@@ -95,6 +97,8 @@ class Channel:
         self.started = 0  # sequence number of the latest collective started here
         self.nccl = None  # the NCCL communicator, made on the first GPU collective
         self._stamps: dict = {}  # (shape, dtype, op) -> an all_reduce's stamp (or False)
+        self._tags: dict = {}  # (shape, dtype, op, dim) -> a reduce_scatter's tag (Channel.tag)
+        self._tag_limit = 0  # MPI's TAG_UB, read on the first tag
         self.shared_buckets = None  # shared-memory windows, made on the first coalesced bucket
         self.abandoned: list = []  # the transfers of collectives that failed (their buffers
         # must outlive them: a late peer may still complete them)
@@ -148,6 +152,26 @@ class Channel:
             if len(self._stamps) > 1024:  # many shapes: forget the oldest
                 del self._stamps[next(iter(self._stamps))]
         return found or None
+
+    def tag(self, x, op: str, dim: int):
+        """The always-on check of a reduce_scatter exchanged pairwise
+        (mpi_transport.tagged_reduce_scatter) carried in its messages' tags: the call's
+        fingerprint modulo the MPI library's largest tag (2**29 - 1 in MPICH). None where
+        :meth:`check` is the way: one rank, TESSERA_DIST_DEBUG."""
+        if self.size == 1 or not ALWAYS_CHECK or checking():
+            return None
+        key = (x.shape, x.dtype, op, dim)
+        found = self._tags.get(key)
+        if found is None:
+            if not self._tag_limit:
+                from mpi4py import MPI
+
+                self._tag_limit = self.scatters.Get_attr(MPI.TAG_UB)
+            code = fingerprint.code("reduce_scatter", x, op, _stamped(dim))
+            found = self._tags[key] = code % self._tag_limit
+            if len(self._tags) > 1024:  # many shapes: forget the oldest
+                del self._tags[next(iter(self._tags))]
+        return found
 
     def _make_stamp(self, kind: str, x, op: str, wire_dtype, dim: int | None):
         items = x.size if dim is None else x.size // self.size

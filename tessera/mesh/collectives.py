@@ -225,6 +225,19 @@ def check_op(op: str | None, dtype) -> None:
         raise TesseraError(f"op={op!r} is not defined on complex arrays ({dtype})")
 
 
+def _tag(channel: Channel, transport, deterministic: bool, x, op: str, dim: int):
+    """The tag that carries the check of a host reduce_scatter exchanged pairwise over
+    MPI (Channel.tag; on at most PAIRWISE_MEMBERS members), or None."""
+    if (
+        transport is not mpi_transport
+        or deterministic
+        or type(x) is not np.ndarray
+        or channel.size > mpi_transport.PAIRWISE_MEMBERS
+    ):
+        return None
+    return channel.tag(x, op, dim)
+
+
 def _stamp(channel: Channel, transport, deterministic: bool, x, op: str, dim=None):
     """The stamp of a reduction (``dim``: a reduce_scatter's) that MPI moves for a host
     array (Channel.stamp), or None: the check is the exchange instead."""
@@ -501,15 +514,21 @@ def reduce_scatter(
         if _by_tessera(transport, name):
             extra["algorithm"] = name
         seq = channel.begin("reduce_scatter", x, op, **extra)
-        stamp = None
-        if extent % channel.size == 0 and not _by_tessera(transport, name):  # a stamp each
-            stamp = _stamp(channel, transport, deterministic, x, op, extra["dim"])
-        check = None if stamp else channel.check("reduce_scatter", seq, x, op, **extra)
+        stamp = tag = None
+        if not _by_tessera(transport, name):  # the check in the tags, or a stamp each block
+            tag = _tag(channel, transport, deterministic, x, op, extra["dim"])
+            if tag is None and extent % channel.size == 0:
+                stamp = _stamp(channel, transport, deterministic, x, op, extra["dim"])
+        checked = stamp is not None or tag is not None
+        check = None if checked else channel.check("reduce_scatter", seq, x, op, **extra)
         if _by_tessera(transport, name):
             scatter = (
                 algorithms.rd_reduce_scatter if name == "rd" else algorithms.ring_reduce_scatter
             )
             transfer = scatter(channel, front, op, rows, seq)
+        elif tag is not None:
+            check_of = (seq, x, extra["dim"])
+            transfer = mpi_transport.tagged_reduce_scatter(channel, front, op, rows, tag, check_of)
         elif stamp:
             check_of = (seq, x, extra["dim"])
             transfer = transport.reduce_scatter(channel, front, op, rows, stamp, check_of)
