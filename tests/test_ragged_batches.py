@@ -1,14 +1,17 @@
-"""A grouped GEMM over problems of different row counts in the language's ragged-batch
-form (docs/language.md, "Ragged batches"): the problems' rows concatenated, an offsets
-array, one launch; the same results on every target as NumPy's per-problem products."""
+"""Grouped GEMMs in the language's ragged-batch forms (docs/language.md, "Ragged
+batches"): problems of different row counts (their rows concatenated, an offsets array)
+and problems of different m, n and k (packed operands, gathers and scatters), one launch
+each; the same results on every target as NumPy's per-problem products."""
 
 from __future__ import annotations
 
 import numpy as np
+from test_language_docs import _section
 
 from tessera import f32, group_id, i64, kernel, mut, tile
 
 BM, BN, BK = 16, 16, 16
+RAGGED = "Ragged batches: a grouped GEMM"
 
 
 @kernel(tile=(64,))
@@ -37,3 +40,29 @@ def test_grouped_gemm_over_ragged_problems_matches_each_product(target, rng):
     grouped_gemm[len(ms), -(-max(ms) // BM), -(-n // BN)](a, b, starts, c)
     want = np.concatenate([a[starts[i] : starts[i + 1]] @ b[i] for i in range(len(ms))])
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
+def _packed(arrays) -> tuple[np.ndarray, np.ndarray]:
+    """The arrays' elements one after another (row-major) and where each one starts."""
+    starts = np.concatenate([[0], np.cumsum([a.size for a in arrays])]).astype(np.int64)
+    return np.concatenate([a.ravel() for a in arrays]), starts[:-1]
+
+
+def test_grouped_gemm_over_problems_of_different_m_n_and_k_matches_each_product(target, rng):
+    shapes = [(5, 40, 24), (40, 7, 3), (0, 8, 8), (17, 33, 50), (3, 0, 5), (9, 9, 0)]
+    a_list = [rng.standard_normal((m, k)).astype(np.float32) for m, _, k in shapes]
+    b_list = [rng.standard_normal((k, n)).astype(np.float32) for _, n, k in shapes]
+    a, a_starts = _packed(a_list)
+    b, b_starts = _packed(b_list)
+    c, c_starts = _packed([np.full((m, n), np.nan, np.float32) for m, n, _ in shapes])
+    starts = np.stack([a_starts, b_starts, c_starts], axis=1)
+    grid = (
+        len(shapes),
+        -(-max(m for m, _, _ in shapes) // BM),
+        -(-max(n for _, n, _ in shapes) // BN),
+    )
+    ragged_gemm = _section(RAGGED, BM=BM, BN=BN, BK=BK)["ragged_gemm"]  # docs/language.md's
+    ragged_gemm[grid](a, b, np.array(shapes, np.int64), starts, c)
+    for (m, n, _), start, x, y in zip(shapes, c_starts, a_list, b_list):
+        got = c[start : start + m * n].reshape(m, n)
+        np.testing.assert_allclose(got, x @ y, rtol=1e-5, atol=1e-5)  # k = 0: zeros
