@@ -24,10 +24,10 @@ def test_each_architecture_has_its_opt_in_limit_and_unknown_ones_a_safe_one(cc, 
 def four_big_tiles(a: f32[M, N], out: mut[f32[M, N]]):
     m0 = group_id(0) * 128
     x = tile.load_block(a, (m0, 0), (128, 128))
-    y = x * 2.0
+    y = x.T * 2.0  # each tile read transposed: in shared memory, not registers
     z = y.T + x
     w = z.T - y
-    tile.store_block(out, (m0, 0), w)
+    tile.store_block(out, (m0, 0), w.T)
 
 
 @pytest.mark.skipif(

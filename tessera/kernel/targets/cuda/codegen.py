@@ -24,7 +24,7 @@ from ...typer import concrete
 from .. import printing
 from ..pysource import SourceEmitter, ctor
 from ..target import Target
-from . import mainloop, row_loop
+from . import blocked_tiles, mainloop, row_loop
 from .passes.launch_shape import threads_for
 from .passes.mainloop import launch_bounds, offsets_in_chunks, plan_mainloops
 from .passes.row_loop import launch_chunks as row_loop_launch_chunks
@@ -71,6 +71,7 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
     # device function would need a GPU to compile, and PTX is made without one
     integer_rules = frozenset({"<<", ">>", "**"})
     checked_launches = False  # bounds checks and asserts are the CPU's and debug's
+    blocked: frozenset = frozenset()  # tiles in registers, blocked (set in __init__)
 
     def __init__(
         self,
@@ -83,6 +84,7 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
         stages: int = 3,
         chunks: bool | None = None,
         whole: bool = False,
+        excluded: frozenset = frozenset(),
     ):
         super().__init__(kir, grid_ndim, target)
         self.simulated = simulated  # numba-cuda's simulator: no warp shuffles
@@ -147,6 +149,15 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
         self.keeps_copies_in_flight = async_copies and any(
             ir.prim_call(s) is not None and keep_in_flight(s) for s in ir.walk_stmts(kir.body)
         )
+        # element-wise tiles in registers (blocked_tiles.py), but those an earlier try of
+        # this kernel found to need shared memory (``excluded``)
+        self.blocked = blocked_tiles.candidates(
+            kir, self.types, self.lanes, self.unstaged, excluded
+        )
+        self.blocked_vars = {  # register name -> tile variable
+            blocked_tiles.register_name(SourceEmitter.name(self, v)): v for v in self.blocked
+        }
+        self.blocked_shapes = {r: self.types[v].shape for r, v in self.blocked_vars.items()}
         # 16-bit sources copied two elements at a time need 4-byte alignment, which only
         # the launch can see: one bool argument per such array
         self.align_params: list[str] = (
@@ -194,17 +205,18 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
             f"    _scr_{dt.removeprefix('np.')} = cuda.shared.array({size}, {dt})"
             for dt, size in self.scratch.items()
         ]
-        # tile variables and tile scratch live in shared memory: one value per group
+        # other tile variables and tile scratch live in shared memory: one value per group
         tiles = [
             (self.name(v), t)
             for v, t in sorted(self.types.items())
-            if isinstance(t, TileType) and v not in self.unstaged
+            if isinstance(t, TileType) and v not in self.unstaged and v not in self.blocked
         ]
         declared += self.shared_declarations(tiles + self.tile_temps)
+        declared += blocked_tiles.declarations(self)
         self.lines[body_start:body_start] = declared
         # what is in shared memory after all (a GEMM loop's accumulator too, where this
         # code keeps it there) must fit the group's budget
-        checks.check_tile_sizes(self.kir, exempt=self.unstaged)
+        checks.check_tile_sizes(self.kir, exempt=self.unstaged | self.blocked)
         # what a group keeps in shared memory besides tshared.dynamic (program.py checks
         # it against the architecture's limit before ptxas would refuse the kernel)
         self.shared_arrays = (
@@ -358,13 +370,27 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
         for n in shape:
             size *= n
         saved, self.element = self.element, [f"_e{d}" for d in range(len(shape))]
-        self.emit(f"for _t in range(_lane, {size}, {self.lanes}):")
+        per = blocked_tiles.element_form(shape, self.lanes) if self.kir.grouped else None
+        if per is None:
+            self.emit(f"for _t in range(_lane, {size}, {self.lanes}):")
+        else:  # thread t's k-th element is element t + k * lanes (blocked_tiles.py)
+            self.emit(f"for _kk in range({per}):")
+            self.emit(f"    _t = _lane + _kk * {self.lanes}")
         self.indent += 1
         self.unflatten("_t", "_e", list(shape))
+        start = len(self.lines)
         body()
         self.indent -= 1
-        self.emit("cuda.syncthreads()")
+        private = per is not None and blocked_tiles.align_loop(
+            self.lines, start, self.blocked_shapes, shape, self.element
+        )
+        if not private:  # other lanes read what the loop wrote, or wrote what it read
+            self.emit("cuda.syncthreads()")
         self.element = saved
+
+    def name(self, n: str) -> str:
+        base = super().name(n)
+        return blocked_tiles.register_name(base) if n in self.blocked else base
 
     def tile_temp(self, t: TileType) -> str:
         name = f"_tt{len(self.tile_temps)}"

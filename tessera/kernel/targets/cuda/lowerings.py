@@ -22,7 +22,7 @@ from ...typer import concrete
 from ..common_lowerings import COMMON_LOWERINGS
 from ..pysource import combine, ctor, subgroup_source
 from ..target import lowerings_table
-from . import atomics, mma
+from . import atomics, blocked_tiles, mma
 
 LOWERINGS, lowering = lowerings_table()
 SHFL_TYPES = {D.i32: "np.int32", D.i64: "np.int64", D.f32: "np.float32", D.f64: "np.float64"}
@@ -68,11 +68,12 @@ def _copy_wait(cg, call, site):
     cg.emit("cuda.syncthreads()  # cp_async.wait()", call.loc)
 
 
-def _finish(cg, site, scratch: str, size: int, op: str, t) -> None:
-    """The fixed tree over ``scratch[:size]``, run by the lanes together; all lanes read."""
+def _finish(cg, site, scratch: str, size: int, op: str, t, result=None) -> None:
+    """The fixed tree over ``scratch[:size]`` (of ``t``'s dtype), run by the lanes
+    together; all lanes read the result (of type ``result``, default ``t``)."""
     cg.emit("cuda.syncthreads()")
     parallel_tree(cg, scratch, size, combine(op, t.dtype))
-    cg.set_result(site, f"{scratch}[0]", t)
+    cg.set_result(site, f"{scratch}[0]", result or t)
     cg.emit("cuda.syncthreads()  # the scratch may be reused right after")
 
 
@@ -149,7 +150,7 @@ def _fold_code(tree, scratch: str, fn: str) -> str:
     return f"{fn}({_fold_code(left, scratch, fn)}, {_fold_code(right, scratch, fn)})"
 
 
-def _shuffle_tree(cg, site, scratch: str, op: str, t) -> None:
+def _shuffle_tree(cg, site, scratch: str, op: str, t, result=None) -> None:
     """The fixed tree with two barriers instead of log2(lanes): every lane posts its
     value, warp 0 combines the posted values of its lane's column in the tree's order
     (the steps of offsets a warp and above), then the steps below a warp by
@@ -167,7 +168,7 @@ def _shuffle_tree(cg, site, scratch: str, op: str, t) -> None:
     cg.emit("    if _lane == 0:")
     cg.emit(f"        {scratch}[0] = _wt")
     cg.emit("cuda.syncthreads()")
-    cg.set_result(site, f"{scratch}[0]", t)
+    cg.set_result(site, f"{scratch}[0]", result or t)
     cg.emit("cuda.syncthreads()  # the scratch may be reused right after")
 
 
@@ -347,6 +348,15 @@ def _tile_reduce(cg, call, site):
     shape = source.type.shape
     t = source.type
     combine_fn = combine(call.prim.op, t.dtype)
+    if axis is None and source.name in cg.blocked:  # each thread's values, then the threads
+        scratch = blocked_tiles.reduce_tile(
+            cg, source, lambda n: cg.scratch_for(t.dtype, n), combine_fn, tree_steps
+        )
+        if _warp_shuffles(cg, t):
+            _shuffle_tree(cg, site, scratch, call.prim.op, t, call.type)
+        else:
+            _finish(cg, site, scratch, cg.lanes, call.prim.op, t, call.type)
+        return
     if axis is None:
         size = math.prod(shape)
         scratch = cg.scratch_for(t.dtype, size)

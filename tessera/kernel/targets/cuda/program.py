@@ -25,7 +25,7 @@ from ...pipeline import Specialised
 from ...seed_metadata import seed_keys
 from ...source import generated
 from ..target import Target
-from . import abi, cubin_cache, runtime, shared_memory, stage_copy, toolchain
+from . import abi, blocked_tiles, cubin_cache, runtime, shared_memory, stage_copy, toolchain
 from . import driver as driver_module
 from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
 from .launcher import DirectLauncher, storage_dtype
@@ -179,16 +179,19 @@ class CudaProgram:
         self.warp_twins = warp_twins if self.simulated else None
         ampere = (ampere_for(None) if ampere is None else ampere) and not self.simulated
         self.async_copies = ampere
-        codegen = CudaCodegen(
-            spec.kir,
-            grid_ndim,
-            target,
-            async_copies=ampere,
-            simulated=self.simulated and self.warp_twins is None,
-            tensor_cores=ampere or self.warp_twins is not None,
-            stages=stages,
-            chunks=chunks,
-            whole=whole,
+        codegen, self.source = blocked_tiles.generated(
+            lambda excluded: CudaCodegen(
+                spec.kir,
+                grid_ndim,
+                target,
+                async_copies=ampere,
+                simulated=self.simulated and self.warp_twins is None,
+                tensor_cores=ampere or self.warp_twins is not None,
+                stages=stages,
+                chunks=chunks,
+                whole=whole,
+                excluded=excluded,
+            )
         )
         self.stages = stages
         self._target = target
@@ -202,7 +205,6 @@ class CudaProgram:
         self.threads = codegen.lanes if spec.kir.grouped else FLAT_BLOCK  # a block's
         self.min_blocks = blocks_per_sm(codegen.mainloops.values(), codegen.row_loops, self.threads)
         self.align_params = codegen.align_params
-        self.source = codegen.generate()
         self.shared_arrays = codegen.shared_arrays
         self.dynamic_shared_bytes = codegen.dynamic_shared_bytes  # known once generated
         dynamic = spec.kir.dynamic_alloc  # tshared.dynamic: its bytes come with the launch
