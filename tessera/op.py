@@ -295,9 +295,16 @@ def _log_softmax_module(axis) -> _Module:
 
 
 def log_softmax(x, axis=-1):
-    """``x - max - log(sum(exp(x - max)))`` along ``axis`` (the ops that define it, fused:
-    a reduction for the max, one for the sum with its ``exp`` prologue, one elementwise)."""
+    """``x - max - log(sum(exp(x - max)))`` along ``axis``. Along the last axis (the
+    default) one kernel, one group of lanes per row, as ``softmax``: the row's max and
+    sum met in the fixed tree, then each element; along another axis (or all, ``None``)
+    the ops that define it, fused (reductions for the max and the sum, the latter with
+    its ``exp`` prologue, and elementwise kernels)."""
     axis = _axis("log_softmax", axis)
+    rank = len(_shape(x))
+    if axis is not None and (not -rank <= axis < rank or axis % rank == rank - 1):
+        # (a 0-d array, an axis out of range: the row kernel's rule names them)
+        return _apply("log_softmax", [x], {"axis": axis})
     if isinstance(x, _Tensor):
         return _log_softmax(x, axis)
     return _log_softmax_module(axis)(x)

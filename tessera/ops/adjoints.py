@@ -137,6 +137,9 @@ def _rules(node: Node, g: Tensor, x: list, out: Tensor) -> list:
     if op == "softmax":
         inner = _op(g, "sum", [g * out], axis=len(out.shape) - 1, keepdims=True)
         return [out * (g - inner)]
+    if op == "log_softmax":  # g - softmax(x) · sum(g) along the row
+        total = _op(g, "sum", [g], axis=len(out.shape) - 1, keepdims=True)
+        return [g - _op(out, "exp", [out]) * total]
     return [None] * len(x)  # comparisons and eq: no gradient
 
 

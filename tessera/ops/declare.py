@@ -132,6 +132,13 @@ _declare(
     OpDecl("max", "reduce", 1, doc="max along an axis (or all)"),
     OpDecl("min", "reduce", 1, doc="min along an axis (or all)"),
     OpDecl("softmax", "softmax", 1, doc="exp(x - max) / sum along the last axis", floats_only=True),
+    OpDecl(
+        "log_softmax",
+        "softmax",
+        1,
+        doc="x - max - log(sum(exp(x - max))) along the last axis, one group per row",
+        floats_only=True,
+    ),
     OpDecl("transpose", "transpose", 1, doc="the last two dims swapped"),
     OpDecl(
         "cross_entropy",
