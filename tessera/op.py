@@ -164,6 +164,11 @@ less = _elementwise("less", "a < b", 2, "lt")
 less_equal = _elementwise("less_equal", "a <= b", 2, "le")
 
 
+real = _elementwise("real", "real part of a complex array (f32 of complex64, f64 of complex128)", 1)
+imag = _elementwise("imag", "imaginary part of a complex array", 1)
+conj = _elementwise("conj", "complex conjugate of a complex array", 1)
+
+
 def clip(x, a_min=None, a_max=None):
     """``x`` limited to ``[a_min, a_max]`` (arrays or numbers, broadcast), as NumPy's
     ``clip``: ``minimum(maximum(x, a_min), a_max)``, one bound may be None."""
@@ -383,23 +388,23 @@ def fft(x, n=None, axis=-1, norm=None):
     """The discrete Fourier transform of ``x`` along ``axis``, as ``numpy.fft.fft``:
     ``n`` points (cropped or zero-padded), ``norm`` "backward" (default), "ortho" or
     "forward"; complex64 for f16/f32/complex64 input, complex128 otherwise."""
-    return _fft.run("fft", x, n, axis, norm, inverse=False, real_in=False, real_out=False)
+    return _fft.run("fft", x, n, axis, norm)
 
 
 def ifft(x, n=None, axis=-1, norm=None):
     """The inverse of :func:`fft` (``1/n`` scaled by default), as ``numpy.fft.ifft``."""
-    return _fft.run("ifft", x, n, axis, norm, inverse=True, real_in=False, real_out=False)
+    return _fft.run("ifft", x, n, axis, norm)
 
 
 def rfft(x, n=None, axis=-1, norm=None):
     """The transform of a real ``x``: its first ``n // 2 + 1`` points (``numpy.fft.rfft``)."""
-    return _fft.run("rfft", x, n, axis, norm, inverse=False, real_in=True, real_out=False)
+    return _fft.run("rfft", x, n, axis, norm)
 
 
 def irfft(x, n=None, axis=-1, norm=None):
     """The real signal of ``n`` points (default ``2 * (len - 1)``) whose :func:`rfft` is
     ``x``, as ``numpy.fft.irfft``."""
-    return _fft.run("irfft", x, n, axis, norm, inverse=True, real_in=False, real_out=True)
+    return _fft.run("irfft", x, n, axis, norm)
 
 
 # ----------------------------------------------------------------------------- quantization
@@ -528,7 +533,7 @@ __all__ = [
     "log_softmax", "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "neg",
     "not_equal", "pow", "relu", "reshape", "rmsnorm", "sigmoid", "silu", "softmax", "sqrt",
     "sub", "sum", "tanh", "transpose", "where", "fft", "ifft", "rfft", "irfft", "quantize",
-    "dequantize",
+    "dequantize", "real", "imag", "conj",
 ]  # fmt: skip
 
 

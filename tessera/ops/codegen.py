@@ -31,7 +31,10 @@ from .declare import OPS, pow_code
 from .fuse import Group, epilogue_layout
 from .ir import Const, Node, Value
 
-KERNEL_GLOBALS = ("math", "tile", "group_id", "mut", "KiB", *(d.name for d in D.ALL_DTYPES))
+KERNEL_GLOBALS = (
+    *("math", "tile", "group_id", "mut", "KiB", "complex64", "complex128"),
+    *(d.name for d in D.ALL_DTYPES),
+)
 
 
 @dataclass
