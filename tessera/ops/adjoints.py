@@ -177,8 +177,8 @@ def _fft_rule(node: Node, g: Tensor, x: Tensor) -> Tensor:
     attrs = node.attrs
     if any(k in attrs for k in ("out", "double", "real")):
         raise TesseraError(
-            f"graph.grad of '{g.tracer.graph.name}': a second derivative through "
-            f"op.{node.op} is not supported"
+            f"graph.grad of '{g.tracer.graph.name}': a second derivative through a "
+            f"transform (here op.{node.op}, the adjoint of one) is not supported"
         )
     real = x.dtype.kind != "c"
     adjoint = {"n": attrs["n"], "axis": attrs["axis"], "scale": attrs["scale"]}

@@ -130,6 +130,8 @@ class Tracer:
                         f"takes real tensors, not {v.dtype.name}: complex tensors take +, -, "
                         "*, unary -, op.real, op.imag, op.conj and the transforms",
                     )
+        if op in ("add", "sub", "mul"):
+            values = self._complexified(values)
         try:
             if decl.kind == "elementwise":
                 values = self._promoted(decl, values)
@@ -138,6 +140,20 @@ class Tracer:
             raise self.fail(op, str(exc)) from None
         node = self.graph.add(Node(op, tuple(values), attrs, shape, dtype, user_loc()))
         return Tensor(self, node)
+
+    def _complexified(self, values: list[Value]) -> list[Value]:
+        """``values`` with each real tensor beside a complex one of its parts' dtype made
+        complex (``x + 0i``, as NumPy promotes f32 beside complex64)."""
+        complexes = {v.dtype for v in values if v.dtype is not None and v.dtype.kind == "c"}
+        if len(complexes) != 1:
+            return values
+        ct = complexes.pop()
+        out = list(values)
+        for k, v in enumerate(values):
+            if not isinstance(v, Const) and v.dtype == D.COMPLEX_PARTS[ct]:
+                made = Node("complex", (v, Const(0.0)), {"dtype": ct}, v.shape, ct, user_loc())
+                out[k] = self.graph.add(made)
+        return out
 
     def _promoted(self, decl, values: list[Value]) -> list[Value]:
         """``values`` with each array cast to the dtype it meets Python numbers in
