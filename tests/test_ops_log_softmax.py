@@ -114,6 +114,9 @@ def test_a_gpu_log_softmax_row_reads_each_element_once_into_registers():
     assert text.count("p0[") == 16 and text.count("p1[") == 16
     host = row_log_softmax.graph(np.ones((4, 4096), np.float32))  # the CPU keeps its loops
     assert "for jt in range(16):" in host
+    ptx = row_log_softmax.inspect("ptx", made_up_gpu_array((4, 4096)))  # no GPU needed
+    assert ptx.count("ld.global") == 16 and ptx.count("st.global") == 16
+    assert "ld.local" not in ptx and "st.local" not in ptx
 
 
 def test_log_softmax_of_an_integer_array_is_an_error_naming_the_op():
