@@ -59,6 +59,8 @@ class Lowered:
         out = [str(self.graph), "", "fused groups:"]
         for i, g in enumerate(self.groups):
             made = f" -> kernel {self.sources[i].name}" if self.sources[i] else " (a view)"
+            if g.kind == "fft":
+                made = " -> the transform's kernels (fft_core.py)"
             out.append(f"  [{i}] {g.describe()}{made}")
         return "\n".join(out)
 
