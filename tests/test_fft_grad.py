@@ -208,3 +208,25 @@ def test_the_convolutions_gradient_is_docs_ops_closed_form():
     assert gx.shape == (4, 64) and gh.shape == (64,) and gx.dtype == np.float64
     np.testing.assert_allclose(gx, want_x, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(gh, want_h, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda t: op.fft(t, norm="unitary"), r"op\.fft: norm='unitary' is not one of"),
+        (lambda t: op.ifft(t, n=0), r"op\.ifft: invalid number of data points \(0\)"),
+        (lambda t: op.irfft(t, axis=2), r"op\.irfft: axis 2 is out of range"),
+        (lambda t: op.rfft(t, n=1.5), r"op\.rfft: n must be an int, not float"),
+    ],
+    ids=["norm", "n", "axis", "n-type"],
+)
+def test_a_traced_transforms_bad_argument_is_an_error_naming_the_op_and_argument(call, message):
+    module = graph.module("bad_transform")(call)
+    with pytest.raises(TesseraError, match=message):
+        module(np.ones((2, 4)))
+
+
+def test_a_traced_transform_of_an_integer_tensor_is_an_error_naming_the_op():
+    module = graph.module("int_transform")(lambda t: op.fft(t))
+    with pytest.raises(TesseraError, match=r"op\.fft: a traced transform takes f16, f32, f64"):
+        module(np.ones(4, np.int32))
