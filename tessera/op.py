@@ -164,6 +164,11 @@ less = _elementwise("less", "a < b", 2, "lt")
 less_equal = _elementwise("less_equal", "a <= b", 2, "le")
 
 
+real = _elementwise("real", "real part of a complex array (f32 of complex64, f64 of complex128)", 1)
+imag = _elementwise("imag", "imaginary part of a complex array", 1)
+conj = _elementwise("conj", "complex conjugate of a complex array", 1)
+
+
 def clip(x, a_min=None, a_max=None):
     """``x`` limited to ``[a_min, a_max]`` (arrays or numbers, broadcast), as NumPy's
     ``clip``: ``minimum(maximum(x, a_min), a_max)``, one bound may be None."""
@@ -295,9 +300,16 @@ def _log_softmax_module(axis) -> _Module:
 
 
 def log_softmax(x, axis=-1):
-    """``x - max - log(sum(exp(x - max)))`` along ``axis`` (the ops that define it, fused:
-    a reduction for the max, one for the sum with its ``exp`` prologue, one elementwise)."""
+    """``x - max - log(sum(exp(x - max)))`` along ``axis``. Along the last axis (the
+    default) one kernel, one group of lanes per row, as ``softmax``: the row's max and
+    sum met in the fixed tree, then each element; along another axis (or all, ``None``)
+    the ops that define it, fused (reductions for the max and the sum, the latter with
+    its ``exp`` prologue, and elementwise kernels)."""
     axis = _axis("log_softmax", axis)
+    rank = len(_shape(x))
+    if axis is not None and (not -rank <= axis < rank or axis % rank == rank - 1):
+        # (a 0-d array, an axis out of range: the row kernel's rule names them)
+        return _apply("log_softmax", [x], {"axis": axis})
     if isinstance(x, _Tensor):
         return _log_softmax(x, axis)
     return _log_softmax_module(axis)(x)
@@ -376,23 +388,23 @@ def fft(x, n=None, axis=-1, norm=None):
     """The discrete Fourier transform of ``x`` along ``axis``, as ``numpy.fft.fft``:
     ``n`` points (cropped or zero-padded), ``norm`` "backward" (default), "ortho" or
     "forward"; complex64 for f16/f32/complex64 input, complex128 otherwise."""
-    return _fft.run("fft", x, n, axis, norm, inverse=False, real_in=False, real_out=False)
+    return _fft.run("fft", x, n, axis, norm)
 
 
 def ifft(x, n=None, axis=-1, norm=None):
     """The inverse of :func:`fft` (``1/n`` scaled by default), as ``numpy.fft.ifft``."""
-    return _fft.run("ifft", x, n, axis, norm, inverse=True, real_in=False, real_out=False)
+    return _fft.run("ifft", x, n, axis, norm)
 
 
 def rfft(x, n=None, axis=-1, norm=None):
     """The transform of a real ``x``: its first ``n // 2 + 1`` points (``numpy.fft.rfft``)."""
-    return _fft.run("rfft", x, n, axis, norm, inverse=False, real_in=True, real_out=False)
+    return _fft.run("rfft", x, n, axis, norm)
 
 
 def irfft(x, n=None, axis=-1, norm=None):
     """The real signal of ``n`` points (default ``2 * (len - 1)``) whose :func:`rfft` is
     ``x``, as ``numpy.fft.irfft``."""
-    return _fft.run("irfft", x, n, axis, norm, inverse=True, real_in=False, real_out=True)
+    return _fft.run("irfft", x, n, axis, norm)
 
 
 # ----------------------------------------------------------------------------- quantization
@@ -521,7 +533,7 @@ __all__ = [
     "log_softmax", "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "neg",
     "not_equal", "pow", "relu", "reshape", "rmsnorm", "sigmoid", "silu", "softmax", "sqrt",
     "sub", "sum", "tanh", "transpose", "where", "fft", "ifft", "rfft", "irfft", "quantize",
-    "dequantize",
+    "dequantize", "real", "imag", "conj",
 ]  # fmt: skip
 
 

@@ -134,3 +134,22 @@ def test_a_cross_entropy_of_gpu_arrays_holding_rows_in_registers_has_the_cpus_bi
     want_loss, want_grad = loss_and_grad(logits, targets)
     assert _host(grad).tobytes() == want_grad.tobytes()
     assert np.asarray(_host(loss)).tobytes() == np.asarray(want_loss).tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_log_softmax_of_gpu_arrays_holding_rows_in_registers_has_the_cpus_bits(rng, dtype):
+    from numba import cuda
+
+    x = (rng.standard_normal((3, 512)) * 3).astype(dtype)  # 64 lanes, 8 elements each
+    on_gpu = op.log_softmax(cuda.to_device(x)).copy_to_host()
+    assert on_gpu.tobytes() == op.log_softmax(x).tobytes()
+
+
+def test_a_gradient_through_transforms_of_gpu_arrays_has_the_cpus_bits(rng):
+    from numba import cuda
+
+    x = rng.standard_normal((3, 12)).astype(np.float32)  # 12: Bluestein's path
+    h = rng.standard_normal(12).astype(np.float32)
+    step = graph.grad(lambda x: op.sum(op.irfft(op.rfft(x) * op.rfft(h), n=12) * x))
+    on_gpu = _host(step(cuda.to_device(x)))
+    assert on_gpu.tobytes() == step(x).tobytes()

@@ -67,7 +67,8 @@ def test_a_ragged_list_is_an_error_naming_the_argument():
 
 
 def test_a_complex_array_is_an_error_naming_the_dtype():
-    refused(lambda: op.neg(np.ones(3, np.complex64)), r"op\.neg", "complex64")
+    # (+, -, *, op.real, op.imag, op.conj and the transforms take complex arrays)
+    refused(lambda: op.exp(np.ones(3, np.complex64)), r"op\.exp", "complex64")
     refused(lambda: op.max(np.ones(3, np.complex64)), r"op\.max", "complex64")
 
 

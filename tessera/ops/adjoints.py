@@ -27,7 +27,14 @@ def _op(t: Tensor, name: str, inputs: list, **attrs) -> Tensor:
 
 
 def _sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """``g`` summed over the axes along which an operand of ``shape`` was broadcast."""
+    """``g`` summed over the axes along which an operand of ``shape`` was broadcast (a
+    complex ``g``: its real and imaginary parts, each summed as a real tensor)."""
+    reduced = len(g.shape) > len(shape) or any(
+        n == 1 and m != 1 for n, m in zip(shape, g.shape[len(g.shape) - len(shape) :])
+    )
+    if reduced and g.dtype.kind == "c":
+        parts = [_sum_to(_op(g, part, [g]), shape) for part in ("real", "imag")]
+        return _op(g, "complex", parts)
     while len(g.shape) > len(shape):
         g = _op(g, "sum", [g], axis=0, keepdims=False)
     for d, n in enumerate(shape):
@@ -50,12 +57,22 @@ def _rules(node: Node, g: Tensor, x: list, out: Tensor) -> list:
     b = x[1] if len(x) > 1 else None
     if op == "copy":
         return [g]
+    if op == "real":  # a real loss's gradient of a complex z is dL/d re z + i dL/d im z
+        return [_op(g, "complex", [g, 0.0])]
+    if op == "imag":
+        return [_op(g, "complex", [0.0, g])]
+    if op == "conj":
+        return [_op(g, "conj", [g])]
+    if op == "complex":
+        return [_op(g, "real", [g]), _op(g, "imag", [g])]
+    if op in ("fft", "ifft", "rfft", "irfft"):
+        return [_fft_rule(node, g, a)]
     if op == "add":
         return [g, g]
     if op == "sub":
         return [g, -g]
-    if op == "mul":
-        return [g * b, g * a]
+    if op == "mul":  # complex operands: g times the other's conjugate (PyTorch's convention)
+        return [g * _conj(b), g * _conj(a)]
     if op == "div":
         return [g / b, -(g * out) / b]
     if op == "neg":
@@ -137,7 +154,42 @@ def _rules(node: Node, g: Tensor, x: list, out: Tensor) -> list:
     if op == "softmax":
         inner = _op(g, "sum", [g * out], axis=len(out.shape) - 1, keepdims=True)
         return [out * (g - inner)]
+    if op == "log_softmax":  # g - softmax(x) · sum(g) along the row
+        total = _op(g, "sum", [g], axis=len(out.shape) - 1, keepdims=True)
+        return [g - _op(out, "exp", [out]) * total]
     return [None] * len(x)  # comparisons and eq: no gradient
+
+
+def _conj(v):
+    """The conjugate of a complex tensor; anything else as it is."""
+    if isinstance(v, Tensor) and v.dtype.kind == "c":
+        return _op(v, "conj", [v])
+    return v
+
+
+def _fft_rule(node: Node, g: Tensor, x: Tensor) -> Tensor:
+    """The adjoint of a transform: its conjugate transpose, ``scale`` times the transform
+    of the other sign (fft's is ``n · ifft`` for norm "backward"), then the transpose of
+    ``n=``'s crop or pad (the result cropped or zero-padded back to the input's length).
+    rfft's: the spectrum zero-padded to ``n`` points, transformed, its real part;
+    irfft's: the rfft of ``g`` with the bins that stand for two points (``0 < k < n - k``)
+    doubled. The gradient of a real input is the real part (PyTorch's conventions)."""
+    attrs = node.attrs
+    if any(k in attrs for k in ("out", "double", "real")):
+        raise TesseraError(
+            f"graph.grad of '{g.tracer.graph.name}': a second derivative through a "
+            f"transform (here op.{node.op}, the adjoint of one) is not supported"
+        )
+    real = x.dtype.kind != "c"
+    adjoint = {"n": attrs["n"], "axis": attrs["axis"], "scale": attrs["scale"]}
+    adjoint["out"] = x.shape[attrs["axis"]]
+    if node.op == "irfft":
+        grad = _op(g, "rfft", [g], **adjoint, double=True, real=real)
+    elif node.op == "rfft":
+        grad = _op(g, "ifft", [g], **adjoint, real=True)
+    else:
+        grad = _op(g, "ifft" if node.op == "fft" else "fft", [g], **adjoint, real=real)
+    return grad if grad.dtype == x.dtype else _op(grad, "cast", [grad], dtype=x.dtype)
 
 
 def _pow_rule(g: Tensor, a, b, out: Tensor) -> list:
@@ -198,7 +250,7 @@ def backward(tracer: Tracer, result: Tensor, wrt: list[Tensor]) -> list[Tensor]:
         inputs = [Tensor(tracer, v) if not isinstance(v, Const) else v.value for v in node.inputs]
         rules = _rules(node, g, inputs, Tensor(tracer, node))
         for value, contribution in zip(node.inputs, rules):
-            if contribution is None or isinstance(value, Const) or not value.dtype.is_float:
+            if contribution is None or isinstance(value, Const) or value.dtype.kind not in "fc":
                 continue
             contribution = _sum_to(contribution, value.shape)
             if contribution.shape != value.shape:
@@ -208,7 +260,11 @@ def backward(tracer: Tracer, result: Tensor, wrt: list[Tensor]) -> list[Tensor]:
     out = []
     for t in wrt:
         g = grads.get(id(t.value))
-        if g is None:  # the result does not depend on it
+        if g is None and t.dtype.kind == "c":  # the result does not depend on it: 0
+            zero = {"shape": t.shape, "dtype": D.COMPLEX_PARTS[t.dtype], "value": 0.0}
+            g = tracer.record("full", [], zero)
+            g = tracer.record("complex", [g, g], {})
+        elif g is None:
             g = tracer.record("full", [], {"shape": t.shape, "dtype": t.dtype, "value": 0.0})
         out.append(g)
     return out

@@ -134,11 +134,12 @@ def direct_outputs(lowered, arrays: list, env: dict) -> dict[int, object]:
     last = kernels[-1]
     reads = []  # (group index or None for "at the end", value read, its argument)
     for k, g in enumerate(groups):
-        if lowered.sources[k] is None:  # a view: its readers read its argument
-            continue
+        if lowered.sources[k] is None and g.kind != "fft":  # a view: its readers read
+            continue  # its argument
+        at = k if g.kind != "fft" or k < last else None  # (a transform after: at the end)
         for v in g.inputs():
             if isinstance(root(v), Input):
-                reads.append((k, v, env[id(root(v))]))
+                reads.append((at, v, env[id(root(v))]))
     for value in graph.outputs:
         if isinstance(root(value), Input):
             reads.append((None, value, env[id(root(value))]))

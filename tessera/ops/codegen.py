@@ -31,7 +31,10 @@ from .declare import OPS, pow_code
 from .fuse import Group, epilogue_layout
 from .ir import Const, Node, Value
 
-KERNEL_GLOBALS = ("math", "tile", "group_id", "mut", "KiB", *(d.name for d in D.ALL_DTYPES))
+KERNEL_GLOBALS = (
+    *("math", "tile", "group_id", "mut", "KiB", "complex64", "complex128"),
+    *(d.name for d in D.ALL_DTYPES),
+)
 
 
 @dataclass
@@ -340,6 +343,9 @@ def softmax(group: Group, name: str, device: bool = False) -> Source:
     decorator = f"@kernel(tile=({lanes},), shared={scratch})"
     em.emit(f"base = group_id(0) * {length}", 1)
     held = length // lanes
+    if node.op == "log_softmax":
+        _log_softmax(em, x, y, acc_t, node.dtype.name, length, lanes, device)
+        return em.source(decorator, (rows,))
     if device and length % lanes == 0 and held <= HELD_ELEMENTS:
         _held_softmax(em, x, y, acc_t, lanes, held)
         return em.source(decorator, (rows,))
@@ -350,6 +356,39 @@ def softmax(group: Group, name: str, device: bool = False) -> Source:
     e = f"{y}[base + j]" if keep else f"math.exp({acc_t}({x}[base + j]) - row_max)"
     em.emit(f"{y}[base + j] = {e} / total", 2)
     return em.source(decorator, (rows,))
+
+
+def _log_softmax(
+    em, x: str, y: str, acc_t: str, out: str, length: int, lanes: int, device: bool
+) -> None:
+    """``log_softmax``'s row: the row's max and sum of ``exp(x - max)`` as softmax's (the
+    same tree), then each element ``(x - max) - log(sum)`` in the accumulator's dtype,
+    rounded once. On a GPU a lane of at most ``HELD_ELEMENTS`` elements keeps them in
+    registers (read once; the ``exp`` of each kept aside, the element itself kept for its
+    result): the same operations in the same order, so the same bits."""
+    held = length // lanes
+    if device and length % lanes == 0 and held <= HELD_ELEMENTS:
+        em.emit("lane = tile.linear_id()", 1)
+        at = [f"base + lane + {k * lanes}" if k else "base + lane" for k in range(held)]
+        for k in range(held):
+            em.emit(f"v{k} = {acc_t}({x}[{at[k]}])", 1)
+        em.emit(f"m = {acc_t}(-math.inf)", 1)
+        for k in range(held):
+            em.emit(f"m = max(m, v{k})", 1)
+        em.emit("row_max = tile.max(m)", 1)
+        em.emit(f"s = {acc_t}(0)", 1)
+        for k in range(held):
+            em.emit(f"s = s + math.exp(v{k} - row_max)", 1)
+        em.emit("total = tile.sum(s)", 1)
+        em.emit("lse = math.log(total)", 1)
+        for k in range(held):
+            em.emit(f"{y}[{at[k]}] = {out}((v{k} - row_max) - lse)", 1)
+        return
+    each = _each("j", length, lanes)
+    _row_max_and_sum(em, x, acc_t, each)
+    em.emit("lse = math.log(total)", 1)
+    _emit_each(em, each, 1)
+    em.emit(f"{y}[base + j] = {out}(({acc_t}({x}[base + j]) - row_max) - lse)", 2)
 
 
 def _held_softmax(em, x: str, y: str, acc_t: str, lanes: int, held: int) -> None:

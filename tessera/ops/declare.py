@@ -107,6 +107,11 @@ _declare(
         "key seed; {1} and {2} are the generator's 0-d seed and offset",
         floats_only=True,
     ),
+    # complex tensors (the transforms' results): their parts, conjugate, and back
+    _ew("real", 1, "{0}.real", "the real part of a complex tensor", result="attr"),
+    _ew("imag", 1, "{0}.imag", "the imaginary part of a complex tensor", result="attr"),
+    _ew("conj", 1, "{0}.conjugate()", "the complex conjugate"),
+    _ew("complex", 2, "complex({0}, {1})", "re + i·im, of two real tensors", result="attr"),
     # used by adjoints (adjoints.py), not in tessera.op
     _ew("eq", 2, "({0} == {1})", "a == b", result="bool"),
     _ew("full", 0, "{dtype}({value})", "a constant array of attrs shape and dtype", result="attr"),
@@ -132,6 +137,13 @@ _declare(
     OpDecl("max", "reduce", 1, doc="max along an axis (or all)"),
     OpDecl("min", "reduce", 1, doc="min along an axis (or all)"),
     OpDecl("softmax", "softmax", 1, doc="exp(x - max) / sum along the last axis", floats_only=True),
+    OpDecl(
+        "log_softmax",
+        "softmax",
+        1,
+        doc="x - max - log(sum(exp(x - max))) along the last axis, one group per row",
+        floats_only=True,
+    ),
     OpDecl("transpose", "transpose", 1, doc="the last two dims swapped"),
     OpDecl(
         "cross_entropy",
@@ -163,6 +175,11 @@ _declare(
         doc="softmax(q @ k.T * scale [causal mask]) @ v in one flash-attention kernel",
     ),
     OpDecl("reshape", "reshape", 1, doc="the same elements in another shape (row-major)"),
+    # the transforms (fft_core.py: kernels run by plan.py, not generated from the node)
+    OpDecl("fft", "fft", 1, doc="numpy.fft.fft along attrs axis: n points, times scale"),
+    OpDecl("ifft", "fft", 1, doc="numpy.fft.ifft along attrs axis: n points, times scale"),
+    OpDecl("rfft", "fft", 1, doc="numpy.fft.rfft: the first n // 2 + 1 bins of a real x"),
+    OpDecl("irfft", "fft", 1, doc="numpy.fft.irfft: n real points from n // 2 + 1 bins"),
     _ew("copy", 1, "{0}", "the same values in a new array (what a launch's mut argument gets)"),
     OpDecl("launch", "launch", 0, doc="a @kernel launched on traced tensors (launches.py)"),
     OpDecl("launch_result", "launch_result", 1, doc="an array a recorded launch wrote"),
@@ -181,6 +198,37 @@ _declare(
     OpDecl("attention_dk", "attention_grad", 6, doc="d loss / d k, query block by query block"),
     OpDecl("attention_dv", "attention_grad", 6, doc="d loss / d v, query block by query block"),
 )
+
+
+# the ops that take complex tensors (the others refuse them, naming these)
+COMPLEX_OPS = frozenset(
+    ("add", "sub", "mul", "neg", "copy", "expand", "reshape", "real", "imag", "conj")
+    + ("fft", "ifft", "rfft", "irfft")
+)
+
+
+def fft_type(op: str, x, attrs: dict) -> tuple[tuple[int, ...], D.DType]:
+    """A transform along ``attrs["axis"]`` of ``attrs["n"]`` points: complex64 for f16,
+    f32 and complex64 tensors, complex128 for f64 and complex128 (NumPy's), the axis
+    ``n`` long (rfft: ``n // 2 + 1``; ``attrs["out"]``, an adjoint's crop or pad, when
+    set); irfft's result, and an adjoint's that takes the real part (``attrs["real"]``),
+    is real (f16 for an f16 irfft, as NumPy)."""
+    if x.dtype.kind == "c":
+        ct = x.dtype
+    elif x.dtype in (D.f16, D.f32):
+        ct = D.complex64
+    elif x.dtype == D.f64:
+        ct = D.complex128
+    else:
+        raise RuleError(f"takes f16, f32, f64 or complex tensors, not {x.dtype.name}")
+    if op == "rfft" and x.dtype.kind == "c":
+        raise RuleError(f"takes a real tensor, not {x.dtype.name} (use op.fft)")
+    n, axis = attrs["n"], attrs["axis"]
+    width = attrs.get("out") or (n // 2 + 1 if op == "rfft" else n)
+    shape = x.shape[:axis] + (width,) + x.shape[axis + 1 :]
+    if op == "irfft" or attrs.get("real"):
+        return shape, D.f16 if x.dtype == D.f16 and op == "irfft" else D.COMPLEX_PARTS[ct]
+    return shape, ct
 
 
 def pow_code(exponent, dtype: D.DType) -> str | None:
@@ -248,6 +296,8 @@ def promote(decl: OpDecl, values: list) -> D.DType | None:
             dtype = D.bool_ if all(isinstance(n, bool) for n in numbers) else D.i64
     else:
         dtype = arrays.pop()
+        if dtype.kind == "c":  # (a complex tensor keeps its dtype beside real numbers)
+            return dtype
         if not dtype.is_float and any(isinstance(n, float) for n in numbers):
             dtype = D.f64
         elif dtype == D.bool_ and any(not isinstance(n, bool) for n in numbers):
@@ -312,6 +362,14 @@ def elementwise_type(decl: OpDecl, inputs: list, attrs: dict) -> tuple[tuple[int
             "'-' of bool arrays is refused (as NumPy refuses it): use op.where, or cast "
             "to an integer dtype first"
         )
+    if decl.name in ("real", "imag", "conj") and dtype.kind != "c":
+        raise RuleError(f"takes a complex tensor, not {dtype.name}")
+    if decl.name in ("real", "imag"):
+        attrs["dtype"] = D.COMPLEX_PARTS[dtype]
+    if decl.name == "complex":
+        if dtype not in (D.f32, D.f64):
+            raise RuleError(f"makes complex64 of f32 parts or complex128 of f64, not {dtype.name}")
+        attrs["dtype"] = D.complex64 if dtype == D.f32 else D.complex128
     if decl.result == "bool":
         return shape, D.bool_
     if decl.result == "attr":

@@ -73,6 +73,7 @@ def fuse(graph: Graph) -> list[Group]:
                 if last.kind == "elementwise" or (
                     last.kind == "matmul"
                     and n.op not in ("full", "expand", "dropout", "dropout_gen", "causal")
+                    and not any(v.dtype is not None and v.dtype.kind == "c" for v in n.inputs)
                     and all(_tile_operand(v, n.shape) for v in n.inputs)
                 ):
                     target = last

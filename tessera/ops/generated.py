@@ -31,7 +31,7 @@ _NAMESPACE = {
     "mut": D.mut,
     "KiB": D.KiB,
     "philox_uniform": philox_uniform,
-    **{d.name: d for d in D.ALL_DTYPES},
+    **{d.name: d for d in (*D.ALL_DTYPES, D.complex64, D.complex128)},
 }
 _kernels: dict[str, Kernel] = {}
 _lock = threading.Lock()

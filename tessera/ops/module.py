@@ -29,7 +29,7 @@ from .tensor import PUBLIC_NAMES, Tensor, Tracer, tracing
 
 def dtype_of(name: str, a: np.ndarray) -> D.DType:
     dtype = D.from_numpy(a.dtype)
-    if dtype is None or dtype.kind == "c":  # (complex: no op computes in it)
+    if dtype is None:
         raise TesseraError(f"{name}: arrays of {a.dtype} are not supported")
     return dtype
 

@@ -24,7 +24,8 @@ from .fuse import Group, fuse
 from .ir import Const, Graph, Node
 
 STAGES = ("graph", "fused", "kernels")
-VIEWS = ("reshape", "launch", "launch_result", "collective")  # groups without a generated kernel
+# groups without a generated kernel (the transforms run fft_core.py's kernels)
+VIEWS = ("reshape", "launch", "launch_result", "collective", "fft")
 stages.EXTRA_STAGES.extend(s for s in STAGES if s not in stages.EXTRA_STAGES)
 _dumped = itertools.count(1)
 
@@ -58,6 +59,8 @@ class Lowered:
         out = [str(self.graph), "", "fused groups:"]
         for i, g in enumerate(self.groups):
             made = f" -> kernel {self.sources[i].name}" if self.sources[i] else " (a view)"
+            if g.kind == "fft":
+                made = " -> the transform's kernels (fft_core.py)"
             out.append(f"  [{i}] {g.describe()}{made}")
         return "\n".join(out)
 

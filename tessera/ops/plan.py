@@ -22,8 +22,9 @@ from ..config import get as setting
 from ..errors import TesseraError
 from ..kernel import stream_scope as streams
 from ..kernel.targets import DEVICE_CHOICE, resolve
-from . import aliasing, collective_nodes, kinds, launches, recording
+from . import aliasing, collective_nodes, fft_core, kinds, launches, recording
 from .aliasing import c_contiguous
+from .declare import OPS
 from .ir import Const, Input
 from .passes import Lowered
 
@@ -184,6 +185,8 @@ def _stored(group, source, env: dict, memory, call, direct: dict) -> None:
             recording.host_step(node.attrs["kind"], step)
         elif node.op == "launch_result":
             launches.result(node, env)
+        elif OPS[node.op].kind == "fft":
+            env[id(node)] = fft_core.node_result(node, env[id(node.inputs[0])], memory)
         else:
             env[id(node)] = env[id(node.inputs[0])].reshape(node.shape)
         return

@@ -92,7 +92,7 @@ class Tracer:
             if held is array:
                 return value
         dtype = D.from_numpy(array.dtype)
-        if dtype is None or dtype.kind == "c":
+        if dtype is None:
             raise self.fail(op, f"arrays of {array.dtype} are not supported")
         name = f"captured{len(self.graph.captured)}"
         value = Input(len(self.graph.inputs), name, array.shape, dtype)
@@ -122,6 +122,16 @@ class Tracer:
                     op,
                     f"takes tensors, arrays or Python numbers, not {type(v).__name__}",
                 )
+        if op not in declare.COMPLEX_OPS:
+            for v in values:
+                if v.dtype is not None and v.dtype.kind == "c":
+                    raise self.fail(
+                        op,
+                        f"takes real tensors, not {v.dtype.name}: complex tensors take +, -, "
+                        "*, unary -, op.real, op.imag, op.conj and the transforms",
+                    )
+        if op in ("add", "sub", "mul"):
+            values = self._complexified(values)
         try:
             if decl.kind == "elementwise":
                 values = self._promoted(decl, values)
@@ -130,6 +140,20 @@ class Tracer:
             raise self.fail(op, str(exc)) from None
         node = self.graph.add(Node(op, tuple(values), attrs, shape, dtype, user_loc()))
         return Tensor(self, node)
+
+    def _complexified(self, values: list[Value]) -> list[Value]:
+        """``values`` with each real tensor beside a complex one of its parts' dtype made
+        complex (``x + 0i``, as NumPy promotes f32 beside complex64)."""
+        complexes = {v.dtype for v in values if v.dtype is not None and v.dtype.kind == "c"}
+        if len(complexes) != 1:
+            return values
+        ct = complexes.pop()
+        out = list(values)
+        for k, v in enumerate(values):
+            if not isinstance(v, Const) and v.dtype == D.COMPLEX_PARTS[ct]:
+                made = Node("complex", (v, Const(0.0)), {"dtype": ct}, v.shape, ct, user_loc())
+                out[k] = self.graph.add(made)
+        return out
 
     def _promoted(self, decl, values: list[Value]) -> list[Value]:
         """``values`` with each array cast to the dtype it meets Python numbers in
@@ -162,6 +186,8 @@ def _rule(decl, values, attrs) -> tuple[tuple[int, ...], DType]:
         return declare.attention_grad_type(decl.name, *values)
     if decl.kind == "cross_entropy":
         return declare.cross_entropy_type(*values)
+    if decl.kind == "fft":
+        return declare.fft_type(decl.name, x, attrs)
     if decl.floats_only and not x.dtype.is_float:
         raise RuleError(f"takes float arrays, not {x.dtype.name}")
     if decl.kind == "norm":
@@ -200,6 +226,12 @@ class Tensor:
     dtype = property(lambda self: self.value.dtype)
     ndim = property(lambda self: len(self.value.shape))
     mT = property(lambda self: self.tracer.record("transpose", [self], {}))
+    real = property(lambda self: self.tracer.record("real", [self], {}))
+    imag = property(lambda self: self.tracer.record("imag", [self], {}))
+
+    def conj(self) -> Tensor:
+        """The complex conjugate (``op.conj``)."""
+        return self.tracer.record("conj", [self], {})
 
     @property
     def T(self) -> Tensor:
