@@ -27,11 +27,13 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
+
 from ... import ir
 from ...ir import TileType
 from ..pysource import ctor
 
-REGISTER_VALUES = 128  # at most this many values of register tiles a thread (registers)
+REGISTER_VALUES = 512  # at most this many 32-bit registers of register tiles a thread
 TILE_VALUES = 64  # a tile of more values a thread stays in shared memory
 
 
@@ -45,18 +47,20 @@ def candidates(kir: ir.KernelIR, types: dict, lanes: int, exempt: set, excluded)
     """The tile variables that start as register tiles: sizes a multiple of the group's
     threads, at most TILE_VALUES a thread, not handled elsewhere (``exempt``: the
     register loops' tiles) or found to need shared memory (``excluded``), the largest
-    dropped while their values a thread exceed REGISTER_VALUES."""
+    dropped while their 32-bit registers a thread (two for a 64-bit value) exceed
+    REGISTER_VALUES."""
     if not kir.grouped:
         return set()
-    sizes = {}
+    words = {}  # tile -> 32-bit registers a thread
     for v, t in types.items():
         if not isinstance(t, TileType) or v in exempt or v in excluded:
             continue
         size = math.prod(t.shape)
         if size and size % lanes == 0 and size // lanes <= TILE_VALUES:
-            sizes[v] = size // lanes
-    chosen = sorted(sizes, key=lambda v: (sizes[v], v))
-    while chosen and sum(sizes[v] for v in chosen) > REGISTER_VALUES:
+            itemsize = np.dtype(ctor(t.dtype).removeprefix("np.")).itemsize
+            words[v] = size // lanes * max(1, itemsize // 4)
+    chosen = sorted(words, key=lambda v: (words[v], v))
+    while chosen and sum(words[v] for v in chosen) > REGISTER_VALUES:
         chosen.pop()
     return set(chosen)
 
@@ -126,14 +130,22 @@ def _private(line: str, names: dict) -> bool:
     return bool(_ASSIGN.match(code) or _CONTROL.match(code))
 
 
+IN_PLACE = "  # reduced in its own registers"  # (reduce_tile: read by nothing after)
+
+
 def misplaced(source: str, names: dict) -> set:
     """The register tiles (register names) that ``source`` accesses anywhere other than
-    at ``[_kk]`` or their declaration: they need shared memory."""
+    at ``[_kk]``, their declaration or a reduction in their own registers: they need
+    shared memory."""
     found = set()
     for name in names:
-        for m in re.finditer(r"\b" + re.escape(name) + r"\b(?=(.{0,24}))", source):
+        for m in re.finditer(r"\b" + re.escape(name) + r"\b(?=(.{0,40}))", source):
             rest = m.group(1)
-            if not (rest.startswith("[_kk]") or rest.startswith(" = cuda.local.array(")):
+            if not (
+                rest.startswith("[_kk]")
+                or rest.startswith(" = cuda.local.array(")
+                or rest.startswith(IN_PLACE)
+            ):
                 found.add(name)
                 break
     return found
@@ -152,23 +164,45 @@ def declarations(cg) -> list[str]:
 def reduce_tile(cg, source: ir.Name, scratch_of, combine_fn: str, tree_steps) -> str:
     """A whole-tile reduction of register tile ``source``: the fixed tree's steps whose
     pairs lie in one thread (offsets of whole multiples of the threads) over each
-    thread's values, in a copy (the tile lives on); then each thread's first value in
-    the shared scratch (``scratch_of(size)``), which the rest of the tree reduces as the
-    threads' values (``tree_steps(n)``: the tree's steps over n values). Returns the
-    scratch."""
+    thread's values, in a copy where the tile is read again (else in its own registers);
+    then each thread's first value in the shared scratch (``scratch_of(size)``), which
+    the rest of the tree reduces as the threads' values (``tree_steps(n)``: the tree's
+    steps over n values). Returns the scratch."""
     t = source.type
     per = math.prod(t.shape) // cg.lanes
     reg = cg.name(source.name)
     work = f"_rw{len(cg.lines)}"
-    cg.emit(f"{work} = cuda.local.array({per}, {ctor(t.dtype)})")
-    cg.emit(f"for _kk in range({per}):")
-    cg.emit(f"    {work}[_kk] = {reg}[_kk]")
+    if uses(cg.kir).get(source.name, 0) > 1:  # the tile lives on
+        cg.emit(f"{work} = cuda.local.array({per}, {ctor(t.dtype)})")
+        cg.emit(f"for _kk in range({per}):")
+        cg.emit(f"    {work}[_kk] = {reg}[_kk]")
+    else:
+        cg.emit(f"{work} = {reg}{IN_PLACE}")
     for count, offset in tree_steps(per):
         cg.emit(f"for _kk in range({count}):")
         cg.emit(f"    {work}[_kk] = {combine_fn}({work}[_kk], {work}[_kk + {offset}])")
     scratch = scratch_of(cg.lanes)
     cg.emit(f"{scratch}[_lane] = {work}[0]")
     return scratch
+
+
+_uses: dict = {}  # id(kernel IR) -> (the IR, {variable: times read})
+
+
+def uses(kir: ir.KernelIR) -> dict:
+    """How many times each variable of ``kir`` is read (a temporary tile that one
+    reduction reads is reduced in its own registers)."""
+    found = _uses.get(id(kir))
+    if found is None or found[0] is not kir:
+        counts: dict = {}
+        for stmt in ir.walk_stmts(kir.body):
+            for e in ir.stmt_exprs(stmt):
+                if isinstance(e, ir.Name):
+                    counts[e.name] = counts.get(e.name, 0) + 1
+        if len(_uses) > 64:
+            _uses.clear()
+        found = _uses[id(kir)] = (kir, counts)
+    return found[1]
 
 
 def generated(make):
