@@ -62,6 +62,11 @@ M16N8K16_BF16 = _instruction(mma_sync.M16N8K16_BF16, "_mma_pack_bf16", "_mma_bf1
 M16N8K8_TF32 = _instruction(mma_sync.M16N8K8_TF32, "_mma_to_tf32", "_mma_tf32")
 # DMMA, used by the register main loop (mainloop.py): f64 operands need no packing
 M8N8K4_F64 = _instruction(mma_sync.M8N8K4_F64, "", "_mma_f64")
+# 8-bit operands, used by the register main loop (mainloop.py), which loads their bytes
+# into registers as they are stored: i8 (sm_80+), f8e4m3 and f8e5m2 (sm_89+)
+M16N8K32_S8 = _instruction(mma_sync.M16N8K32_S8, "", "_mma_s8")
+M16N8K32_E4M3 = _instruction(mma_sync.M16N8K32_E4M3, "", "_mma_e4m3")
+M16N8K32_E5M2 = _instruction(mma_sync.M16N8K32_E5M2, "", "_mma_e5m2")
 _PACKING = {  # the PTX converting f32 values into one .b32 register of A or B
     "_mma_pack_f16": "cvt.rn.f16x2.f32",
     "_mma_pack_bf16": "cvt.rn.bf16x2.f32",
@@ -160,27 +165,30 @@ def _registers(
 
 
 # ----------------------------------------------------------------------------- intrinsics
-def _mma_sync(ptx: str):
+def _mma_sync(ptx: str, integer: bool = False):
     """The intrinsic ``(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3) -> (d0, d1, d2, d3)``
-    issuing one ``ptx`` (four .b32 A registers, two .b32 B, four f32 C and D)."""
+    issuing one ``ptx`` (four .b32 A registers, two .b32 B, four f32 C and D; ``integer``:
+    four .s32 C and D)."""
     from llvmlite import ir
     from numba import types
     from numba.cuda.extending import intrinsic
 
     asm_text = f"{ptx} {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$10, $11, $12, $13}};"
-    constraints = ",".join(["=f"] * 4 + ["r"] * 6 + ["f"] * 4)
-    result = types.UniTuple(types.float32, 4)
+    reg, acc_t = ("r", types.int32) if integer else ("f", types.float32)
+    constraints = ",".join([f"={reg}"] * 4 + ["r"] * 6 + [reg] * 4)
+    result = types.UniTuple(acc_t, 4)
 
     @intrinsic
     def mma(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         def codegen(context, builder, signature, args):
-            f32, b32 = ir.FloatType(), ir.IntType(32)
-            kinds = [types.uint32] * 6 + [types.float32] * 4
+            b32 = ir.IntType(32)
+            acc = b32 if integer else ir.FloatType()
+            kinds = [types.uint32] * 6 + [acc_t] * 4
             values = [
                 context.cast(builder, v, t, kind) for v, t, kind in zip(args, signature.args, kinds)
             ]
             asm = ir.InlineAsm(
-                ir.FunctionType(ir.LiteralStructType([f32] * 4), [b32] * 6 + [f32] * 4),
+                ir.FunctionType(ir.LiteralStructType([acc] * 4), [b32] * 6 + [acc] * 4),
                 asm_text,
                 constraints,
                 side_effect=True,  # like CUDA's asm volatile: never moved out of warp lockstep
@@ -275,6 +283,8 @@ def _mma_f64(ptx: str):
 def namespace() -> dict:
     """Names the generated CUDA code uses for tensor-core ``tile.dot``."""
     names = {M8N8K4_F64.name: _mma_f64(M8N8K4_F64.ptx)}
+    for inst in (M16N8K32_S8, M16N8K32_E4M3, M16N8K32_E5M2):
+        names[inst.name] = _mma_sync(inst.ptx, integer=inst.d_type == "s32")
     for inst in (M16N8K16_F16, M16N8K16_BF16, M16N8K8_TF32):
         names[inst.name] = _mma_sync(inst.ptx)
         cvt = _PACKING[inst.pack]
