@@ -5,9 +5,10 @@ A stage holds a block of ``rows x cols`` elements of ``element`` bytes, rows of
 16-byte ``cp.async`` copies (``_cp16``, zero fill where the block overhangs the array)
 when the array allows whole 16-byte chunks — a 16-byte aligned base, rows a multiple of
 16 bytes apart, contiguous elements, a last dimension and a first column that are whole
-chunks — and element by element with predicated loads otherwise (``_ld16``/``_st16``,
-``_ld64``/``_st64``). Every branch is uniform over the block; every per-thread value is
-index arithmetic (emulator.py runs this code with NumPy vectors for the threads).
+chunks — and element by element with predicated loads otherwise (``_ld8``/``_st8``,
+``_ld16``/``_st16``, ``_ld64``/``_st64``). Every branch is uniform over the block; every
+per-thread value is index arithmetic (emulator.py runs this code with NumPy vectors for
+the threads).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ...layout import swizzle_for
 
 
 def swizzle(element: int, row_bytes: int, row: str, chunk: str) -> str:
-    """The code of the stored chunk of logical ``chunk`` in ``row``. 16-bit rows:
+    """The code of the stored chunk of logical ``chunk`` in ``row``. 8- and 16-bit rows:
     ``layout.swizzle_for`` (conflict-free for ldmatrix and the copies); 8-byte rows (at
     least 128 bytes): ``chunk ^ 2 (row % 4)``, which puts the four rows and two chunks a
     half-warp's DMMA fragment loads read in eight different 16-byte bank groups."""
@@ -245,7 +246,7 @@ def copy(
     e = out.emit
     arr, n, elem, ce = block.array, block.name, block.element, block.chunk_elements
     chunks = block.cols // ce
-    bits = "16" if elem == 2 else "64"
+    bits = str(8 * elem)  # the element copies' _ld8/_st8, _ld16/_st16 or _ld64/_st64
     inside = f"(_mgr >= 0) & (_mgr < {arr}.shape[0]) & (_mgc >= 0) & (_mgc < {arr}.shape[1])"
     e(f"if {fast}:")
     out.indent += 1
