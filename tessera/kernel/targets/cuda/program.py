@@ -31,6 +31,7 @@ from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
 from .launcher import DirectLauncher, storage_dtype
 from .occupancy import occupancy
 from .passes.launch_shape import blocks_per_sm
+from .passes.mainloop import FP8_ARCH
 from .runtime import cuda_module, simulating
 from .streams import current_stream, fence, fence_now, fencing_on, gpu_work, note_gpu_work
 
@@ -149,6 +150,14 @@ def ampere_for(arch: str | None) -> bool:
     return not simulating() and capability_for(arch) >= AMPERE
 
 
+def fp8_for(arch: str | None) -> bool:
+    """Whether code for ``arch`` (None: this machine's GPU, or the newest architecture's
+    where there is none) runs f8 ``tile.dot`` on ``mma.sync`` with .e4m3/.e5m2 operands:
+    sm_89 (Ada) and newer (PTX ISA 8.4); older GPUs keep the exact emulation (the plain
+    path)."""
+    return ampere_for(arch) and capability_for(arch) >= FP8_ARCH
+
+
 def stages_for(arch: str | None) -> int:
     """The depth of a register main loop's staging ring where ``prefetch=`` does not say
     (GPU.md §2): 4 on sm_90 and newer, 3 before."""
@@ -169,6 +178,7 @@ class CudaProgram:
         warp_twins=None,
         chunks: bool | None = None,
         whole: bool = False,
+        fp8: bool | None = None,
     ):
         self.spec = spec
         self.kir = spec.kir
@@ -179,6 +189,10 @@ class CudaProgram:
         self.warp_twins = warp_twins if self.simulated else None
         ampere = (ampere_for(None) if ampere is None else ampere) and not self.simulated
         self.async_copies = ampere
+        # f8 tile.dot on mma.sync (sm_89+); the warp simulator runs it as sm_90 would
+        self.fp8 = (fp8_for(None) if fp8 is None else fp8) and (
+            ampere or self.warp_twins is not None
+        )
         codegen = CudaCodegen(
             spec.kir,
             grid_ndim,
@@ -189,6 +203,7 @@ class CudaProgram:
             stages=stages,
             chunks=chunks,
             whole=whole,
+            fp8=self.fp8,
         )
         self.stages = stages
         self._target = target
@@ -275,6 +290,7 @@ class CudaProgram:
                 self.warp_twins,
                 chunks=chunked,
                 whole=whole,
+                fp8=self.fp8,
             )
         return found
 

@@ -279,15 +279,16 @@ class Twins:
         return names
 
 
-def run(kernel, *args, grid, stages: int = 3) -> None:
+def run(kernel, *args, grid, stages: int = 3, fp8: bool = True) -> None:
     """Launch ``kernel`` over ``grid`` (host arrays) with the register path's source under
-    the simulator (``NUMBA_ENABLE_CUDASIM=1`` in this process)."""
+    the simulator (``NUMBA_ENABLE_CUDASIM=1`` in this process); ``fp8``: as for an
+    architecture with f8 ``mma.sync`` (sm_89+)."""
     if not simulating():
         raise TesseraError("warp_sim.run needs numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1)")
     target = TARGETS["cuda"]
     grid = launch.normalise_grid(kernel.name, grid)
     bound = kernel.bind(target, args, grid)
     spec = specialise(kernel.ir, bound.constexprs, target.passes)
-    program = CudaProgram(spec, len(grid), target, True, stages, warp_twins=Twins())
+    program = CudaProgram(spec, len(grid), target, True, stages, warp_twins=Twins(), fp8=fp8)
     program.run(bound.call_args, grid, False)
     return program

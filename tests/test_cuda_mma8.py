@@ -1,0 +1,244 @@
+"""``tile.dot`` of 8-bit operands on tensor cores in the register GEMM main loop
+(mma.sync m16n8k32): i8 x i8 -> i32 on sm_80+, f8e4m3 / f8e5m2 -> f32 on sm_89+ (the
+exact emulation, the plain path, below). The emitted loop run by the lockstep block
+emulator against NumPy (i8 exact in int32; f8 within the bound of one f32 rounding a k32
+step), which loops take the path on which architecture, and PTX checks; the SASS is
+checked in tests/test_cuda_sass.py. No GPU needed."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tessera import dtypes as D
+from tessera import f8e4m3, f8e5m2, f32, group_id, i8, i32, kernel, mut, tile
+from tessera.kernel.targets.cuda import emulator
+from tessera.kernel.targets.cuda.passes.mainloop import SHAPES, Mainloop, warp_grid
+
+NO_PTX = pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
+    reason="generated CUDA source and PTX need numba-cuda without its simulator",
+)
+E4M3, E5M2 = ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2
+FP8 = {"f8e4m3": E4M3, "f8e5m2": E5M2}
+S8_MMA = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
+E4M3_MMA = "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"
+
+
+@kernel(tile=(128,))
+def igemm(A: i8[M, K], B: i8[K, N], C: mut[i32[M, N]]):
+    m0, n0 = group_id(0) * 64, group_id(1) * 64
+    acc = tile.zeros((64, 64), i32)
+    for k0 in tile.range(0, K, 64):
+        a = tile.load_block(A, (m0, k0), (64, 64))
+        b = tile.load_block(B, (k0, n0), (64, 64))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@kernel(tile=(128,))
+def fgemm(A: f8e4m3[M, K], B: f8e4m3[K, N], C: mut[f32[M, N]]):
+    m0, n0 = group_id(0) * 64, group_id(1) * 64
+    acc = tile.zeros((64, 64), f32)
+    for k0 in tile.range(0, K, 64):
+        a = tile.load_block(A, (m0, k0), (64, 64))
+        b = tile.load_block(B, (k0, n0), (64, 64))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@kernel(tile=(128,))
+def f5gemm(A: f8e5m2[M, K], B: f8e5m2[K, N], C: mut[f32[M, N]]):
+    m0, n0 = group_id(0) * 64, group_id(1) * 64
+    acc = tile.zeros((64, 64), f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (64, 32))
+        b = tile.load_block(B, (k0, n0), (32, 64))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+def _i8_args(k=128):
+    a, b = np.zeros((128, k), np.int8), np.zeros((k, 128), np.int8)
+    return a, b, np.zeros((128, 128), np.int32)
+
+
+def _f8_args(fp8=E4M3, k=128):
+    a, b = np.zeros((128, k), fp8), np.zeros((k, 128), fp8)
+    return a, b, np.zeros((128, 128), np.float32)
+
+
+# ----------------------------------------------------------------------------- emulator
+def _plan(dtype, bm=64, bn=64, bk=64, threads=128, stages=3) -> Mainloop:
+    wm, wn = warp_grid(bm, bn, threads // 32, SHAPES[dtype])
+    return Mainloop(
+        None, "a", "b", "acc", "A", "B", None, None, bm, bn, bk, dtype, threads, wm, wn, stages
+    )
+
+
+def _block(X, r0, c0, rows, cols) -> np.ndarray:
+    """The block of X (as float64) at (r0, c0), zeros outside X."""
+    out = np.zeros((rows, cols))
+    r_lo, r_hi = max(r0, 0), min(r0 + rows, X.shape[0])
+    c_lo, c_hi = max(c0, 0), min(c0 + cols, X.shape[1])
+    if r_lo < r_hi and c_lo < c_hi:
+        out[r_lo - r0 : r_hi - r0, c_lo - c0 : c_hi - c0] = X[r_lo:r_hi, c_lo:c_hi]
+    return out
+
+
+def _products(plan, A, B, row0, col0, ks, magnitude=False) -> np.ndarray:
+    """The blocks' product in float64 (``magnitude``: of |A| and |B|), zeros outside."""
+    out = np.zeros((plan.m, plan.n))
+    for k0 in ks:
+        a, b = _block(A, row0, k0, plan.m, plan.k), _block(B, k0, col0, plan.k, plan.n)
+        out += np.abs(a) @ np.abs(b) if magnitude else a @ b
+    return out
+
+
+def _bits(X: np.ndarray) -> np.ndarray:
+    """What a kernel's f8 array holds on CUDA: its bits (the launch passes uint8)."""
+    return X.view(np.uint8) if X.dtype in FP8.values() else X
+
+
+def _run(plan, A, B, acc, row0, col0, start, stop, step, eager=False):
+    return emulator.run_mainloop(
+        plan, _bits(A), _bits(B), acc, row0, col0, start, stop, step, eager=eager
+    )
+
+
+@pytest.mark.parametrize("eager", [False, True])
+@pytest.mark.parametrize(
+    "bm, bn, bk, threads, stages",
+    [(64, 64, 64, 128, 3), (32, 32, 32, 64, 2), (128, 128, 64, 256, 4), (64, 128, 128, 128, 3)],
+)
+def test_an_i8_loop_is_exact_in_int32(bm, bn, bk, threads, stages, eager, rng):
+    plan = _plan(D.i8, bm, bn, bk, threads, stages)
+    A = rng.integers(-128, 128, (bm, 3 * bk)).astype(np.int8)
+    B = rng.integers(-128, 128, (3 * bk, bn)).astype(np.int8)
+    acc = rng.integers(-(2**30), 2**30, (bm, bn)).astype(np.int32)
+    want = (acc + _products(plan, A, B, 0, 0, range(0, 3 * bk, bk))).astype(np.int64)
+    emu = _run(plan, A, B, acc, 0, 0, 0, 3 * bk, bk, eager)
+    np.testing.assert_array_equal(acc, want.astype(np.int32))  # (wraps as the hardware)
+    assert emu.stats["mma"] > 0 and emu.stats["cp16"] > 0 and emu.stats["st16"] == 0
+    assert emu.stats["ldmatrix_conflicts"] == 0 and emu.stats["cp16_conflicts"] == 0
+    # B's bytes: four rows of a lane group in at most two bank groups (docs/targets.md)
+    assert emu.stats["lds8_conflicts"] <= emu.stats["lds8"] * threads // 32
+
+
+def test_the_int32_accumulator_wraps_around_as_the_hardware_does():
+    plan = _plan(D.i8, 32, 32, 32, 64, 2)
+    A = np.full((32, 32), -128, np.int8)
+    B = np.full((32, 32), -128, np.int8)
+    acc = np.full((32, 32), 2**31 - 2**19, np.int32)  # + 32 * 2**14 = 2**31: wraps
+    _run(plan, A, B, acc, 0, 0, 0, 32, 32)
+    assert (acc == np.int32(-(2**31))).all()
+
+
+@pytest.mark.parametrize("row0, col0", [(80, 48), (-20, -8), (2**62, 0)])
+def test_i8_blocks_overhanging_the_arrays_read_zeros(row0, col0, rng):
+    plan = _plan(D.i8)
+    A = rng.integers(-128, 128, (100, 144)).astype(np.int8)  # K % 16 == 0: A by chunks
+    B = rng.integers(-128, 128, (144, 90)).astype(np.int8)  # N % 16 != 0: B by elements
+    acc = np.zeros((64, 64), np.int32)
+    want = _products(plan, A, B, row0, col0, range(0, 144, 64))
+    emu = _run(plan, A, B, acc, row0, col0, 0, 144, 64)
+    np.testing.assert_array_equal(acc, want)
+    assert emu.stats["cp16"] > 0
+
+
+def test_misaligned_i8_views_are_copied_byte_by_byte(rng):
+    plan = _plan(D.i8)
+    A0 = rng.integers(-128, 128, (64, 129)).astype(np.int8)
+    B0 = rng.integers(-128, 128, (129, 65)).astype(np.int8)
+    A, B = A0[:, 1:], B0[:128, 1:]  # rows start a byte past 16-byte alignment
+    acc = np.zeros((64, 64), np.int32)
+    emu = _run(plan, A, B, acc, 0, 0, 0, 128, 64)
+    np.testing.assert_array_equal(acc, _products(plan, A, B, 0, 0, range(0, 128, 64)))
+    assert emu.stats["cp16"] == 0
+
+
+@pytest.mark.parametrize("dtype", ["f8e4m3", "f8e5m2"])
+def test_f8_products_that_f32_holds_exactly_give_the_exact_sum(dtype, rng):
+    """Halves times halves, 192 of them: every partial sum is a multiple of 1/4 below
+    2**20, so f32 holds it whatever the order of the additions: equal to the bit."""
+    plan = _plan(getattr(D, dtype), 64, 64, 32)
+    fp8 = FP8[dtype]
+    A = (rng.integers(-8, 9, (64, 192)) / 2).astype(fp8)
+    B = (rng.integers(-8, 9, (192, 64)) / 2).astype(fp8)
+    acc = np.full((64, 64), 0.75, np.float32)
+    want = 0.75 + _products(
+        plan, A.astype(np.float64), B.astype(np.float64), 0, 0, range(0, 192, 32)
+    )
+    _run(plan, A, B, acc, 0, 0, 0, 192, 32)
+    np.testing.assert_array_equal(acc, want)
+
+
+@pytest.mark.parametrize("dtype", ["f8e4m3", "f8e5m2"])
+def test_f8_loops_round_once_a_k32_step(dtype, rng):
+    """Random f8 values (decoded by ml_dtypes): each k32 step's 32 products are exact and
+    their sum is rounded once into the f32 accumulator, so the error against the float64
+    sum is at most half an f32 ulp of the running sum a step: bounded by
+    ``steps * 2**-24 * (|A| @ |B|)``."""
+    plan = _plan(getattr(D, dtype), 64, 64, 64)
+    fp8 = FP8[dtype]
+    A = rng.standard_normal((64, 256)).astype(fp8)
+    B = rng.standard_normal((256, 64)).astype(fp8)
+    a, b = A.astype(np.float64), B.astype(np.float64)
+    acc = np.zeros((64, 64), np.float32)
+    _run(plan, A, B, acc, 0, 0, 0, 256, 64)
+    want = _products(plan, a, b, 0, 0, range(0, 256, 64))
+    bound = (256 // 32) * 2.0**-24 * _products(plan, a, b, 0, 0, range(0, 256, 64), True)
+    assert np.all(np.abs(acc - want) <= bound)
+
+
+# ----------------------------------------------------------------------------- which loops
+@NO_PTX
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_an_i8_gemm_loop_runs_as_the_register_main_loop(arch):
+    source = igemm.inspect("cuda", *_i8_args(), grid=(2, 2), arch=arch)
+    assert "# register GEMM main loop: 64x64 i32 accumulator in registers" in source
+    assert S8_MMA in source and "_ldsb4(" in source
+
+
+@NO_PTX
+@pytest.mark.parametrize(
+    "arch, mma", [("sm_80", False), ("sm_86", False), ("sm_89", True), ("sm_90", True)]
+)
+def test_an_f8_gemm_loop_takes_tensor_cores_from_sm_89_on(arch, mma):
+    source = fgemm.inspect("cuda", *_f8_args(), grid=(2, 2), arch=arch)
+    assert ("# register GEMM main loop: 64x64 f32 accumulator" in source) is mma
+    assert (E4M3_MMA in source) is mma
+
+
+# ----------------------------------------------------------------------------- PTX
+@pytest.fixture(scope="module")
+def i8_ptx():
+    return igemm.inspect("ptx", *_i8_args(), grid=(2, 2), arch="sm_80")
+
+
+@NO_PTX
+def test_an_i8_k_tile_is_ldmatrix_for_a_byte_loads_for_b_and_m16n8k32_in_ptx(i8_ptx):
+    # per k-tile of 64 and warp tile 32x32: 2 k32 steps x (2 A ldmatrix, 4 n8 tiles x 8 B
+    # bytes, 8 mma), in one loop (the arrays allow 16-byte chunks)
+    assert i8_ptx.count(S8_MMA) == 16
+    assert i8_ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans" not in i8_ptx
+    assert i8_ptx.count("ld.shared.u8") == 2 * 4 * 8
+    assert i8_ptx.count("cp.async.cg.shared.global [") == 2 * 4  # the prologue's, the loop's
+    assert "ld.local" not in i8_ptx and "st.local" not in i8_ptx
+
+
+@NO_PTX
+@pytest.mark.parametrize("arch, count", [("sm_80", 0), ("sm_89", 8)])
+def test_f8e5m2_mma_is_in_the_ptx_from_sm_89_on(arch, count):
+    a, b = np.zeros((128, 96), E5M2), np.zeros((96, 128), E5M2)
+    ptx = f5gemm.inspect("ptx", a, b, np.zeros((128, 128), np.float32), grid=(2, 2), arch=arch)
+    # a k-tile of 32: one k32 step x 8 mma (a 32x32 warp tile: 2 m16 x 4 n8 tiles), in
+    # one steady loop; before sm_89 the exact emulation (the plain path) and no mma
+    assert ptx.count("mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32") == count
+    assert "m16n8k32" in ptx if count else "m16n8k32" not in ptx
+    assert "ld.local" not in ptx and "st.local" not in ptx
