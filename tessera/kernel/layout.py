@@ -342,6 +342,19 @@ def swizzle_for(row_bytes: int) -> Swizzle:
     return Swizzle(max(1, 128 // row_bytes), min(8, row_bytes // 16))
 
 
+def swizzle_down_columns(row_bytes: int) -> Swizzle:
+    """The swizzle for rows read a byte at a time down a column (8-bit ``mma.sync`` B
+    fragments of a K x N tile: a column's four lanes read rows ``4 t + j``, t = 0..3, of
+    one chunk): ``chunk ^ ((row // 4) % min(4, chunks))`` puts those four rows in four
+    bank groups (two where a row has two chunks, none to spare with one), and keeps each
+    row's chunks a permutation, so 16-byte copies stay conflict-free too. The term
+    repeats every 16 rows."""
+    _log2(row_bytes, "row bytes")
+    if row_bytes < 16:
+        raise ValueError("rows shorter than one 16-byte chunk are not swizzled")
+    return Swizzle(4, min(4, row_bytes // 16))
+
+
 def shared(shape, element_bytes: int, swizzle: Swizzle | None = None) -> LinearLayout:
     """A row-major buffer in shared memory, ``offset`` (in elements) -> coordinates, with
     16-byte chunks of each row XOR-swizzled by ``swizzle`` (None: plain row-major)."""

@@ -94,7 +94,7 @@ def blocks(plan: Mainloop, A: str, B: str) -> tuple[stage_copy.Block, stage_copy
     elem = plan.shape.element
     return (
         stage_copy.Block("a", A, plan.m, plan.k, elem),
-        stage_copy.Block("b", B, plan.k, plan.n, elem),
+        stage_copy.Block("b", B, plan.k, plan.n, elem, down_columns=elem == 1),
     )
 
 
@@ -163,6 +163,7 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
         e("_mlr = _lane % 16  # ldmatrix: the row (A) or k-row (B) this lane addresses")
         e(f"_mlh = (_lane % {WARP}) // 16  # ... and which 16-byte chunk of the pair")
         e(f"_mswa = {stage_copy.swizzle(elem, row_a, '_mlr', '0')}")
+    if elem == 2:
         e(f"_mswb = {stage_copy.swizzle(elem, row_b, '_mlr', '0')}")
     if elem == 1:
         _byte_offsets(out, plan)
@@ -419,16 +420,17 @@ def _load_fragments(out, plan: Mainloop, inst, stage: str, kk, buf: int) -> None
 def _byte_offsets(out, plan: Mainloop) -> None:
     """Before the loop, for 8-bit B fragments: the lane's byte in a stage (B's part) of
     k-row ``4 _mq + j`` and column ``_mg`` of each 16-byte chunk ``c`` of its warp tile,
-    swizzled (``_mbo[4 c + j]``, registers: the loops that index it are unrolled). Rows
-    16 or 32 apart share a swizzle term (its period is 8 rows), so every byte a k step
-    loads is one of these plus a constant."""
+    swizzled (``_mbo[4 c + j]``, registers: the loops that index it are unrolled). B's
+    rows are swizzled for byte reads down a column (``layout.swizzle_down_columns``: the
+    four rows a column's lanes read in different bank groups), a term that repeats every
+    16 rows, so every byte a k32 step loads is one of these plus a constant."""
     chunks, row_b = plan.warp_n // 16, plan.b_row_bytes
     e = out.emit
     e(f"_mbo = cuda.local.array({4 * chunks}, np.uint32)")
     e(f"for _mc in range({chunks}):")
     for j in range(4):
         row = f"4 * _mq + {j}"
-        swizzled = stage_copy.swizzle(1, row_b, row, f"_mwn * {chunks} + _mc")
+        swizzled = stage_copy.swizzle(1, row_b, row, f"_mwn * {chunks} + _mc", True)
         e(f"    _mbo[4 * _mc + {j}] = {plan.a_bytes} + ({row}) * {row_b} + {swizzled} * 16 + _mg")
 
 

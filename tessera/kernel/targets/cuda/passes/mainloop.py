@@ -32,7 +32,7 @@ from ..... import dtypes as D
 from .....tile import blocks as B
 from .... import ir
 from ....ir import TileType
-from ....layout import Swizzle, swizzle_for
+from ....layout import Swizzle, swizzle_down_columns, swizzle_for
 from ....passes import gemm_loops
 from ....passes.divisibility import multiple_of
 from ....passes.fold import single_definitions
@@ -178,6 +178,9 @@ class Mainloop:
 
     @property
     def b_swizzle(self) -> Swizzle:
+        """(8-bit B is read a byte at a time down its columns: its own swizzle.)"""
+        if self.shape.element == 1:
+            return swizzle_down_columns(self.b_row_bytes)
         return swizzle_for(self.b_row_bytes)
 
     @property
