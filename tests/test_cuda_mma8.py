@@ -261,7 +261,7 @@ def test_an_i8_k_tile_is_ldmatrix_for_a_byte_loads_for_b_and_m16n8k32_in_ptx(i8_
 
 
 @NO_PTX
-@pytest.mark.parametrize("arch, count", [("sm_80", 0), ("sm_89", 8)])
+@pytest.mark.parametrize("arch, count", [("sm_80", 0), ("sm_89", 8), ("sm_90", 8)])
 def test_f8e5m2_mma_is_in_the_ptx_from_sm_89_on(arch, count):
     a, b = np.zeros((128, 96), E5M2), np.zeros((96, 128), E5M2)
     ptx = f5gemm.inspect("ptx", a, b, np.zeros((128, 128), np.float32), grid=(2, 2), arch=arch)

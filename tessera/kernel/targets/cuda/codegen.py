@@ -89,9 +89,9 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
         self.simulated = simulated  # numba-cuda's simulator: no warp shuffles
         # mma.sync for f16/bf16 tile.dot (sm_80+; the simulator cannot run inline PTX)
         self.tensor_cores = tensor_cores and not simulated
-        # a tile-only kernel's block may have other threads than its lanes
         # ... and for f8 tile.dot where the architecture has it (sm_89+: ``fp8``)
         fp8 = fp8 and self.tensor_cores
+        # a tile-only kernel's block may have other threads than its lanes
         if kir.grouped:
             self.lanes = threads_for(kir, self.tensor_cores, stages, fp8)
         # tile.range GEMM loops run as register main loops (passes/mainloop.py)
