@@ -106,10 +106,11 @@ def _bits(X: np.ndarray) -> np.ndarray:
     return X.view(np.uint8) if X.dtype in FP8.values() else X
 
 
-def _run(plan, A, B, acc, row0, col0, start, stop, step, eager=False):
+def _run(plan, A, B, acc, row0, col0, start, stop, step, eager=False, chunks=None, whole=False):
     return emulator.run_mainloop(
-        plan, _bits(A), _bits(B), acc, row0, col0, start, stop, step, eager=eager
-    )
+        plan, _bits(A), _bits(B), acc, row0, col0, start, stop, step, eager=eager,
+        chunks=chunks, whole=whole,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("row_bytes", [16, 32, 64, 128, 256, 512])
@@ -134,18 +135,23 @@ def test_the_byte_column_swizzle_spreads_a_columns_rows_and_keeps_copies_conflic
         assert banks.extra_wavefronts(at, 16) == 0
 
 
+# the steady loop: both in the kernel, the branch-free one alone, and that without k bounds
+VARIANTS = {"both": (None, False), "chunked": (True, False), "whole": (True, True)}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("eager", [False, True])
 @pytest.mark.parametrize(
     "bm, bn, bk, threads, stages",
     [(64, 64, 64, 128, 3), (32, 32, 32, 64, 2), (128, 128, 64, 256, 4), (64, 128, 128, 128, 3)],
 )
-def test_an_i8_loop_is_exact_in_int32(bm, bn, bk, threads, stages, eager, rng):
+def test_an_i8_loop_is_exact_in_int32(bm, bn, bk, threads, stages, eager, variant, rng):
     plan = _plan(D.i8, bm, bn, bk, threads, stages)
     A = rng.integers(-128, 128, (bm, 3 * bk)).astype(np.int8)
     B = rng.integers(-128, 128, (3 * bk, bn)).astype(np.int8)
     acc = rng.integers(-(2**30), 2**30, (bm, bn)).astype(np.int32)
     want = (acc + _products(plan, A, B, 0, 0, range(0, 3 * bk, bk))).astype(np.int64)
-    emu = _run(plan, A, B, acc, 0, 0, 0, 3 * bk, bk, eager)
+    emu = _run(plan, A, B, acc, 0, 0, 0, 3 * bk, bk, eager, *VARIANTS[variant])
     np.testing.assert_array_equal(acc, want.astype(np.int32))  # (wraps as the hardware)
     assert emu.stats["mma"] > 0 and emu.stats["cp16"] > 0 and emu.stats["st16"] == 0
     assert emu.stats["ldmatrix_conflicts"] == 0 and emu.stats["cp16_conflicts"] == 0

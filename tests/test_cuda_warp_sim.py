@@ -274,14 +274,19 @@ def test_an_i8_gemm_on_m16n8k32_is_exact_with_its_epilogue_in_registers(rng):
 
 @IN_SIMULATOR
 @pytest.mark.parametrize(
-    "kern, fp8", [(small_e4m3, ml_dtypes.float8_e4m3fn), (small_e5m2, ml_dtypes.float8_e5m2)]
+    "kern, fp8, k, n",
+    [
+        (small_e4m3, ml_dtypes.float8_e4m3fn, 80, 40),  # edges: the general loop
+        (small_e5m2, ml_dtypes.float8_e5m2, 96, 64),  # whole chunks and tiles: branch-free
+    ],
 )
-def test_an_f8_gemm_on_m16n8k32_matches_numpy(kern, fp8, rng):
+def test_an_f8_gemm_on_m16n8k32_matches_numpy(kern, fp8, k, n, rng):
     # halves and small integers: every product and partial sum is exact in f32, so the
     # hardware's order of additions cannot change a bit (f8 dot's f32 accumulation)
-    a = (rng.integers(-8, 9, (32, 80)) / 2).astype(fp8)
-    b = (rng.integers(-8, 9, (80, 40)) / 2).astype(fp8)
-    c = np.zeros((32, 40), np.float32)
-    _run(kern, a, b, c, grid=(1, 2))
+    a = (rng.integers(-8, 9, (32, k)) / 2).astype(fp8)
+    b = (rng.integers(-8, 9, (k, n)) / 2).astype(fp8)
+    c = np.zeros((32, n), np.float32)
+    program = _run(kern, a, b, c, grid=(1, 2))
+    assert list(program._variants) == [(n == 64, n == 64)]  # the loop its arrays allow
     want = a.astype(np.float64) @ b.astype(np.float64) + (0.25 if kern is small_e4m3 else 0)
     np.testing.assert_array_equal(c, want)
