@@ -113,26 +113,47 @@ def _run(plan, A, B, acc, row0, col0, start, stop, step, eager=False, chunks=Non
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("row_bytes", [16, 32, 64, 128, 256, 512])
-def test_the_byte_column_swizzle_spreads_a_columns_rows_and_keeps_copies_conflict_free(
+# what a column's bank conflicts are, by B's row bytes: rows of 128 bytes or more none,
+# 64 bytes 2-way (the four rows share 16 banks), 32 bytes 4-way (8 banks)
+EXTRA = {32: 3, 64: 1, 128: 0, 256: 0, 512: 0}
+
+
+@pytest.mark.parametrize("row_bytes", list(EXTRA))
+def test_the_column_swizzle_spreads_a_k32_steps_words_and_keeps_copies_conflict_free(
     row_bytes,
 ):
+    """A warp's 4-byte loads of B (cuda/mainloop.py ``_byte_fragments``): lane (g, t)
+    reads the word of columns 4 (g % 4) .. + 3 of chunk ``2 s + g // 4`` in row ``4 t +
+    j`` (plus a multiple of 16); and a warp's 16-byte copies of consecutive chunks."""
     sw, chunks = swizzle_down_columns(row_bytes), row_bytes // 16
     lanes = np.arange(32)
     group, thread = lanes // 4, lanes % 4
-    for base in range(0, 64, 16):  # a k32 step's rows: base + 4 t + j
+    for base in range(0, 64, 16):
         for j in range(4):
-            for c in range(chunks):
-                for half in range(2):  # the n8 tile's half of the chunk
-                    row = base + 4 * thread + j
-                    at = row * row_bytes + 16 * sw.chunk(row, c) + 8 * half + group
-                    extra = banks.extra_wavefronts(at, 1)
-                    assert extra == (0 if chunks >= 4 else 1)
-    # 16-byte copies: a warp's 32 consecutive chunks of the block (quarter-warp phases)
+            for span in range(chunks // 2):
+                row = base + 4 * thread + j
+                chunk = np.array([sw.chunk(r, 2 * span + g // 4) for r, g in zip(row, group)])
+                at = row * row_bytes + 16 * chunk + 4 * (group % 4)
+                assert banks.extra_wavefronts(at, 4) == EXTRA[row_bytes]
     for first in range(0, 64 * chunks, 32):
         rows, cols = np.divmod(first + lanes, chunks)
         at = rows * row_bytes + 16 * np.array([sw.chunk(r, c) for r, c in zip(rows, cols)])
         assert banks.extra_wavefronts(at, 16) == 0
+
+
+def test_prmt_picks_the_bytes_its_selector_names():
+    a, b = 0x33221100, 0x77665544  # byte i of {b, a} holds 0x11 * i
+    assert int(emulator.prmt(a, b, 0x3210)) == a and int(emulator.prmt(a, b, 0x7654)) == b
+    assert int(emulator.prmt(a, b, 0x5140)) == 0x55114400
+    assert int(emulator.prmt(a, b, 0x0123)) == 0x00112233
+    assert int(emulator.prmt(0x80, 0, 0x8880)) == 0xFFFFFF80  # bit 3: the sign, replicated
+    # the main loop's 4 x 4 byte transpose of four rows' words
+    rows = [0x03020100 + 0x10101010 * j for j in range(4)]  # row j, column p: 0x10 j + p
+    pairs = [emulator.prmt(rows[r], rows[r + 1], sel) for r in (0, 2) for sel in (0x5140, 0x7362)]
+    cols = [
+        emulator.prmt(pairs[lo], pairs[lo + 2], sel) for lo in (0, 1) for sel in (0x5410, 0x7632)
+    ]
+    assert [int(c) for c in cols] == [0x30201000 + 0x01010101 * p for p in range(4)]
 
 
 # the steady loop: both in the kernel, the branch-free one alone, and that without k bounds
@@ -155,12 +176,8 @@ def test_an_i8_loop_is_exact_in_int32(bm, bn, bk, threads, stages, eager, varian
     np.testing.assert_array_equal(acc, want.astype(np.int32))  # (wraps as the hardware)
     assert emu.stats["mma"] > 0 and emu.stats["cp16"] > 0 and emu.stats["st16"] == 0
     assert emu.stats["ldmatrix_conflicts"] == 0 and emu.stats["cp16_conflicts"] == 0
-    # B's bytes (layout.swizzle_down_columns): conflict-free from 4 chunks a row on; rows
-    # of 2 chunks put a column's 4 rows in 2 bank groups
-    if bn >= 64:
-        assert emu.stats["lds8_conflicts"] == 0
-    else:
-        assert emu.stats["lds8_conflicts"] <= emu.stats["lds8"] * threads // 32
+    # B's words (layout.swizzle_down_columns): conflict-free from 128-byte rows on
+    assert emu.stats["lds32_conflicts"] == EXTRA[bn] * emu.stats["lds32"] * threads // 32
 
 
 def test_the_int32_accumulator_wraps_around_as_the_hardware_does():
@@ -235,7 +252,7 @@ def test_f8_loops_round_once_a_k32_step(dtype, rng):
 def test_an_i8_gemm_loop_runs_as_the_register_main_loop(arch):
     source = igemm.inspect("cuda", *_i8_args(), grid=(2, 2), arch=arch)
     assert "# register GEMM main loop: 64x64 i32 accumulator in registers" in source
-    assert S8_MMA in source and "_ldsb4(" in source
+    assert S8_MMA in source and "_prmt(" in source and "_ldsm4t" not in source
 
 
 @NO_PTX
@@ -255,26 +272,29 @@ def i8_ptx():
 
 
 @NO_PTX
-def test_an_i8_k_tile_is_ldmatrix_for_a_byte_loads_for_b_and_m16n8k32_in_ptx(i8_ptx):
-    # per k-tile of 64 and warp tile 32x32: 2 k32 steps x (2 A ldmatrix, 4 n8 tiles x 8 B
-    # bytes, 8 mma), in one loop (the arrays allow 16-byte chunks)
+def test_an_i8_k_tile_is_ldmatrix_for_a_word_loads_for_b_and_m16n8k32_in_ptx(i8_ptx):
+    # per k-tile of 64 and warp tile 32x32: 2 k32 steps x (2 A ldmatrix, 8 words of B rows
+    # transposed by 16 prmt into the 4 n8 tiles' registers, 8 mma), in one loop (the
+    # arrays allow 16-byte chunks)
     assert i8_ptx.count(S8_MMA) == 16
     assert i8_ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4
     assert "ldmatrix.sync.aligned.m8n8.x4.trans" not in i8_ptx
-    assert i8_ptx.count("ld.shared.u8") == 2 * 4 * 8
+    assert i8_ptx.count("ld.shared.b32") == 2 * 8 and i8_ptx.count("prmt.b32") == 2 * 16
     assert i8_ptx.count("cp.async.cg.shared.global [") == 2 * 4  # the prologue's, the loop's
     assert "ld.local" not in i8_ptx and "st.local" not in i8_ptx
 
 
 @NO_PTX
-@pytest.mark.parametrize("arch, count", [("sm_80", 0), ("sm_89", 8), ("sm_90", 8)])
-def test_f8e5m2_mma_is_in_the_ptx_from_sm_89_on(arch, count):
+@pytest.mark.parametrize("arch, mma", [("sm_80", False), ("sm_89", True), ("sm_90", True)])
+def test_f8e5m2_mma_is_in_the_ptx_from_sm_89_on(arch, mma):
     a, b = np.zeros((128, 96), E5M2), np.zeros((96, 128), E5M2)
     ptx = f5gemm.inspect("ptx", a, b, np.zeros((128, 128), np.float32), grid=(2, 2), arch=arch)
-    # a k-tile of 32: one k32 step x 8 mma (a 32x32 warp tile: 2 m16 x 4 n8 tiles), in
-    # one steady loop; before sm_89 the exact emulation (the plain path) and no mma
-    assert ptx.count("mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32") == count
-    assert "m16n8k32" in ptx if count else "m16n8k32" not in ptx
+    # a k-tile of 32: one k32 step x 8 mma (a 32x32 warp tile: 2 m16 x 4 n8 tiles; NVVM
+    # may unroll the three tiles of K = 96); before sm_89 the exact emulation (the plain
+    # path) and no mma
+    count = ptx.count("mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32")
+    assert count % 8 == 0 and (count > 0) == mma
+    assert ("m16n8k32" in ptx) == mma
     assert "ld.local" not in ptx and "st.local" not in ptx
     # f8 mma.sync needs PTX ISA 8.4: NVVM's .version must be at least that
     (version,) = [line.split()[1] for line in ptx.splitlines() if line.startswith(".version")]

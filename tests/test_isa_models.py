@@ -193,7 +193,8 @@ def test_an_8bit_b_fragment_is_no_16_bit_unit_of_a_k_by_n_tile():
     """B's register bytes run down K at one column: in a K x N row-major tile (K not
     contiguous) the two bytes of each 16-bit half lie in different rows, so neither
     ``ldmatrix`` nor ``ldmatrix.trans`` (which move 16-bit units) can load it; the main
-    loop loads those bytes one by one (cuda/mainloop.py, docs/targets.md)."""
+    loop loads words of rows and transposes them with ``prmt`` (cuda/mainloop.py,
+    docs/targets.md)."""
     for lane in range(32):
         for i in range(0, 8, 2):
             (k0, n0), (k1, n1) = isa_m16n8k32("b", lane, i), isa_m16n8k32("b", lane, i + 1)

@@ -14,7 +14,7 @@ a run checks the fragment layouts, the swizzles and the pipeline:
 * a shadow state per 16-byte chunk flags reads of data in flight or not yet behind a
   barrier (RAW), and writes into a chunk read since the last barrier (WAR);
 * the bank model (isa/banks.py) counts extra wavefronts of every ``ldmatrix``, 16-byte
-  ``cp.async`` and shared byte or 8-byte load (``stats``);
+  ``cp.async`` and shared 4- or 8-byte load (``stats``);
 * global memory is the registered NumPy arrays: every access is bounds- and
   alignment-checked.
 
@@ -94,8 +94,8 @@ class BlockEmulator:
                 "ldmatrix_conflicts",
                 "lds64",
                 "lds64_conflicts",
-                "lds8",
-                "lds8_conflicts",
+                "lds32",
+                "lds32_conflicts",
                 "cp16",
                 "cp16_conflicts",
                 "mma",
@@ -216,18 +216,16 @@ class BlockEmulator:
         self.state[chunks] = DONE
         self.done_epoch[chunks] = self.epoch
 
-    def ldsb4(self, *addresses) -> np.ndarray:
-        """Four ``ld.shared.u8`` packed into one .b32, the first in the low byte."""
-        out = np.zeros(self.threads, np.uint32)
-        for j, addr in enumerate(addresses):
-            addr = np.broadcast_to(np.asarray(addr, np.int64), (self.threads,))
-            self._read_check(self._chunks(addr))
-            for w in range(self.threads // WARP):
-                lanes = slice(w * WARP, (w + 1) * WARP)
-                self.stats["lds8_conflicts"] += banks.extra_wavefronts(addr[lanes], 1)
-            self.stats["lds8"] += 1
-            out |= self.smem[addr].astype(np.uint32) << np.uint32(8 * j)
-        return out
+    def lds32(self, addr) -> np.ndarray:
+        addr = np.broadcast_to(np.asarray(addr, np.int64), (self.threads,))
+        if np.any(addr % 4):
+            raise EmulatorError("misaligned 4-byte shared load")
+        self._read_check(self._chunks(addr))
+        for w in range(self.threads // WARP):
+            lanes = slice(w * WARP, (w + 1) * WARP)
+            self.stats["lds32_conflicts"] += banks.extra_wavefronts(addr[lanes], 4)
+        self.stats["lds32"] += 1
+        return self.smem[addr[:, None] + np.arange(4)].copy().view(np.uint32)[:, 0]
 
     def ld64(self, src, ok) -> np.ndarray:
         ok = np.broadcast_to(np.asarray(ok, bool), (self.threads,))
@@ -347,7 +345,8 @@ class BlockEmulator:
             "_mma_e5m2": lambda *r: self.mma(M16N8K32_E5M2, *r),
             "_ld8": self.ld8,
             "_st8": self.st8,
-            "_ldsb4": self.ldsb4,
+            "_lds32": self.lds32,
+            "_prmt": prmt,
             "_mma_f64": self.mma_f64,
             "_lds64": self.lds64,
             "_ld64": self.ld64,
@@ -388,6 +387,24 @@ def _matrix(frag, values: np.ndarray) -> np.ndarray:
     rows, cols = _positions(frag)
     mat[rows, cols] = values
     return mat
+
+
+def prmt(a, b, selector):
+    """``prmt.b32 d, a, b, c`` (PTX ISA, "prmt", default mode): of the eight bytes of
+    ``{b, a}`` (a's the low four), result byte ``i`` is the one nibble ``i`` of ``c``
+    names (its low three bits); a nibble with bit 3 set replicates that byte's sign bit
+    instead. Works on NumPy vectors and on scalars."""
+    a, b = np.asarray(a, np.uint32), np.asarray(b, np.uint32)
+    both = (b.astype(np.uint64) << np.uint64(32)) | a.astype(np.uint64)
+    selector = int(selector)
+    out = np.zeros(np.broadcast(a, b).shape, np.uint32)
+    for i in range(4):
+        nibble = (selector >> (4 * i)) & 0xF
+        byte = ((both >> np.uint64(8 * (nibble & 7))) & np.uint64(0xFF)).astype(np.uint32)
+        if nibble & 8:
+            byte = np.where(byte & 0x80, np.uint32(0xFF), np.uint32(0))
+        out |= byte << np.uint32(8 * i)
+    return out
 
 
 _DECODE = {  # an A/B element's bits (as uint32) -> its value, by PTX type

@@ -5,8 +5,8 @@ array indexed only by constants once NVVM unrolls the loops (registers, no local
 per iteration of the k loop, one ring stage of A (``BM x BK``) and B (``BK x BN``) in the
 arrays' bits (f16, bf16, f64, i8 or f8), rows XOR-swizzled in 16-byte chunks
 (kernel/layout.py ``swizzle_for``: no bank conflicts for the copies nor for ``ldmatrix``),
-filled ``S - 1`` iterations ahead (8-bit B fragments come from byte loads instead of
-``ldmatrix.trans``: :func:`_byte_fragments`):
+filled ``S - 1`` iterations ahead (8-bit B fragments come from words of its rows
+transposed by byte permutes instead of ``ldmatrix.trans``: :func:`_byte_fragments`):
 
     for i in range(1 - S, tiles):
         if i >= 0: wait until tile i has landed (cp.async.wait_group S-2), barrier
@@ -72,7 +72,8 @@ def accumulator(ops: Operands) -> str:
 
 def layout(plan: Mainloop) -> AccLayout:
     """Where the loop's accumulator registers sit in the block."""
-    return AccLayout(_instruction(plan), plan.warp_m, plan.warp_n)
+    interleave = BYTE_GROUP if plan.shape.element == 1 else 1
+    return AccLayout(_instruction(plan), plan.warp_m, plan.warp_n, interleave)
 
 
 _INSTRUCTIONS = {
@@ -417,36 +418,56 @@ def _load_fragments(out, plan: Mainloop, inst, stage: str, kk, buf: int) -> None
     )
 
 
+BYTE_GROUP = 4  # n8 tiles of 8-bit B whose columns interleave (AccLayout.interleave)
+# prmt selectors of a 4 x 4 byte transpose: rows j, j + 1's bytes 0, 1 (and 2, 3), then
+# the four rows' byte i (i = 0, 1 from the first pair, 2, 3 from the second)
+_PAIR = (0x5140, 0x7362)
+_QUAD = (0x5410, 0x7632)
+
+
 def _byte_offsets(out, plan: Mainloop) -> None:
-    """Before the loop, for 8-bit B fragments: the lane's byte in a stage (B's part) of
-    k-row ``4 _mq + j`` and column ``_mg`` of each 16-byte chunk ``c`` of its warp tile,
-    swizzled (``_mbo[4 c + j]``, registers: the loops that index it are unrolled). B's
-    rows are swizzled for byte reads down a column (``layout.swizzle_down_columns``: the
-    four rows a column's lanes read in different bank groups), a term that repeats every
-    16 rows, so every byte a k32 step loads is one of these plus a constant."""
-    chunks, row_b = plan.warp_n // 16, plan.b_row_bytes
+    """Before the loop, for 8-bit B fragments: the lane's 4-byte word in a stage (B's
+    part) at k-row ``4 _mq + j`` of each 32 columns ``s`` of its warp tile (the word of
+    columns ``4 _mg .. 4 _mg + 3`` of the span, swizzled: ``_mbo[4 s + j]``, registers:
+    the loops that index it are unrolled). B's rows are swizzled for reads down its
+    columns (``layout.swizzle_down_columns``), terms that repeat every 16 rows, so every
+    word a k32 step loads is one of these plus a constant."""
+    spans, row_b = plan.warp_n // (BYTE_GROUP * 8), plan.b_row_bytes
     e = out.emit
-    e(f"_mbo = cuda.local.array({4 * chunks}, np.uint32)")
-    e(f"for _mc in range({chunks}):")
+    e(f"_mbo = cuda.local.array({4 * spans}, np.uint32)")
+    e(f"for _mc in range({spans}):")
+    chunk = f"_mwn * {plan.warp_n // 16} + 2 * _mc + _mg // 4"
     for j in range(4):
         row = f"4 * _mq + {j}"
-        swizzled = stage_copy.swizzle(1, row_b, row, f"_mwn * {chunks} + _mc", True)
-        e(f"    _mbo[4 * _mc + {j}] = {plan.a_bytes} + ({row}) * {row_b} + {swizzled} * 16 + _mg")
+        at = f"({row}) * {row_b} + {stage_copy.swizzle(1, row_b, row, chunk, True)} * 16"
+        e(f"    _mbo[4 * _mc + {j}] = {plan.a_bytes} + {at} + 4 * (_mg % 4)")
 
 
 def _byte_fragments(out, plan: Mainloop, inst, stage: str, row_of_k: str, buf: int) -> None:
     """8-bit B fragments from the K x N stage (K not contiguous): a register holds four
     bytes down K at one column (k ``4 _mq + 16 r + j``, n ``_mg`` of its n8 tile), which no
-    ``ldmatrix`` delivers (it moves 16-bit units of a row), so each comes from four byte
-    loads packed with ``prmt`` (``_ldsb4``), at the offsets :func:`_byte_offsets` made."""
-    wn, row_b = plan.warp_n, plan.b_row_bytes
-    b0 = _at(2 * (wn // inst.n) * buf)
+    ``ldmatrix`` delivers (it moves 16-bit units of a row). Of each 32 columns the four n8
+    tiles take every fourth column (tile ``p``'s column ``c`` is the span's ``4 c + p``:
+    ``AccLayout.interleave``), so one 4-byte word of a row holds a lane's column of all
+    four, and four words (rows ``j`` = 0..3) transposed by eight ``prmt`` are their four
+    registers: 2 loads and 4 permutes a register pair of four tiles' (:func:`_byte_offsets`
+    made the words' offsets)."""
+    row_b = plan.b_row_bytes
+    spans = plan.warp_n // (BYTE_GROUP * 8)
+    b0 = _at(2 * (plan.warp_n // inst.n) * buf)
     e = out.emit
-    e(f"for _mnt in range({wn // inst.n}):  # B: per n8 tile, two registers of 4 bytes")
+    e(f"for _mc in range({spans}):  # B: per 32 columns, 4 interleaved n8 tiles")
     for r in range(2):
-        base = f"{stage} + ({row_of_k} + {16 * r}) * {row_b} + (_mnt % 2) * 8"
-        at = ", ".join(f"{base} + _mbo[4 * (_mnt // 2) + {j}]" for j in range(4))
-        e(f"    _mgb[{b0}2 * _mnt + {r}] = _ldsb4({at})")
+        base = f"{stage} + ({row_of_k} + {16 * r}) * {row_b}"
+        for j in range(4):
+            e(f"    _mv{j} = _lds32({base} + _mbo[4 * _mc + {j}])")
+        for j, (rows, sel) in enumerate(
+            ((0, _PAIR[0]), (0, _PAIR[1]), (2, _PAIR[0]), (2, _PAIR[1]))
+        ):
+            e(f"    _mu{j} = _prmt(_mv{rows}, _mv{rows + 1}, {sel:#06x})")
+        for p in range(BYTE_GROUP):
+            lo, hi = ("_mu0", "_mu2") if p < 2 else ("_mu1", "_mu3")
+            e(f"    _mgb[{b0}2 * (4 * _mc + {p}) + {r}] = _prmt({lo}, {hi}, {_QUAD[p % 2]:#06x})")
 
 
 def _at(offset: int) -> str:

@@ -28,7 +28,8 @@ def swizzle(element: int, row_bytes: int, row: str, chunk: str, down_columns: bo
     if element == 8:
         return f"(({chunk}) ^ ((({row}) % 4) * 2))"
     sw = _xor(row_bytes, down_columns)
-    return f"(({chunk}) ^ ((({row}) // {sw.per_phase}) % {sw.max_phase}))"
+    term = f"((({row}) // {sw.per_phase}) % {sw.max_phase})"
+    return f"(({chunk}) ^ ({term} * {sw.scale}))" if sw.scale != 1 else f"(({chunk}) ^ {term})"
 
 
 def _xor(row_bytes: int, down_columns: bool) -> Swizzle:
@@ -110,8 +111,7 @@ def _chunk_rows(block: Block, threads: int) -> int | None:
     if block.element == 8:
         period = 4
     else:
-        sw = _xor(block.row_bytes, block.down_columns)
-        period = sw.per_phase * sw.max_phase
+        period = _xor(block.row_bytes, block.down_columns).period
     return rows if rows % period == 0 else None
 
 

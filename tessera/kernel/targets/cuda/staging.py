@@ -10,8 +10,9 @@ CUDA C++ kernels do: ``_saddr(array)`` is a shared array's 32-bit shared-window 
   a masked element never touches memory); ``_st16(dst, bits)``: ``st.shared.u16``;
 * ``_ldsm4(addr)`` / ``_ldsm4t(addr)``: ``ldmatrix.sync.aligned.m8n8.x4[.trans]`` (four
   .b32 registers; isa/ldmatrix.py states which lane gets what);
-* for 8-bit operands: ``_ld8(src, ok)`` / ``_st8(dst, bits)`` (element copies) and
-  ``_ldsb4(a0, a1, a2, a3)`` (four shared bytes packed into one .b32: B fragments);
+* for 8-bit operands: ``_ld8(src, ok)`` / ``_st8(dst, bits)`` (element copies),
+  ``_lds32(addr)`` (``ld.shared.b32``) and ``_prmt(a, b, selector)`` (``prmt.b32``, the
+  byte permute that transposes B's words into fragments);
 * for f64 operands: ``_ld64(src, ok)`` / ``_st64(dst, bits)`` (8-byte element copies) and
   ``_lds64(addr)`` (``ld.shared.f64``: DMMA fragments, one element per lane);
 * ``_shfl_xor(value, mask)``: ``shfl.sync.bfly`` over the whole warp (row reductions);
@@ -222,34 +223,45 @@ def _lds64():
     return lds64
 
 
-def _ldsb4():
-    """``_ldsb4(a0, a1, a2, a3)``: the bytes at four shared addresses as one .b32, the
-    first in the low byte (four ``ld.shared.u8``, packed by two rounds of ``prmt``): a
-    register of an 8-bit ``mma.sync`` B fragment, whose bytes run down K (cuda/mainloop.py)."""
+def _lds32():
     from llvmlite import ir
     from numba import types
     from numba.cuda.extending import intrinsic
 
-    text = (
-        "{ .reg .b32 %b<4>;\n"
-        " ld.shared.u8 %b0, [$1]; ld.shared.u8 %b1, [$2];\n"
-        " ld.shared.u8 %b2, [$3]; ld.shared.u8 %b3, [$4];\n"
-        " prmt.b32 %b0, %b0, %b1, 0x3340; prmt.b32 %b2, %b2, %b3, 0x3340;\n"
-        " prmt.b32 $0, %b0, %b2, 0x5410; }"
-    )
+    @intrinsic
+    def lds32(typingctx, address):
+        def codegen(context, builder, signature, args):
+            a = context.cast(builder, args[0], signature.args[0], types.uint32)
+            b32 = ir.IntType(32)
+            return _asm(builder, b32, [b32], "ld.shared.b32 $0, [$1];", "=r,r,~{memory}", [a])
+
+        return types.uint32(address), codegen
+
+    return lds32
+
+
+def _prmt():
+    """``_prmt(a, b, selector)``: ``prmt.b32`` (byte permute: result byte ``i`` is the
+    byte of ``{b, a}`` that nibble ``i`` of the selector names; a pure operation)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
 
     @intrinsic
-    def ldsb4(typingctx, a0, a1, a2, a3):
+    def prmt(typingctx, a, b, selector):
         def codegen(context, builder, signature, args):
             b32 = ir.IntType(32)
             values = [
                 context.cast(builder, v, t, types.uint32) for v, t in zip(args, signature.args)
             ]
-            return _asm(builder, b32, [b32] * 4, text, "=r,r,r,r,r,~{memory}", values)
+            asm = ir.InlineAsm(
+                ir.FunctionType(b32, [b32] * 3), "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r"
+            )
+            return builder.call(asm, values)
 
-        return types.uint32(a0, a1, a2, a3), codegen
+        return types.uint32(a, b, selector), codegen
 
-    return ldsb4
+    return prmt
 
 
 def _shfl_xor():
@@ -328,7 +340,8 @@ def namespace() -> dict:
         "_cp16": _cp16(),
         "_ld8": _load(8),
         "_st8": _store(8),
-        "_ldsb4": _ldsb4(),
+        "_lds32": _lds32(),
+        "_prmt": _prmt(),
         "_ld16": _load(16),
         "_st16": _store(16),
         "_ldsm4": _ldsm4(False),

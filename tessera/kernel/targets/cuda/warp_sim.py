@@ -30,7 +30,7 @@ from ... import launch
 from ...layout import WARP
 from ...pipeline import specialise
 from .. import TARGETS, semantics
-from .emulator import _ldmatrix_table, _matrix, _positions, warp_mma
+from .emulator import _ldmatrix_table, _matrix, _positions, prmt, warp_mma
 from .isa.mma_sync import (
     M8N8K4_F64,
     M16N8K16_BF16,
@@ -184,12 +184,8 @@ class Twins:
     def st8(self, dst, bits) -> None:
         self.memory.write(int(dst), np.array([int(bits) & 0xFF], np.uint8))
 
-    def ldsb4(self, *addresses) -> np.uint32:
-        """Four shared bytes as one .b32, the first in the low byte."""
-        out = 0
-        for j, a in enumerate(addresses):
-            out |= int(self.memory.read(int(a), 1)[0]) << (8 * j)
-        return np.uint32(out)
+    def lds32(self, address) -> np.uint32:
+        return self.memory.read(int(address), 4).view(np.uint32)[0]
 
     # ----------------------------------------------------------------- collectives
     def ldmatrix(self, address, trans: bool) -> tuple:
@@ -261,7 +257,8 @@ class Twins:
             "_mma_e5m2": lambda *r: self.mma16(M16N8K32_E5M2, *r),
             "_ld8": self.ld8,
             "_st8": self.st8,
-            "_ldsb4": self.ldsb4,
+            "_lds32": self.lds32,
+            "_prmt": lambda a, b, selector: np.uint32(prmt(a, b, selector)),
             "_mma_f64": self.mma64,
             "_shfl_xor": self.shfl_xor,
             "_max32": lambda a, b: np.float32(semantics.fmax(np.float32(a), np.float32(b))),

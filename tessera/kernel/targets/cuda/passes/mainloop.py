@@ -56,14 +56,15 @@ class Shape:
 
 
 # f16/bf16: m16n8k16 from ldmatrix; f64: DMMA m8n8k4 from 8-byte shared loads; 8-bit:
-# m16n8k32, A from ldmatrix, B (K x N, K not contiguous) from byte loads
+# m16n8k32, A from ldmatrix, B (K x N, K not contiguous) from 4-byte loads of 32 columns
+# (four n8 tiles, interleaved) transposed by byte permutes
 SHAPES = {
     D.f16: Shape(16, 8, 16, 2, 16),
     D.bf16: Shape(16, 8, 16, 2, 16),
     D.f64: Shape(8, 8, 4, 8, 8),
-    D.i8: Shape(16, 8, 32, 1, 16),
-    D.f8e4m3: Shape(16, 8, 32, 1, 16),
-    D.f8e5m2: Shape(16, 8, 32, 1, 16),
+    D.i8: Shape(16, 8, 32, 1, 32),
+    D.f8e4m3: Shape(16, 8, 32, 1, 32),
+    D.f8e5m2: Shape(16, 8, 32, 1, 32),
 }
 FP8_ARCH = (8, 9)  # mma.sync with .e4m3/.e5m2 operands: sm_89 (Ada) and newer
 
