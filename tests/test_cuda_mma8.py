@@ -299,3 +299,12 @@ def test_f8e5m2_mma_is_in_the_ptx_from_sm_89_on(arch, mma):
     # f8 mma.sync needs PTX ISA 8.4: NVVM's .version must be at least that
     (version,) = [line.split()[1] for line in ptx.splitlines() if line.startswith(".version")]
     assert tuple(map(int, version.split("."))) >= (8, 4)
+
+
+@NO_PTX
+def test_metadata_reports_the_8_bit_fragments_and_no_spills():
+    meta = igemm.metadata(*_i8_args(), grid=(2, 2), arch="sm_80")
+    assert meta["fragments"] == {"mma": "m16n8k32", "dtype_in": "i8", "dtype_acc": "i32"}
+    assert meta["spill_bytes"] == 0 and 0 < meta["registers_per_thread"] <= 255
+    plain = fgemm.metadata(*_f8_args(), grid=(2, 2), arch="sm_80")  # the exact emulation
+    assert "fragments" not in plain and plain["spill_bytes"] == 0

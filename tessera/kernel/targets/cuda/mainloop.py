@@ -90,6 +90,16 @@ def _instruction(plan: Mainloop) -> mma.Instruction:
     return _INSTRUCTIONS[plan.dtype.name]
 
 
+def fragments(plan: Mainloop) -> dict:
+    """What the loop multiplies on, as ``k.metadata()``'s ``fragments`` reports it."""
+    inst = _instruction(plan)
+    return {
+        "mma": f"m{inst.m}n{inst.n}k{inst.k}",
+        "dtype_in": plan.dtype.name,
+        "dtype_acc": plan.acc_dtype_name,
+    }
+
+
 def blocks(plan: Mainloop, A: str, B: str) -> tuple[stage_copy.Block, stage_copy.Block]:
     """The staged blocks of the loop's arrays (``A``, ``B``: their names in the code)."""
     elem = plan.shape.element

@@ -25,7 +25,7 @@ from ...pipeline import Specialised
 from ...seed_metadata import seed_keys
 from ...source import generated
 from ..target import Target
-from . import abi, cubin_cache, runtime, shared_memory, stage_copy, toolchain
+from . import abi, cubin_cache, mainloop, runtime, shared_memory, stage_copy, toolchain
 from . import driver as driver_module
 from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
 from .launcher import DirectLauncher, storage_dtype
@@ -214,6 +214,8 @@ class CudaProgram:
         self.whole_checks = codegen.whole_checks
         self._variants: dict[tuple[bool, bool], CudaProgram] = {}
         self.register_loops = bool(codegen.mainloops)  # tile.dot on the register path
+        # what its main loops multiply on (k.metadata()'s ``fragments``: m16n8k32 for 8-bit)
+        self.fragments = next(map(mainloop.fragments, codegen.mainloops.values()), None)
         self.threads = codegen.lanes if spec.kir.grouped else FLAT_BLOCK  # a block's
         self.min_blocks = blocks_per_sm(codegen.mainloops.values(), codegen.row_loops, self.threads)
         self.align_params = codegen.align_params
@@ -600,6 +602,8 @@ class CudaProgram:
         stages = self.stages if self.register_loops else None
         group = list(self.kir.tile_shape) or [threads]
         meta.update(seed_keys(self.kir, group, resources, stages, self.async_copies))
+        if self.fragments is not None:
+            meta["fragments"] = self.fragments
         return meta
 
 
