@@ -14,10 +14,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from tessera import KiB, f8e4m3, f8e5m2, f32, group_id, i8, i32, kernel, mut, tile
 from tessera import dtypes as D
-from tessera import f8e4m3, f8e5m2, f32, group_id, i8, i32, kernel, mut, tile
 from tessera.kernel.layout import swizzle_down_columns
-from tessera.kernel.targets.cuda import emulator
+from tessera.kernel.targets.cuda import emulator, mma
 from tessera.kernel.targets.cuda.isa import banks
 from tessera.kernel.targets.cuda.passes.mainloop import SHAPES, Mainloop, warp_grid
 
@@ -308,3 +308,76 @@ def test_metadata_reports_the_8_bit_fragments_and_no_spills():
     assert meta["spill_bytes"] == 0 and 0 < meta["registers_per_thread"] <= 255
     plain = fgemm.metadata(*_f8_args(), grid=(2, 2), arch="sm_80")  # the exact emulation
     assert "fragments" not in plain and plain["spill_bytes"] == 0
+
+
+# ----------------------------------------------------------------------------- tile.dot
+# outside a GEMM loop: i8 tiles in shared memory, fragments packed from their values
+# (mma.emit_dot); f8 tiles hold f32 values (rounded where stored) and keep the plain path
+class _Lines:
+    def __init__(self, lanes: int):
+        self.lanes, self.lines, self.indent = lanes, [], 0
+
+    def emit(self, line: str, loc=None) -> None:
+        self.lines.append("    " * self.indent + line)
+
+
+def _warp_range(start, stop, step):
+    (first,) = np.unique(np.asarray(start))  # a loop bound the same for the warp's lanes
+    return range(int(first), stop, step)
+
+
+def _pack_bytes(*values):
+    return sum(
+        (np.asarray(v, np.int64) & 0xFF).astype(np.uint32) << (8 * i) for i, v in enumerate(values)
+    )
+
+
+def _mma_s8(*registers):
+    regs = np.stack([np.asarray(r, np.uint32) for r in registers[:6]], 1)
+    c = np.stack([np.broadcast_to(np.asarray(x, np.float64), (32,)) for x in registers[6:]], 1)
+    d = emulator.warp_mma(mma.M16N8K32_S8.isa, regs, c)
+    return tuple(d[:, i] for i in range(4))
+
+
+@pytest.mark.parametrize("m, k, n, lanes", [(16, 32, 8, 32), (32, 64, 48, 64), (64, 32, 64, 128)])
+def test_emit_dot_multiplies_i8_tiles_on_m16n8k32_exactly(m, k, n, lanes, rng):
+    inst = mma.instruction_for(D.i8, False, m, n, k, lanes)
+    assert inst is mma.M16N8K32_S8
+    x = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    y = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    acc = rng.integers(-(2**20), 2**20, (m, n)).astype(np.int32)
+    out = acc.copy()
+    cg = _Lines(lanes)
+    mma.emit_dot(cg, inst, "x", "y", "out", "out", (m, k, n))
+    code = compile("\n".join(cg.lines), "<emit_dot>", "exec")
+    for warp in range(lanes // 32):
+        scope = {
+            "np": np, "range": _warp_range, "x": x, "y": y, "out": out,
+            "cuda": emulator.BlockEmulator(32, 0).namespace()["cuda"],
+            "_lane": 32 * warp + np.arange(32), inst.pack: _pack_bytes, inst.name: _mma_s8,
+        }  # fmt: skip
+        exec(code, scope)  # noqa: S102
+    np.testing.assert_array_equal(out, acc + x.astype(np.int64) @ y.astype(np.int64))
+
+
+def test_f8_tiles_outside_a_gemm_loop_keep_the_plain_path():
+    assert mma.instruction_for(D.f8e4m3, False, 64, 64, 64, 128) is None
+    assert mma.instruction_for(D.i8, False, 16, 8, 16, 32) is None  # k not a multiple of 32
+
+
+@kernel(tile=(128,), shared=48 * KiB)
+def idot_twice(A: i8[M, K], B: i8[K, N], C: mut[i32[M, N]]):
+    """A product the GEMM loop does not take (its blocks are used twice): tiles in shared
+    memory, tile.dot on mma.emit_dot's fragments."""
+    a = tile.load_block(A, (group_id(0) * 64, 0), (64, 64))
+    b = tile.load_block(B, (0, group_id(1) * 64), (64, 64))
+    acc = tile.dot(a, b)
+    tile.store_block(C, (group_id(0) * 64, group_id(1) * 64), tile.dot(a, b, acc))
+
+
+@NO_PTX
+def test_an_i8_tile_dot_outside_a_gemm_loop_is_m16n8k32_in_ptx():
+    a, c = np.zeros((128, 64), np.int8), np.zeros((128, 128), np.int32)
+    ptx = idot_twice.inspect("ptx", a, a.T.copy(), c, grid=(2, 2), arch="sm_80")
+    assert S8_MMA in ptx and "prmt.b32" in ptx
+    assert "ld.local" not in ptx and "st.local" not in ptx

@@ -266,6 +266,9 @@ class Twins:
             "_select": lambda c, a, b: np.float32(a if c else b),
             "_mma_pack_f16": self.pack(lambda v: int(np.float16(v).view(np.uint16))),
             "_mma_pack_bf16": self.pack(lambda v: int(semantics.bf16_bits(v.view(np.uint32)))),
+            "_mma_pack_s8": lambda *values: np.uint32(
+                sum((int(v) & 0xFF) << (8 * i) for i, v in enumerate(values))
+            ),
             "_cp_commit": nothing,
             "_cp_wait_all": nothing,
             "_fmul_rn": lambda x, y: np.float32(np.float32(x) * np.float32(y)),
