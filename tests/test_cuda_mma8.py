@@ -302,6 +302,16 @@ def test_f8e5m2_mma_is_in_the_ptx_from_sm_89_on(arch, mma):
 
 
 @NO_PTX
+def test_arrays_without_whole_chunks_are_copied_byte_by_byte_in_ptx():
+    # 100 columns: no 16-byte chunks of B (nor of A's rows): predicated byte copies
+    a, b = np.zeros((128, 100), np.int8), np.zeros((100, 100), np.int8)
+    c = np.zeros((128, 100), np.int32)
+    ptx = igemm.inspect("ptx", a, b, c, grid=(2, 2), arch="sm_80")
+    assert ptx.count("ld.u8") > 0 and ptx.count("st.shared.u8") > 0
+    assert S8_MMA in ptx and "ld.local" not in ptx
+
+
+@NO_PTX
 def test_metadata_reports_the_8_bit_fragments_and_no_spills():
     meta = igemm.metadata(*_i8_args(), grid=(2, 2), arch="sm_80")
     assert meta["fragments"] == {"mma": "m16n8k32", "dtype_in": "i8", "dtype_acc": "i32"}
