@@ -27,6 +27,7 @@ BENCHES = (
     "gpu_launch",
     "gpu_rows",
     "gpu_gemm",
+    "gpu_gemm8",
     "gpu_attention",
     "gpu_capture",
     "rows",

@@ -20,7 +20,7 @@ timeout "${TEST_S:-180}" python -m pytest -q -rfE -p no:cacheprovider $XDIST $GP
 # the C runtime's launch cost (issue 33): the AOT GPU test prints it
 timeout 60 python -m pytest -q -s -p no:cacheprovider tests/test_aot_gpu.py -k block_sum 2>&1 \
   | grep -E "tsrLaunch|passed|failed" | tee "$OUT/aot_launch.log"
-BENCHES=${BENCHES:-"gpu_launch gpu_rows gpu_gemm gpu_attention gpu_capture"}
+BENCHES=${BENCHES:-"gpu_launch gpu_rows gpu_gemm gpu_gemm8 gpu_attention gpu_capture"}
 timeout "${BENCH_S:-180}" python -m bench $BENCHES 2>&1 | tee "$OUT/bench.log"
 if [ "${NCU:-1}" = 1 ] && command -v ncu >/dev/null; then  # NCU=0 skips the profiles
   timeout ${NCU_S:-45} ncu --metrics gpu__time_duration.sum python -c "

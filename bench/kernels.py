@@ -16,6 +16,7 @@ from tessera import (
     f32,
     group_id,
     group_linear_id,
+    i8,
     i32,
     i64,
     kernel,
@@ -208,6 +209,26 @@ def gemm_f16(
     (GPU.md §2), one BM x BN block of C per group."""
     m0, n0 = group_id(0) * BM, group_id(1) * BN
     acc = tile.zeros((BM, BN), f32)
+    for k0 in tile.range(0, K, BK):
+        a = tile.load_block(A, (m0, k0), (BM, BK))
+        b = tile.load_block(B, (k0, n0), (BK, BN))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@kernel(tile=(256,), shared=64 * KiB)
+def gemm_i8(
+    A: i8[M, K],
+    B: i8[K, N],
+    C: mut[i32[M, N]],
+    BM: constexpr,
+    BN: constexpr,
+    BK: constexpr,
+):
+    """C = A @ B, i8 operands, i32 result: on sm_80+ the CUDA target's register main loop
+    on mma.sync m16n8k32 (IMMA), one BM x BN block of C per group."""
+    m0, n0 = group_id(0) * BM, group_id(1) * BN
+    acc = tile.zeros((BM, BN), i32)
     for k0 in tile.range(0, K, BK):
         a = tile.load_block(A, (m0, k0), (BM, BK))
         b = tile.load_block(B, (k0, n0), (BK, BN))

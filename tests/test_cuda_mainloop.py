@@ -250,9 +250,9 @@ def test_warp_grids_give_whole_fragment_tiles_to_every_warp():
 
 # ----------------------------------------------------------------------------- emulator
 def _plan(dtype="f16", bm=64, bn=64, bk=32, threads=128, stages=3) -> Mainloop:
-    wm, wn = warp_grid(bm, bn, threads // 32, SHAPES[DTYPES[dtype]])
+    wm, wn = warp_grid(bm, bn, threads // 32, SHAPES[getattr(D, dtype)])
     return Mainloop(
-        None, "a", "b", "acc", "A", "B", None, None, bm, bn, bk, DTYPES[dtype], threads,
+        None, "a", "b", "acc", "A", "B", None, None, bm, bn, bk, getattr(D, dtype), threads,
         wm, wn, stages,
     )  # fmt: skip
 
@@ -363,10 +363,12 @@ def test_registers_can_start_from_a_constant_instead_of_the_tile(rng):
     np.testing.assert_allclose(acc, want, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", ["f16", "i8"])  # i8: columns interleaved by four n8 tiles
 @pytest.mark.parametrize("bm, bn, threads", [(64, 64, 128), (128, 128, 256), (32, 64, 64)])
-def test_the_epilogue_visits_each_element_once_at_its_accumulator_register(bm, bn, threads):
+def test_the_epilogue_visits_each_element_once_at_its_accumulator_register(bm, bn, threads, dtype):
     """register_loops (the epilogue's element loops) against the loop's own write-back."""
-    plan = _plan("f16", bm, bn, 32, threads)
+    plan = _plan(dtype, bm, bn, 32, threads)
+    element = {"f16": np.float16, "i8": np.int8}[dtype]
     hits = np.zeros((bm, bn), np.int64)
     where = np.full((bm, bn), -1, np.int64)
     out = emulator._Lines()
@@ -382,7 +384,7 @@ def test_the_epilogue_visits_each_element_once_at_its_accumulator_register(bm, b
         np.add.at(hits, (row, col), 1)
         where[row, col] = np.arange(threads) * plan.accumulators + reg
 
-    scope = {"_hit": hit, "np": np}
+    scope = emulator.BlockEmulator(threads, 0).namespace() | {"_hit": hit}
     exec("def _run(_lane):\n" + "\n".join(out.lines), scope)  # noqa: S102
     scope["_run"](np.arange(threads))
     assert (hits == 1).all()
@@ -394,7 +396,7 @@ def test_the_epilogue_visits_each_element_once_at_its_accumulator_register(bm, b
     names = emu.namespace() | {"_seq": regs}
     exec(compile(source, "<loop>", "exec"), names)  # noqa: S102
     names["_run"](
-        np.zeros((bm, 32), np.float16), np.zeros((32, bn), np.float16), acc,
+        np.zeros((bm, 32), element), np.zeros((32, bn), element), acc,
         np.zeros(plan.ring_bytes, np.uint8), 0, 0, 0, 0, 32, np.arange(threads),
     )  # fmt: skip
     np.testing.assert_array_equal(acc, where.astype(np.float32))

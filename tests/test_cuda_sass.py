@@ -1,20 +1,22 @@
 """SASS checks of the CUDA target's hot loops, without a GPU: the cubin ptxas makes for
-sm_90, disassembled by nvdisasm (``k.inspect("sass")``, targets/cuda/sass.py). They hold
-what the loops' speed was measured with (bench/README.md, "Sixteenth session"): a GEMM
-k-tile's tensor-core instructions, its copies and barrier, a ceiling on the instructions
-beside them, nothing in local memory."""
+sm_90 (sm_89 for f8's own tensor-core instruction), disassembled by nvdisasm
+(``k.inspect("sass")``, targets/cuda/sass.py). They hold what the loops' speed was
+measured with (bench/README.md, "Sixteenth session"): a GEMM k-tile's tensor-core
+instructions, its copies and barrier, a ceiling on the instructions beside them, nothing
+in local memory."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
 from gpu_arrays import made_up_gpu_array
 
 import tessera as ts
-from tessera import f16, f32, f64, graph, group_id, kernel, mut, op, tile
+from tessera import f8e4m3, f16, f32, f64, graph, group_id, i8, i32, kernel, mut, op, tile
 from tessera.kernel.targets.cuda import sass
 
 NO_SASS = pytest.mark.skipif(
@@ -119,3 +121,69 @@ def test_flash_attention_on_gpu_arrays_keeps_its_rows_out_of_local_memory():
     text = attention.inspect("sass", *args)
     assert sum(sass.counts(b)["HMMA"] for b in sass.blocks(text)) == 64
     assert not sass.local_memory(text)
+
+
+@kernel(tile=(256,))
+def igemm(A: i8[M, K], B: i8[K, N], C: mut[i32[M, N]]):
+    m0, n0 = group_id(0) * 128, group_id(1) * 128
+    acc = tile.zeros((128, 128), i32)
+    for k0 in tile.range(0, K, 64):
+        a = tile.load_block(A, (m0, k0), (128, 64))
+        b = tile.load_block(B, (k0, n0), (64, 128))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@kernel(tile=(256,))
+def f8gemm(A: f8e4m3[M, K], B: f8e4m3[K, N], C: mut[f32[M, N]]):
+    m0, n0 = group_id(0) * 128, group_id(1) * 128
+    acc = tile.zeros((128, 128), f32)
+    for k0 in tile.range(0, K, 64):
+        a = tile.load_block(A, (m0, k0), (128, 64))
+        b = tile.load_block(B, (k0, n0), (64, 128))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+def _eight_bit_loop(kern, dtype, out, arch) -> tuple[dict, int, str]:
+    a = np.zeros((512, 512), dtype)
+    text = kern.inspect("sass", a, a, np.zeros((512, 512), out), grid=(4, 4), arch=arch)
+    (loop,) = [b for b in sass.loops(text) if sass.counts(b)["LDGSTS"]]
+    return sass.counts(loop), len(loop.instructions), text
+
+
+@NO_SASS
+def test_an_i8_gemm_k_tile_is_imma_from_ldmatrix_a_and_transposed_words_of_b():
+    """A 64-deep k-tile of the 128 x 128 block, warp tiles 64 x 32: 2 k32 steps x (4
+    ldmatrix.x4 of A, 8 words of B's rows transposed by 16 PRMT into 4 n8 tiles, 16
+    IMMA)."""
+    ops, size, text = _eight_bit_loop(igemm, np.int8, np.int32, "sm_90")
+    assert (ops["IMMA"], ops["LDSM"], ops["LDGSTS"], ops["BAR"]) == (32, 8, 4, 1)
+    loads = [i for i in _loop_lines(text, "IMMA") if sass.opcode(i) == "LDS" and "RZ" not in i]
+    assert len(loads) == 16 and ops["PRMT"] == 32 and size <= 171
+    assert not sass.local_memory(text)
+
+
+@NO_SASS
+@pytest.mark.parametrize(
+    "arch, tensor, count, ceiling",
+    [
+        # sm_89 (Ada) has the f8 tensor-core instruction
+        ("sm_89", "QMMA", 32, 176),
+        # sm_90's mma.sync on f8 is ptxas's: each m16n8k32 as two f16 HMMA.16816 from
+        # zero, their f8 operands converted by F2FP, the sums added by FADD (H100's own f8
+        # tensor-core path is wgmma)
+        ("sm_90", "HMMA", 64, 427),
+    ],
+)
+def test_an_f8_gemm_k_tile_is_on_tensor_cores_from_sm_89_on(arch, tensor, count, ceiling):
+    ops, size, text = _eight_bit_loop(f8gemm, ml_dtypes.float8_e4m3fn, np.float32, arch)
+    assert (ops[tensor], ops["LDSM"], ops["LDGSTS"], ops["BAR"]) == (count, 8, 4, 1)
+    if arch == "sm_90":
+        assert (ops["QMMA"], ops["F2FP"], ops["FADD"]) == (0, 96, 128)
+    assert size <= ceiling and not sass.local_memory(text)
+
+
+def _loop_lines(text: str, opcode: str) -> list[str]:
+    (loop,) = [b for b in sass.loops(text) if sass.counts(b)[opcode]]
+    return loop.instructions

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tessera as ts
-from tessera import bf16, f16, f32, f64, group_id, kernel, mut, tile
+from tessera import bf16, f8e4m3, f8e5m2, f16, f32, f64, group_id, i8, i32, kernel, mut, tile
 from tessera.kernel.targets.cuda import warp_sim
 
 IN_SIMULATOR = pytest.mark.skipif(
@@ -108,6 +108,41 @@ def wide_gemm(A: f16[M, K], B: f16[K, N], C: mut[f32[M, N]]):
     for k0 in tile.range(0, K, 32):
         a = tile.load_block(A, (m0, k0), (128, 32))
         b = tile.load_block(B, (k0, n0), (32, 128))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@kernel(tile=(64,))
+def small_igemm(A: i8[M, K], B: i8[K, N], scale: f32[N], C: mut[i32[M, N]], Y: mut[f32[M, N]]):
+    """i8 x i8 -> i32 on mma.sync m16n8k32, its epilogue (a dequantisation) in registers."""
+    m0, n0 = group_id(0) * 32, group_id(1) * 32
+    acc = tile.zeros((32, 32), i32)
+    for k0 in tile.range(0, K, 64):
+        a = tile.load_block(A, (m0, k0), (32, 64))
+        b = tile.load_block(B, (k0, n0), (64, 32))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+    tile.store_block(Y, (m0, n0), acc.astype(f32) * tile.load_block(scale, (n0,), (32,))[None, :])
+
+
+@kernel(tile=(64,))
+def small_e4m3(A: f8e4m3[M, K], B: f8e4m3[K, N], C: mut[f32[M, N]]):
+    m0, n0 = group_id(0) * 32, group_id(1) * 32
+    acc = tile.full((32, 32), 0.25, f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (32, 32))
+        b = tile.load_block(B, (k0, n0), (32, 32))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@kernel(tile=(64,))
+def small_e5m2(A: f8e5m2[M, K], B: f8e5m2[K, N], C: mut[f32[M, N]]):
+    m0, n0 = group_id(0) * 32, group_id(1) * 32
+    acc = tile.zeros((32, 32), f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (m0, k0), (32, 32))
+        b = tile.load_block(B, (k0, n0), (32, 32))
         acc = tile.dot(a, b, acc)
     tile.store_block(C, (m0, n0), acc)
 
@@ -221,3 +256,37 @@ def test_a_gemm_loading_fragments_a_step_ahead_matches_numpy(rng):
     assert "(step 1)" in program._variants[True, True].source  # the rotated loop ran
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c, want, rtol=1e-3, atol=1e-2)
+
+
+@IN_SIMULATOR
+def test_an_i8_gemm_on_m16n8k32_is_exact_with_its_epilogue_in_registers(rng):
+    a = rng.integers(-128, 128, (40, 136)).astype(np.int8)  # edges: rows, k and columns
+    b = rng.integers(-128, 128, (136, 50)).astype(np.int8)  # 50 columns: element copies
+    scale = rng.standard_normal(50).astype(np.float32)
+    c = np.zeros((40, 50), np.int32)
+    y = np.full((40, 50), np.nan, np.float32)
+    program = _run(small_igemm, a, b, scale, c, y, grid=(2, 2))
+    assert "v_acc[" not in program.source  # acc never went to shared memory
+    want = a.astype(np.int64) @ b.astype(np.int64)
+    np.testing.assert_array_equal(c, want)
+    np.testing.assert_array_equal(y, want.astype(np.float32) * scale)
+
+
+@IN_SIMULATOR
+@pytest.mark.parametrize(
+    "kern, fp8, k, n",
+    [
+        (small_e4m3, ml_dtypes.float8_e4m3fn, 80, 40),  # edges: the general loop
+        (small_e5m2, ml_dtypes.float8_e5m2, 96, 64),  # whole chunks and tiles: branch-free
+    ],
+)
+def test_an_f8_gemm_on_m16n8k32_matches_numpy(kern, fp8, k, n, rng):
+    # halves and small integers: every product and partial sum is exact in f32, so the
+    # hardware's order of additions cannot change a bit (f8 dot's f32 accumulation)
+    a = (rng.integers(-8, 9, (32, k)) / 2).astype(fp8)
+    b = (rng.integers(-8, 9, (k, n)) / 2).astype(fp8)
+    c = np.zeros((32, n), np.float32)
+    program = _run(kern, a, b, c, grid=(1, 2))
+    assert list(program._variants) == [(n == 64, n == 64)]  # the loop its arrays allow
+    want = a.astype(np.float64) @ b.astype(np.float64) + (0.25 if kern is small_e4m3 else 0)
+    np.testing.assert_array_equal(c, want)

@@ -1,6 +1,7 @@
 """The CUDA instruction tables (tessera/kernel/targets/cuda/isa/) against NumPy models of
 the instructions, written here from the PTX ISA's own case-by-case wording, not from the
-tables: mma.sync fragments (m16n8k16 f16/bf16, m16n8k8 tf32, m8n8k4 f64), ldmatrix
+tables: mma.sync fragments (m16n8k16 f16/bf16, m16n8k8 tf32, m8n8k4 f64, m16n8k32 s8 and
+e4m3/e5m2), ldmatrix
 (.x1/.x2/.x4, .trans) and the shared-memory bank model. No GPU, no numba-cuda."""
 
 from __future__ import annotations
@@ -48,17 +49,36 @@ def isa_m8n8k4_f64(operand: str, lane: int, i: int) -> tuple[int, int]:
     return group, thread * 2 + i
 
 
+def isa_m16n8k32(operand: str, lane: int, i: int) -> tuple[int, int]:
+    """ "Matrix Fragments for mma.m16n8k32" (.s8/.u8 and .e4m3/.e5m2 A and B): a0..a15 in
+    four .b32 registers, b0..b7 in two, c0..c3 as m16n8k16's."""
+    group, thread = lane >> 2, lane % 4
+    if operand == "a":
+        row = group if (0 <= i < 4 or 8 <= i < 12) else group + 8
+        col = thread * 4 + (i & 0x3) + (16 if i >= 8 else 0)
+        return row, col
+    if operand == "b":
+        return thread * 4 + (i & 0x3) + (16 if i >= 4 else 0), group
+    return isa_m16n8k16("c", lane, i)
+
+
 MODELS = {
     "f16": (mma_sync.M16N8K16_F16, isa_m16n8k16),
     "bf16": (mma_sync.M16N8K16_BF16, isa_m16n8k16),
     "tf32": (mma_sync.M16N8K8_TF32, isa_m16n8k8_tf32),
     "f64": (mma_sync.M8N8K4_F64, isa_m8n8k4_f64),
+    "s8": (mma_sync.M16N8K32_S8, isa_m16n8k32),
+    "e4m3": (mma_sync.M16N8K32_E4M3, isa_m16n8k32),
+    "e5m2": (mma_sync.M16N8K32_E5M2, isa_m16n8k32),
 }
 ELEMENTS = {  # per lane: A, B, C/D
     "f16": (8, 4, 4),
     "bf16": (8, 4, 4),
     "tf32": (4, 2, 4),
     "f64": (1, 1, 2),
+    "s8": (16, 8, 4),
+    "e4m3": (16, 8, 4),
+    "e5m2": (16, 8, 4),
 }
 
 
@@ -86,6 +106,11 @@ def rounded(values: np.ndarray, kind: str) -> np.ndarray:
     if kind == "tf32":
         bits = values.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
         return bits.view(np.float32).astype(np.float64)
+    if kind == "s8":
+        return np.clip(np.round(values * 40), -128, 127)
+    if kind in ("e4m3", "e5m2"):
+        fp8 = ml_dtypes.float8_e4m3fn if kind == "e4m3" else ml_dtypes.float8_e5m2
+        return values.astype(fp8).astype(np.float64)
     return values
 
 
@@ -135,8 +160,45 @@ def test_the_code_generator_reads_the_one_table():
     ]:
         assert (inst.ptx, inst.a, inst.b, inst.c) == (isa.ptx, isa.a, isa.b, isa.c)
         assert (inst.m, inst.n, inst.k) == (isa.m, isa.n, isa.k)
+    for inst, isa in [
+        (mma.M16N8K32_S8, mma_sync.M16N8K32_S8),
+        (mma.M16N8K32_E4M3, mma_sync.M16N8K32_E4M3),
+        (mma.M16N8K32_E5M2, mma_sync.M16N8K32_E5M2),
+    ]:
+        assert (inst.ptx, inst.a, inst.b, inst.c, inst.per_register) == (
+            isa.ptx, isa.a, isa.b, isa.c, 4
+        )  # fmt: skip
+    assert mma_sync.M16N8K32_S8.a_type == "s8" and mma_sync.M16N8K32_S8.d_type == "s32"
+    assert mma_sync.M16N8K32_E5M2.a_type == "e5m2" and mma_sync.M16N8K32_E5M2.d_type == "f32"
     assert mma_sync.M8N8K4_F64.ptx == "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64"
     assert (mma_sync.M8N8K4_F64.m, mma_sync.M8N8K4_F64.n, mma_sync.M8N8K4_F64.k) == (8, 8, 4)
+
+
+def test_an_8bit_a_fragment_is_the_f16_one_in_16_bit_units():
+    """m16n8k32's A register r holds bytes 4r..4r+3; byte pair h of it is the 16-bit unit
+    m16n8k16's A holds as element 2r+h: so ``ldmatrix`` (b16) without ``.trans`` loads A
+    of 8-bit elements from a K-contiguous tile at the f16 addresses (cuda/mainloop.py)."""
+    a8, a16 = mma_sync.A_16x32_B8, mma_sync.A_16x16
+    for lane in range(32):
+        for r in range(4):
+            for h in range(2):
+                row, col = a16.position(lane, 2 * r + h)
+                for byte in range(2):
+                    at = (row, 2 * col + byte)
+                    assert isa_m16n8k32("a", lane, 4 * r + 2 * h + byte) == at
+                    assert a8.position(lane, 4 * r + 2 * h + byte) == at
+
+
+def test_an_8bit_b_fragment_is_no_16_bit_unit_of_a_k_by_n_tile():
+    """B's register bytes run down K at one column: in a K x N row-major tile (K not
+    contiguous) the two bytes of each 16-bit half lie in different rows, so neither
+    ``ldmatrix`` nor ``ldmatrix.trans`` (which move 16-bit units) can load it; the main
+    loop loads words of rows and transposes them with ``prmt`` (cuda/mainloop.py,
+    docs/targets.md)."""
+    for lane in range(32):
+        for i in range(0, 8, 2):
+            (k0, n0), (k1, n1) = isa_m16n8k32("b", lane, i), isa_m16n8k32("b", lane, i + 1)
+            assert n0 == n1 and k1 == k0 + 1
 
 
 # ----------------------------------------------------------------------------- ldmatrix

@@ -22,6 +22,7 @@ from ..kernel.targets.cuda.program import (
     CudaProgram,
     ampere_for,
     capability_for,
+    fp8_for,
     parse_arch,
     stages_for,
 )
@@ -99,7 +100,7 @@ def compile_cuda(k, spec, params, image, layouts, digest: str, arch, ptx: bool) 
     target = TARGETS["cuda"]
     for a in archs_of(k.name, arch):
         ampere = ampere_for(a)
-        program = CudaProgram(spec, image.grid_rank, target, ampere, stages_for(a))
+        program = CudaProgram(spec, image.grid_rank, target, ampere, stages_for(a), fp8=fp8_for(a))
         shared_memory.check(
             spec.kir, program.shared_arrays, shared_memory.limit_for(capability_for(a)), a
         )

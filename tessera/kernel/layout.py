@@ -322,13 +322,19 @@ def slice_registers(parent: LinearLayout, axis: int) -> np.ndarray:
 class Swizzle:
     """XOR swizzle of 16-byte chunks (Triton's vec/per_phase/max_phase with vec = one
     chunk): in row ``r`` the chunk ``c`` is stored at chunk
-    ``c ^ ((r // per_phase) % max_phase)``."""
+    ``c ^ (((r // per_phase) % max_phase) * scale)``."""
 
     per_phase: int
     max_phase: int
+    scale: int = 1
 
     def chunk(self, row, chunk):
-        return chunk ^ ((row // self.per_phase) % self.max_phase)
+        return chunk ^ (((row // self.per_phase) % self.max_phase) * self.scale)
+
+    @property
+    def period(self) -> int:
+        """Rows after which the XOR terms repeat."""
+        return self.per_phase * self.max_phase
 
 
 def swizzle_for(row_bytes: int) -> Swizzle:
@@ -340,6 +346,20 @@ def swizzle_for(row_bytes: int) -> Swizzle:
     if row_bytes < 16:
         raise ValueError("rows shorter than one 16-byte chunk are not swizzled")
     return Swizzle(max(1, 128 // row_bytes), min(8, row_bytes // 16))
+
+
+def swizzle_down_columns(row_bytes: int) -> Swizzle:
+    """The swizzle for a K x N tile of bytes read down its columns (8-bit ``mma.sync`` B
+    fragments): the lanes of thread-in-group ``t`` read rows ``4 t + j`` (t = 0..3), each
+    lane a 4-byte word of a pair of chunks (32 columns): ``chunk ^ 2 ((row // 4) % m)``,
+    ``m = min(4, chunks / 2)``, sends the four rows' chunk pairs to different bank groups
+    (rows of 128 bytes or more: no conflicts; 64 bytes: the rows share 16 banks, 2-way)
+    and keeps each row's chunks a permutation, so 16-byte copies stay conflict-free. The
+    terms repeat every ``4 m`` rows (at most 16)."""
+    _log2(row_bytes, "row bytes")
+    if row_bytes < 16:
+        raise ValueError("rows shorter than one 16-byte chunk are not swizzled")
+    return Swizzle(4, max(1, min(4, row_bytes // 32)), 2)
 
 
 def shared(shape, element_bytes: int, swizzle: Swizzle | None = None) -> LinearLayout:

@@ -9,7 +9,7 @@ kernels (and ``op.matmul``) are written as, found in target-neutral terms::
 with A and B 2-d global arrays of one dtype, a zero fill, ``row0``/``col0`` loop-invariant
 and ``a``, ``b`` and ``k`` used nowhere else. A target may run such a loop its own way
 (the CUDA target keeps ``acc`` in registers: targets/cuda/passes/mainloop.py), so the
-accumulator of a loop whose operands are f16, bf16 or f64 (and its epilogue's tiles of its
+accumulator of a loop whose operands are f16, bf16, f64, i8 or f8 (and its epilogue's tiles of its
 shape) do not count against the group's ``shared=`` budget here; a target that does keep
 them in shared memory checks them (checks.check_tile_sizes with what it holds elsewhere).
 """
@@ -24,7 +24,8 @@ from .. import ir
 from ..ir import ArrayType, TileType
 
 # operand dtype -> the accumulator dtype a register path keeps
-REGISTER_ACCUMULATORS = {D.f16: D.f32, D.bf16: D.f32, D.f64: D.f64}
+REGISTER_ACCUMULATORS = {D.f16: D.f32, D.bf16: D.f32, D.f64: D.f64, D.i8: D.i32}
+REGISTER_ACCUMULATORS.update(dict.fromkeys(D.FP8, D.f32))
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,8 @@ def _only_in_loop(kir: ir.KernelIR, loop: ir.For, held: set[str]) -> bool:
 
 def register_tiles(kir: ir.KernelIR) -> set[str]:
     """The tiles of a grouped kernel that a target may keep in registers rather than
-    shared memory: the accumulators of its GEMM loops whose operands are f16/bf16 (with
-    an f32 accumulator) or f64 (f64), and the tiles of the accumulator's shape that
+    shared memory: the accumulators of its GEMM loops whose operands are f16/bf16/f8 (with
+    an f32 accumulator), i8 (i32) or f64 (f64), and the tiles of the accumulator's shape that
     statements after a top-level loop assign (its epilogue)."""
     if not kir.grouped:
         return set()

@@ -20,7 +20,7 @@ from .codegen import FLAT_BLOCK
 from .graphs import CudaGraph
 from .lowerings import LOWERINGS
 from .memory import POOL
-from .program import CudaProgram, ampere_for, cuda_signature, stages_for
+from .program import CudaProgram, ampere_for, cuda_signature, fp8_for, stages_for
 from .runtime import cuda_module, simulating
 from .streams import gpu_work_queued, stream, synchronize_device
 
@@ -74,7 +74,9 @@ class CudaTarget(Target):
                 f"at most {MAX_BLOCK_THREADS} threads",
             )
         arch = options.arch
-        return CudaProgram(spec, grid_ndim, self, ampere_for(arch), stages_for(arch))
+        return CudaProgram(
+            spec, grid_ndim, self, ampere_for(arch), stages_for(arch), fp8=fp8_for(arch)
+        )
 
     def stage(self, program, name: str, call_args: tuple, grid: tuple, options: BuildOptions):
         program = program.for_args(call_args)  # the variant a launch with them runs

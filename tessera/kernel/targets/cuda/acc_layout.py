@@ -23,6 +23,10 @@ class AccLayout:
     inst: mma.Instruction
     warp_m: int
     warp_n: int
+    # pieces whose columns interleave: of ``interleave`` n-adjacent pieces, piece ``p``'s
+    # column ``c`` is column ``interleave * c + p`` of their span (8-bit main loops: a
+    # 4-byte word of a B row holds one column of each of four pieces)
+    interleave: int = 1
 
     @property
     def tiles_n(self) -> int:
@@ -100,12 +104,19 @@ def register_loops(out, layout: AccLayout, body) -> None:
         out.indent += 1
         out.emit(f"_mj = _mjj + {first}" if first else "_mj = _mjj")
         out.emit(f"_mr0 = _mwm * {layout.warp_m} + (_mj // {nt}) * {inst.m}")
-        out.emit(f"_mc0 = _mwn * {layout.warp_n} + (_mj % {nt}) * {inst.n}")
+        il = layout.interleave
+        if il == 1:
+            out.emit(f"_mc0 = _mwn * {layout.warp_n} + (_mj % {nt}) * {inst.n}")
+            col = f"_mc0 + 2 * _mq + {col_off}"
+        else:  # interleaved pieces: the span's first column plus the piece's place in it
+            span = f"((_mj % {nt}) // {il}) * {inst.n * il} + (_mj % {nt}) % {il}"
+            out.emit(f"_mc0 = _mwn * {layout.warp_n} + {span}")
+            col = f"_mc0 + {il} * (2 * _mq + {col_off})"
         out.emit(f"for _mi4 in range({layout.per}):  # the piece's elements this thread holds")
         out.indent += 1
         body(
             f"_mr0 + _mg + {row_off}",
-            f"_mc0 + 2 * _mq + {col_off}",
+            col,
             f"{layout.per} * _mj + _mi4",
             f"{k} * (_mj // {nt}) + {row_reg_off}",
         )

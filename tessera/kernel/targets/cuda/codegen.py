@@ -84,17 +84,20 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
         stages: int = 3,
         chunks: bool | None = None,
         whole: bool = False,
+        fp8: bool = False,
         excluded: frozenset = frozenset(),
     ):
         super().__init__(kir, grid_ndim, target)
         self.simulated = simulated  # numba-cuda's simulator: no warp shuffles
         # mma.sync for f16/bf16 tile.dot (sm_80+; the simulator cannot run inline PTX)
         self.tensor_cores = tensor_cores and not simulated
+        # ... and for f8 tile.dot where the architecture has it (sm_89+: ``fp8``)
+        fp8 = fp8 and self.tensor_cores
         # a tile-only kernel's block may have other threads than its lanes
         if kir.grouped:
-            self.lanes = threads_for(kir, self.tensor_cores, stages)
+            self.lanes = threads_for(kir, self.tensor_cores, stages, fp8)
         # tile.range GEMM loops run as register main loops (passes/mainloop.py)
-        self.mainloops = plan_mainloops(kir, self.lanes, stages) if self.tensor_cores else {}
+        self.mainloops = plan_mainloops(kir, self.lanes, stages, fp8) if self.tensor_cores else {}
         # their operand tiles go global -> shared stages -> fragments, never a tile
         self.unstaged = {n for p in self.mainloops.values() for n in (p.a, p.b)}
         # main loops whose steady loop the launch chooses by the arrays (``chunks``: the

@@ -31,6 +31,7 @@ RUNTIME_SOURCES = (
     "async_copy.py",
     "atomics.py",
     "mma.py",
+    "staging.py",
     "printf.py",
     "rounding.py",
     "numpy_compat.py",

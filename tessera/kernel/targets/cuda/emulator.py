@@ -13,8 +13,8 @@ a run checks the fragment layouts, the swizzles and the pipeline:
   timing finds stale bytes in one of the two runs;
 * a shadow state per 16-byte chunk flags reads of data in flight or not yet behind a
   barrier (RAW), and writes into a chunk read since the last barrier (WAR);
-* the bank model (isa/banks.py) counts extra wavefronts of every ``ldmatrix`` and
-  16-byte ``cp.async`` (``stats``);
+* the bank model (isa/banks.py) counts extra wavefronts of every ``ldmatrix``, 16-byte
+  ``cp.async`` and shared 4- or 8-byte load (``stats``);
 * global memory is the registered NumPy arrays: every access is bounds- and
   alignment-checked.
 
@@ -26,12 +26,20 @@ from __future__ import annotations
 import functools
 import types
 
+import ml_dtypes
 import numpy as np
 
 from ...layout import WARP
 from .isa import banks
 from .isa.ldmatrix import Ldmatrix
-from .isa.mma_sync import M8N8K4_F64, M16N8K16_BF16, M16N8K16_F16
+from .isa.mma_sync import (
+    M8N8K4_F64,
+    M16N8K16_BF16,
+    M16N8K16_F16,
+    M16N8K32_E4M3,
+    M16N8K32_E5M2,
+    M16N8K32_S8,
+)
 from .mainloop import Operands, emit
 
 CHUNK = 16
@@ -86,6 +94,8 @@ class BlockEmulator:
                 "ldmatrix_conflicts",
                 "lds64",
                 "lds64_conflicts",
+                "lds32",
+                "lds32_conflicts",
                 "cp16",
                 "cp16_conflicts",
                 "mma",
@@ -190,6 +200,33 @@ class BlockEmulator:
         out[ok] = data[off].astype(np.uint32) | (data[off + 1].astype(np.uint32) << 8)
         return out
 
+    def ld8(self, src, ok) -> np.ndarray:
+        ok = np.broadcast_to(np.asarray(ok, bool), (self.threads,))
+        data, off = self._global(src, 1, ok)
+        out = np.zeros(self.threads, np.uint32)
+        out[ok] = data[off]
+        return out
+
+    def st8(self, dst, bits) -> None:
+        dst = np.broadcast_to(np.asarray(dst, np.int64), (self.threads,))
+        chunks = self._chunks(dst)
+        self._write_check(chunks, "st.shared")
+        bits = np.broadcast_to(np.asarray(bits, np.uint32), (self.threads,))
+        self.smem[dst] = (bits & 0xFF).astype(np.uint8)
+        self.state[chunks] = DONE
+        self.done_epoch[chunks] = self.epoch
+
+    def lds32(self, addr) -> np.ndarray:
+        addr = np.broadcast_to(np.asarray(addr, np.int64), (self.threads,))
+        if np.any(addr % 4):
+            raise EmulatorError("misaligned 4-byte shared load")
+        self._read_check(self._chunks(addr))
+        for w in range(self.threads // WARP):
+            lanes = slice(w * WARP, (w + 1) * WARP)
+            self.stats["lds32_conflicts"] += banks.extra_wavefronts(addr[lanes], 4)
+        self.stats["lds32"] += 1
+        return self.smem[addr[:, None] + np.arange(4)].copy().view(np.uint32)[:, 0]
+
     def ld64(self, src, ok) -> np.ndarray:
         ok = np.broadcast_to(np.asarray(ok, bool), (self.threads,))
         data, off = self._global(src, 8, ok)
@@ -269,22 +306,17 @@ class BlockEmulator:
         return tuple(out)
 
     def mma(self, isa, *registers) -> tuple:
-        a_regs, b_regs, c = registers[:4], registers[4:6], registers[6:]
-        a_vals = _halves(np.stack(a_regs, 1), isa)  # (threads, 8)
-        b_vals = _halves(np.stack(b_regs, 1), isa)  # (threads, 4)
-        c_vals = np.stack(
-            [np.broadcast_to(np.asarray(x, np.float64), (self.threads,)) for x in c], 1
+        regs = np.stack(
+            [np.broadcast_to(np.asarray(r, np.uint32), (self.threads,)) for r in registers[:6]], 1
         )
-        d = np.zeros((self.threads, 4), np.float32)
+        c = np.stack(
+            [np.broadcast_to(np.asarray(x, np.float64), (self.threads,)) for x in registers[6:]],
+            1,
+        )
+        d = np.zeros((self.threads, 4), _D_TYPES[isa.d_type])
         for w in range(self.threads // WARP):
             lanes = slice(w * WARP, (w + 1) * WARP)
-            a, b, c_mat = (
-                _matrix(frag, vals[lanes])
-                for frag, vals in ((isa.a, a_vals), (isa.b, b_vals), (isa.c, c_vals))
-            )
-            result = a @ b + c_mat
-            rows, cols = _positions(isa.c)
-            d[lanes] = result[rows, cols]
+            d[lanes] = warp_mma(isa, regs[lanes], c[lanes])
         self.stats["mma"] += 1
         return tuple(d[:, i] for i in range(4))
 
@@ -308,6 +340,13 @@ class BlockEmulator:
             "_ldsm4t": lambda a: self.ldmatrix(a, True),
             "_mma_f16": lambda *r: self.mma(M16N8K16_F16, *r),
             "_mma_bf16": lambda *r: self.mma(M16N8K16_BF16, *r),
+            "_mma_s8": lambda *r: self.mma(M16N8K32_S8, *r),
+            "_mma_e4m3": lambda *r: self.mma(M16N8K32_E4M3, *r),
+            "_mma_e5m2": lambda *r: self.mma(M16N8K32_E5M2, *r),
+            "_ld8": self.ld8,
+            "_st8": self.st8,
+            "_lds32": self.lds32,
+            "_prmt": prmt,
             "_mma_f64": self.mma_f64,
             "_lds64": self.lds64,
             "_ld64": self.ld64,
@@ -350,15 +389,59 @@ def _matrix(frag, values: np.ndarray) -> np.ndarray:
     return mat
 
 
-def _halves(regs: np.ndarray, isa) -> np.ndarray:
-    """.b32 registers (threads, r) of two 16-bit elements → (threads, 2r) float64 values,
-    the low half first."""
+def prmt(a, b, selector):
+    """``prmt.b32 d, a, b, c`` (PTX ISA, "prmt", default mode): of the eight bytes of
+    ``{b, a}`` (a's the low four), result byte ``i`` is the one nibble ``i`` of ``c``
+    names (its low three bits); a nibble with bit 3 set replicates that byte's sign bit
+    instead. Works on NumPy vectors and on scalars."""
+    a, b = np.asarray(a, np.uint32), np.asarray(b, np.uint32)
+    both = (b.astype(np.uint64) << np.uint64(32)) | a.astype(np.uint64)
+    selector = int(selector)
+    out = np.zeros(np.broadcast(a, b).shape, np.uint32)
+    for i in range(4):
+        nibble = (selector >> (4 * i)) & 0xF
+        byte = ((both >> np.uint64(8 * (nibble & 7))) & np.uint64(0xFF)).astype(np.uint32)
+        if nibble & 8:
+            byte = np.where(byte & 0x80, np.uint32(0xFF), np.uint32(0))
+        out |= byte << np.uint32(8 * i)
+    return out
+
+
+_DECODE = {  # an A/B element's bits (as uint32) -> its value, by PTX type
+    "f16": lambda bits: bits.astype(np.uint16).view(np.float16),
+    "bf16": lambda bits: (bits << np.uint32(16)).view(np.float32),
+    "s8": lambda bits: bits.astype(np.uint8).view(np.int8),
+    "e4m3": lambda bits: bits.astype(np.uint8).view(ml_dtypes.float8_e4m3fn),
+    "e5m2": lambda bits: bits.astype(np.uint8).view(ml_dtypes.float8_e5m2),
+}
+_D_TYPES = {"f32": np.float32, "s32": np.int32}
+
+
+def _elements(regs: np.ndarray, isa) -> np.ndarray:
+    """.b32 registers (threads, r) of ``isa.per_register`` elements each → (threads,
+    per_register * r) float64 values, the lowest-numbered element in the low bits."""
     regs = regs.astype(np.uint32)
-    lo, hi = regs & np.uint32(0xFFFF), regs >> np.uint32(16)
-    bits = np.stack([lo, hi], 2).reshape(regs.shape[0], -1).astype(np.uint16)
-    if "bf16" in isa.ptx:
-        return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
-    return bits.view(np.float16).astype(np.float64)
+    per = isa.per_register
+    width = 32 // per
+    mask = np.uint32((1 << width) - 1)
+    parts = [(regs >> np.uint32(width * i)) & mask for i in range(per)]
+    bits = np.stack(parts, 2).reshape(regs.shape[0], -1)
+    return _DECODE[isa.a_type](bits).astype(np.float64)
+
+
+def warp_mma(isa, regs: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """One warp's ``mma.sync`` of four A and two B .b32 registers (32, 6) and C (32, 4,
+    float64) → D (32, 4): the products (exact in float64) summed with C in float64 and
+    rounded once to f32 (``.f32``), or wrapped to 32 bits (``.s32``, no ``.satfinite``;
+    i8 sums are exact in float64)."""
+    a = _matrix(isa.a, _elements(regs[:, :4], isa))
+    b = _matrix(isa.b, _elements(regs[:, 4:6], isa))
+    result = a @ b + _matrix(isa.c, c)
+    rows, cols = _positions(isa.c)
+    d = result[rows, cols]
+    if isa.d_type == "s32":
+        return d.astype(np.int64).astype(np.int32)
+    return d.astype(np.float32)
 
 
 class _Lines:

@@ -248,7 +248,7 @@ LOWERINGS.update(COMMON_LOWERINGS)
 
 @lowering(B.dot)
 def _dot(cg, call, site):
-    """f16/bf16 (f32 with ``allow_tf32``) on sm_80+, in whole instruction tiles and whole
+    """f16/bf16/i8 (f32 with ``allow_tf32``) on sm_80+, in whole instruction tiles and whole
     warps: ``mma.sync`` fragments spread over the group's warps (mma.py). Otherwise the
     plain path (FFMA): each lane computes a block of whole elements of the result in
     registers, k in order (the CPU's order). A result that replaces an input is computed

@@ -2,9 +2,11 @@
 
 Per thread: the accumulator (the ``mma.sync`` C fragments of its warp's tile) in a local
 array indexed only by constants once NVVM unrolls the loops (registers, no local memory);
-per iteration of the k loop, one ring stage of A (``BM x BK``) and B (``BK x BN``) in f16
-or bf16 bits, rows XOR-swizzled in 16-byte chunks (kernel/layout.py ``swizzle_for``: no
-bank conflicts for the copies nor for ``ldmatrix``), filled ``S - 1`` iterations ahead:
+per iteration of the k loop, one ring stage of A (``BM x BK``) and B (``BK x BN``) in the
+arrays' bits (f16, bf16, f64, i8 or f8), rows XOR-swizzled in 16-byte chunks
+(kernel/layout.py ``swizzle_for``: no bank conflicts for the copies nor for ``ldmatrix``),
+filled ``S - 1`` iterations ahead (8-bit B fragments come from words of its rows
+transposed by byte permutes instead of ``ldmatrix.trans``: :func:`_byte_fragments`):
 
     for i in range(1 - S, tiles):
         if i >= 0: wait until tile i has landed (cp.async.wait_group S-2), barrier
@@ -70,13 +72,32 @@ def accumulator(ops: Operands) -> str:
 
 def layout(plan: Mainloop) -> AccLayout:
     """Where the loop's accumulator registers sit in the block."""
-    return AccLayout(_instruction(plan), plan.warp_m, plan.warp_n)
+    interleave = BYTE_GROUP if plan.shape.element == 1 else 1
+    return AccLayout(_instruction(plan), plan.warp_m, plan.warp_n, interleave)
+
+
+_INSTRUCTIONS = {
+    "f16": mma.M16N8K16_F16,
+    "bf16": mma.M16N8K16_BF16,
+    "f64": mma.M8N8K4_F64,
+    "i8": mma.M16N8K32_S8,
+    "f8e4m3": mma.M16N8K32_E4M3,
+    "f8e5m2": mma.M16N8K32_E5M2,
+}
 
 
 def _instruction(plan: Mainloop) -> mma.Instruction:
-    return {"f16": mma.M16N8K16_F16, "bf16": mma.M16N8K16_BF16, "f64": mma.M8N8K4_F64}[
-        plan.dtype.name
-    ]
+    return _INSTRUCTIONS[plan.dtype.name]
+
+
+def fragments(plan: Mainloop) -> dict:
+    """What the loop multiplies on, as ``k.metadata()``'s ``fragments`` reports it."""
+    inst = _instruction(plan)
+    return {
+        "mma": f"m{inst.m}n{inst.n}k{inst.k}",
+        "dtype_in": plan.dtype.name,
+        "dtype_acc": plan.acc_dtype_name,
+    }
 
 
 def blocks(plan: Mainloop, A: str, B: str) -> tuple[stage_copy.Block, stage_copy.Block]:
@@ -84,7 +105,7 @@ def blocks(plan: Mainloop, A: str, B: str) -> tuple[stage_copy.Block, stage_copy
     elem = plan.shape.element
     return (
         stage_copy.Block("a", A, plan.m, plan.k, elem),
-        stage_copy.Block("b", B, plan.k, plan.n, elem),
+        stage_copy.Block("b", B, plan.k, plan.n, elem, down_columns=elem == 1),
     )
 
 
@@ -137,7 +158,7 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     row_a, row_b = plan.a_row_bytes, plan.b_row_bytes
     stage = plan.stage_bytes
     ce = plan.chunk_elements
-    acc_t = "np.float64" if elem == 8 else "np.float32"
+    acc_t = pysource.ctor(plan.acc_dtype)
     e = out.emit
     e(
         f"# register GEMM main loop: {bm}x{bn} {plan.acc_dtype_name} accumulator in registers "
@@ -149,12 +170,15 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     e("_mq = _lane % 4  # threadID_in_group")
     e(f"_mwm = _mw // {plan.warps_n}")
     e(f"_mwn = _mw % {plan.warps_n}")
-    if elem == 2:
+    if elem <= 2:
         e("_mlr = _lane % 16  # ldmatrix: the row (A) or k-row (B) this lane addresses")
         e(f"_mlh = (_lane % {WARP}) // 16  # ... and which 16-byte chunk of the pair")
         e(f"_mswa = {stage_copy.swizzle(elem, row_a, '_mlr', '0')}")
+    if elem == 2:
         e(f"_mswb = {stage_copy.swizzle(elem, row_b, '_mlr', '0')}")
-    else:  # the swizzle of the rows a lane's fragments come from (row % 4 is the lane's)
+    if elem == 1:
+        _byte_offsets(out, plan)
+    if elem == 8:  # the swizzle of the rows a lane's fragments come from (row % 4 is the lane's)
         e("_mswa = (_mg % 4) * 2")
         e("_mswb = _mq * 2")
     a, b = ops.A, ops.B
@@ -185,7 +209,7 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
         _accumulator(out, plan, acc, ops.acc, load=True)
     # (with k bounds to check as well, the second buffer makes ptxas spill a 128 x 256 block)
     rotated = bool(ops.chunks) and ops.whole and rotates(plan)
-    if elem == 2:  # this thread's fragments of one k16 step (two steps' where rotated)
+    if elem <= 2:  # this thread's fragments of one k step (two steps' where rotated)
         copies_of = 2 if rotated else 1
         e(f"_mga = cuda.local.array({copies_of * 4 * (wm // inst.m)}, np.uint32)")
         e(f"_mgb = cuda.local.array({copies_of * 4 * (wn // 16)}, np.uint32)")
@@ -346,15 +370,16 @@ def _copy_blocks(out, plan: Mainloop, staged, general: bool, whole: bool = False
 
 def _fragments(out, plan: Mainloop, inst, acc: str) -> None:
     """The products of k step ``_mkk`` of the stage at ``_mrs``."""
-    if plan.shape.element == 2:
+    if plan.shape.element <= 2:
         _fragments_16(out, plan, inst, acc)
     else:
         _fragments_64(out, plan, inst, acc)
 
 
 def _fragments_16(out, plan: Mainloop, inst, acc: str) -> None:
-    """One k16 step: ldmatrix.x4 A fragments per m16 tile, ldmatrix.x4.trans B fragments
-    per pair of n8 tiles, one mma.sync per m16n8 tile; loops of constant extent over
+    """One k step of 32 bytes (k16 of 16-bit operands, k32 of 8-bit ones): ldmatrix.x4 A
+    fragments per m16 tile, B fragments per pair of n8 tiles (ldmatrix.x4.trans, or byte
+    loads for 8-bit operands), one mma.sync per m16n8 tile; loops of constant extent over
     local arrays (NVVM unrolls them: registers), so the source stays short."""
     _load_fragments(out, plan, inst, "_mrs", "_mkk", 0)
     _products(out, plan, inst, acc, 0)
@@ -377,8 +402,10 @@ def rotates(plan: Mainloop) -> bool:
 
 
 def _load_fragments(out, plan: Mainloop, inst, stage: str, kk, buf: int) -> None:
-    """k16 step ``kk``'s (an int, or the code of one) A and B fragments from the stage at
-    ``stage`` into buffer ``buf`` (a constant: the registers stay registers)."""
+    """k step ``kk``'s (an int, or the code of one) A and B fragments from the stage at
+    ``stage`` into buffer ``buf`` (a constant: the registers stay registers). A step is 32
+    bytes of a row of A (two 16-byte chunks: k16 of 16-bit elements, k32 of 8-bit ones,
+    whose A fragment is the 16-bit one's in byte pairs, isa/mma_sync.py)."""
     wm, wn, row_a, row_b = plan.warp_m, plan.warp_n, plan.a_row_bytes, plan.b_row_bytes
     mt_count, pairs = wm // inst.m, wn // 16
     chunk_of_k, row_of_k = (
@@ -389,6 +416,9 @@ def _load_fragments(out, plan: Mainloop, inst, stage: str, kk, buf: int) -> None
     regs = ", ".join(f"_mga[{_at(4 * mt_count * buf)}4 * _mmt + {r}]" for r in range(4))
     row = f"(_mwm * {wm} + {inst.m} * _mmt + _mlr) * {row_a}"
     e(f"    {regs} = _ldsm4({stage} + {row} + ((({chunk_of_k} + _mlh) ^ _mswa) * 16))")
+    if plan.shape.element == 1:
+        _byte_fragments(out, plan, inst, stage, row_of_k, buf)
+        return
     e(f"for _mnp in range({pairs}):  # B: one ldmatrix.x4.trans per pair of n8 tiles")
     regs = ", ".join(f"_mgb[{_at(4 * pairs * buf)}4 * _mnp + {r}]" for r in range(4))
     chunk = f"_mwn * {wn // 8} + 2 * _mnp + _mlh"
@@ -396,6 +426,58 @@ def _load_fragments(out, plan: Mainloop, inst, stage: str, kk, buf: int) -> None
         f"    {regs} = _ldsm4t({stage} + {plan.a_bytes} + ({row_of_k} + _mlr) * {row_b} + "
         f"((({chunk}) ^ _mswb) * 16))"
     )
+
+
+BYTE_GROUP = 4  # n8 tiles of 8-bit B whose columns interleave (AccLayout.interleave)
+# prmt selectors of a 4 x 4 byte transpose: rows j, j + 1's bytes 0, 1 (and 2, 3), then
+# the four rows' byte i (i = 0, 1 from the first pair, 2, 3 from the second)
+_PAIR = (0x5140, 0x7362)
+_QUAD = (0x5410, 0x7632)
+
+
+def _byte_offsets(out, plan: Mainloop) -> None:
+    """Before the loop, for 8-bit B fragments: the lane's 4-byte word in a stage (B's
+    part) at k-row ``4 _mq + j`` of each 32 columns ``s`` of its warp tile (the word of
+    columns ``4 _mg .. 4 _mg + 3`` of the span, swizzled: ``_mbo[4 s + j]``, registers:
+    the loops that index it are unrolled). B's rows are swizzled for reads down its
+    columns (``layout.swizzle_down_columns``), terms that repeat every 16 rows, so every
+    word a k32 step loads is one of these plus a constant."""
+    spans, row_b = plan.warp_n // (BYTE_GROUP * 8), plan.b_row_bytes
+    e = out.emit
+    e(f"_mbo = cuda.local.array({4 * spans}, np.uint32)")
+    e(f"for _mc in range({spans}):")
+    chunk = f"_mwn * {plan.warp_n // 16} + 2 * _mc + _mg // 4"
+    for j in range(4):
+        row = f"4 * _mq + {j}"
+        at = f"({row}) * {row_b} + {stage_copy.swizzle(1, row_b, row, chunk, True)} * 16"
+        e(f"    _mbo[4 * _mc + {j}] = {plan.a_bytes} + {at} + 4 * (_mg % 4)")
+
+
+def _byte_fragments(out, plan: Mainloop, inst, stage: str, row_of_k: str, buf: int) -> None:
+    """8-bit B fragments from the K x N stage (K not contiguous): a register holds four
+    bytes down K at one column (k ``4 _mq + 16 r + j``, n ``_mg`` of its n8 tile), which no
+    ``ldmatrix`` delivers (it moves 16-bit units of a row). Of each 32 columns the four n8
+    tiles take every fourth column (tile ``p``'s column ``c`` is the span's ``4 c + p``:
+    ``AccLayout.interleave``), so one 4-byte word of a row holds a lane's column of all
+    four, and four words (rows ``j`` = 0..3) transposed by eight ``prmt`` are their four
+    registers: 2 loads and 4 permutes a register pair of four tiles' (:func:`_byte_offsets`
+    made the words' offsets)."""
+    row_b = plan.b_row_bytes
+    spans = plan.warp_n // (BYTE_GROUP * 8)
+    b0 = _at(2 * (plan.warp_n // inst.n) * buf)
+    e = out.emit
+    e(f"for _mc in range({spans}):  # B: per 32 columns, 4 interleaved n8 tiles")
+    for r in range(2):
+        base = f"{stage} + ({row_of_k} + {16 * r}) * {row_b}"
+        for j in range(4):
+            e(f"    _mv{j} = _lds32({base} + _mbo[4 * _mc + {j}])")
+        for j, (rows, sel) in enumerate(
+            ((0, _PAIR[0]), (0, _PAIR[1]), (2, _PAIR[0]), (2, _PAIR[1]))
+        ):
+            e(f"    _mu{j} = _prmt(_mv{rows}, _mv{rows + 1}, {sel:#06x})")
+        for p in range(BYTE_GROUP):
+            lo, hi = ("_mu0", "_mu2") if p < 2 else ("_mu1", "_mu3")
+            e(f"    _mgb[{b0}2 * (4 * _mc + {p}) + {r}] = _prmt({lo}, {hi}, {_QUAD[p % 2]:#06x})")
 
 
 def _at(offset: int) -> str:
@@ -444,7 +526,7 @@ def _fragments_64(out, plan: Mainloop, inst, acc: str) -> None:
 def _accumulator(out, plan: Mainloop, acc: str, tile: str, load: bool) -> None:
     """Read (``load``) or write the accumulator registers at their C fragment positions
     of the shared tile: each thread touches only its own elements."""
-    cast = "np.float64" if plan.shape.element == 8 else "np.float32"
+    cast = pysource.ctor(plan.acc_dtype)
 
     def body(row: str, col: str, reg: str, row_reg: str) -> None:
         place, r = f"{tile}[{row}, {col}]", f"{acc}[{reg}]"

@@ -62,22 +62,34 @@ M16N8K16_BF16 = _instruction(mma_sync.M16N8K16_BF16, "_mma_pack_bf16", "_mma_bf1
 M16N8K8_TF32 = _instruction(mma_sync.M16N8K8_TF32, "_mma_to_tf32", "_mma_tf32")
 # DMMA, used by the register main loop (mainloop.py): f64 operands need no packing
 M8N8K4_F64 = _instruction(mma_sync.M8N8K4_F64, "", "_mma_f64")
+# 8-bit operands: the register main loop (mainloop.py) loads their bytes as they are
+# stored: i8 (sm_80+), f8e4m3 and f8e5m2 (sm_89+); emit_dot packs i8 tiles' values (f8
+# tiles hold f32 values, rounded only where stored: they keep the plain path there)
+M16N8K32_S8 = _instruction(mma_sync.M16N8K32_S8, "_mma_pack_s8", "_mma_s8")
+M16N8K32_E4M3 = _instruction(mma_sync.M16N8K32_E4M3, "", "_mma_e4m3")
+M16N8K32_E5M2 = _instruction(mma_sync.M16N8K32_E5M2, "", "_mma_e5m2")
 _PACKING = {  # the PTX converting f32 values into one .b32 register of A or B
     "_mma_pack_f16": "cvt.rn.f16x2.f32",
     "_mma_pack_bf16": "cvt.rn.bf16x2.f32",
     "_mma_to_tf32": "cvt.rna.tf32.f32",
 }
+# four integers' low bytes into one .b32, the first lowest: rounds of ``prmt``
+_PACK_BYTES = (
+    "{ .reg .b32 %p, %q; prmt.b32 %p, $1, $2, 0x3340; prmt.b32 %q, $3, $4, 0x3340;\n"
+    " prmt.b32 $0, %p, %q, 0x5410; }"
+)
 
 
 def instruction_for(
     dtype: D.DType, allow_tf32: bool, m: int, n: int, k: int, lanes: int
 ) -> Instruction | None:
-    """The ``mma.sync`` a ``tile.dot`` of ``(m, k) @ (k, n)`` runs on, or None where it
-    takes the plain path: other dtypes, f32 without ``allow_tf32``, shapes that are not
-    whole instruction tiles, or a group that is not whole warps."""
+    """The ``mma.sync`` a ``tile.dot`` of ``(m, k) @ (k, n)`` runs on (f16, bf16, i8; f32
+    with ``allow_tf32``), or None where it takes the plain path: other dtypes, f32 without
+    ``allow_tf32``, shapes that are not whole instruction tiles, or a group that is not
+    whole warps."""
     if lanes < WARP or lanes % WARP:
         return None
-    inst = {D.f16: M16N8K16_F16, D.bf16: M16N8K16_BF16}.get(dtype)
+    inst = {D.f16: M16N8K16_F16, D.bf16: M16N8K16_BF16, D.i8: M16N8K32_S8}.get(dtype)
     if dtype == D.f32 and allow_tf32:
         inst = M16N8K8_TF32
     if inst is None or m % inst.m or n % inst.n or k % inst.k:
@@ -115,11 +127,12 @@ def emit_dot(cg, inst: Instruction, x: str, y: str, init: str | None, dest: str,
     cg.emit(f"_m0 = (_job // {jobs_n}) * {inst.m}")
     cg.emit(f"_n0 = (_job % {jobs_n}) * {inst.n * width}")
     c = inst.c
+    acc = "np.int32" if inst.d_type == "s32" else "np.float32"
     for j in range(width):
         for i in range(c.elements):
             row, col = c.code(i, "_fg", "_ft")
             start = f"{init}[_m0 + {row}, {_n(inst, j)} + {col}]" if init else "0"
-            cg.emit(f"_d{j}_{i} = np.float32({start})")
+            cg.emit(f"_d{j}_{i} = {acc}({start})")
     cg.emit(f"for _k0 in range(0, {k}, {inst.k}):")
     cg.indent += 1
     a_regs = _registers(cg, inst, inst.a, "_a", x, "_m0", "_k0")
@@ -160,27 +173,30 @@ def _registers(
 
 
 # ----------------------------------------------------------------------------- intrinsics
-def _mma_sync(ptx: str):
+def _mma_sync(ptx: str, integer: bool = False):
     """The intrinsic ``(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3) -> (d0, d1, d2, d3)``
-    issuing one ``ptx`` (four .b32 A registers, two .b32 B, four f32 C and D)."""
+    issuing one ``ptx`` (four .b32 A registers, two .b32 B, four f32 C and D; ``integer``:
+    four .s32 C and D)."""
     from llvmlite import ir
     from numba import types
     from numba.cuda.extending import intrinsic
 
     asm_text = f"{ptx} {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$10, $11, $12, $13}};"
-    constraints = ",".join(["=f"] * 4 + ["r"] * 6 + ["f"] * 4)
-    result = types.UniTuple(types.float32, 4)
+    reg, acc_t = ("r", types.int32) if integer else ("f", types.float32)
+    constraints = ",".join([f"={reg}"] * 4 + ["r"] * 6 + [reg] * 4)
+    result = types.UniTuple(acc_t, 4)
 
     @intrinsic
     def mma(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         def codegen(context, builder, signature, args):
-            f32, b32 = ir.FloatType(), ir.IntType(32)
-            kinds = [types.uint32] * 6 + [types.float32] * 4
+            b32 = ir.IntType(32)
+            acc = b32 if integer else ir.FloatType()
+            kinds = [types.uint32] * 6 + [acc_t] * 4
             values = [
                 context.cast(builder, v, t, kind) for v, t, kind in zip(args, signature.args, kinds)
             ]
             asm = ir.InlineAsm(
-                ir.FunctionType(ir.LiteralStructType([f32] * 4), [b32] * 6 + [f32] * 4),
+                ir.FunctionType(ir.LiteralStructType([acc] * 4), [b32] * 6 + [acc] * 4),
                 asm_text,
                 constraints,
                 side_effect=True,  # like CUDA's asm volatile: never moved out of warp lockstep
@@ -239,6 +255,28 @@ def _pack_one(cvt: str):
     return pack
 
 
+def _pack_bytes():
+    """The intrinsic ``(b0, b1, b2, b3) -> .b32`` of four integers' low bytes, ``b0``
+    lowest (i8 tile values into a register of an m16n8k32 fragment)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def pack(typingctx, b0, b1, b2, b3):
+        def codegen(context, builder, signature, args):
+            b32 = ir.IntType(32)
+            values = [
+                context.cast(builder, v, t, types.int32) for v, t in zip(args, signature.args)
+            ]
+            asm = ir.InlineAsm(ir.FunctionType(b32, [b32] * 4), _PACK_BYTES, "=r,r,r,r,r")
+            return builder.call(asm, values)
+
+        return types.uint32(b0, b1, b2, b3), codegen
+
+    return pack
+
+
 def _mma_f64(ptx: str):
     """The intrinsic ``(a, b, c0, c1) -> (d0, d1)`` issuing one f64 ``mma.sync``
     (m8n8k4: one f64 of A and of B, two of C and D per lane)."""
@@ -275,6 +313,9 @@ def _mma_f64(ptx: str):
 def namespace() -> dict:
     """Names the generated CUDA code uses for tensor-core ``tile.dot``."""
     names = {M8N8K4_F64.name: _mma_f64(M8N8K4_F64.ptx)}
+    for inst in (M16N8K32_S8, M16N8K32_E4M3, M16N8K32_E5M2):
+        names[inst.name] = _mma_sync(inst.ptx, integer=inst.d_type == "s32")
+    names[M16N8K32_S8.pack] = _pack_bytes()
     for inst in (M16N8K16_F16, M16N8K16_BF16, M16N8K8_TF32):
         names[inst.name] = _mma_sync(inst.ptx)
         cvt = _PACKING[inst.pack]

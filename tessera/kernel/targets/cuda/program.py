@@ -25,12 +25,22 @@ from ...pipeline import Specialised
 from ...seed_metadata import seed_keys
 from ...source import generated
 from ..target import Target
-from . import abi, blocked_tiles, cubin_cache, runtime, shared_memory, stage_copy, toolchain
+from . import (
+    abi,
+    blocked_tiles,
+    cubin_cache,
+    mainloop,
+    runtime,
+    shared_memory,
+    stage_copy,
+    toolchain,
+)
 from . import driver as driver_module
 from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
 from .launcher import DirectLauncher, storage_dtype
 from .occupancy import occupancy
 from .passes.launch_shape import blocks_per_sm
+from .passes.mainloop import FP8_ARCH
 from .runtime import cuda_module, simulating
 from .streams import current_stream, fence, fence_now, fencing_on, gpu_work, note_gpu_work
 
@@ -149,6 +159,14 @@ def ampere_for(arch: str | None) -> bool:
     return not simulating() and capability_for(arch) >= AMPERE
 
 
+def fp8_for(arch: str | None) -> bool:
+    """Whether code for ``arch`` (None: this machine's GPU, or the newest architecture's
+    where there is none) runs f8 ``tile.dot`` on ``mma.sync`` with .e4m3/.e5m2 operands:
+    sm_89 (Ada) and newer (PTX ISA 8.4); older GPUs keep the exact emulation (the plain
+    path)."""
+    return ampere_for(arch) and capability_for(arch) >= FP8_ARCH
+
+
 def stages_for(arch: str | None) -> int:
     """The depth of a register main loop's staging ring where ``prefetch=`` does not say
     (GPU.md §2): 4 on sm_90 and newer, 3 before."""
@@ -169,6 +187,7 @@ class CudaProgram:
         warp_twins=None,
         chunks: bool | None = None,
         whole: bool = False,
+        fp8: bool | None = None,
     ):
         self.spec = spec
         self.kir = spec.kir
@@ -179,6 +198,10 @@ class CudaProgram:
         self.warp_twins = warp_twins if self.simulated else None
         ampere = (ampere_for(None) if ampere is None else ampere) and not self.simulated
         self.async_copies = ampere
+        # f8 tile.dot on mma.sync (sm_89+); the warp simulator runs it as sm_90 would
+        self.fp8 = (fp8_for(None) if fp8 is None else fp8) and (
+            ampere or self.warp_twins is not None
+        )
         codegen, self.source = blocked_tiles.generated(
             lambda excluded: CudaCodegen(
                 spec.kir,
@@ -190,6 +213,7 @@ class CudaProgram:
                 stages=stages,
                 chunks=chunks,
                 whole=whole,
+                fp8=self.fp8,
                 excluded=excluded,
             )
         )
@@ -202,6 +226,8 @@ class CudaProgram:
         self.whole_checks = codegen.whole_checks
         self._variants: dict[tuple[bool, bool], CudaProgram] = {}
         self.register_loops = bool(codegen.mainloops)  # tile.dot on the register path
+        # what its main loops multiply on (k.metadata()'s ``fragments``: m16n8k32 for 8-bit)
+        self.fragments = next(map(mainloop.fragments, codegen.mainloops.values()), None)
         self.threads = codegen.lanes if spec.kir.grouped else FLAT_BLOCK  # a block's
         self.min_blocks = blocks_per_sm(codegen.mainloops.values(), codegen.row_loops, self.threads)
         self.align_params = codegen.align_params
@@ -277,6 +303,7 @@ class CudaProgram:
                 self.warp_twins,
                 chunks=chunked,
                 whole=whole,
+                fp8=self.fp8,
             )
         return found
 
@@ -586,6 +613,8 @@ class CudaProgram:
         stages = self.stages if self.register_loops else None
         group = list(self.kir.tile_shape) or [threads]
         meta.update(seed_keys(self.kir, group, resources, stages, self.async_copies))
+        if self.fragments is not None:
+            meta["fragments"] = self.fragments
         return meta
 
 

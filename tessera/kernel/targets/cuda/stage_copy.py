@@ -5,27 +5,35 @@ A stage holds a block of ``rows x cols`` elements of ``element`` bytes, rows of
 16-byte ``cp.async`` copies (``_cp16``, zero fill where the block overhangs the array)
 when the array allows whole 16-byte chunks — a 16-byte aligned base, rows a multiple of
 16 bytes apart, contiguous elements, a last dimension and a first column that are whole
-chunks — and element by element with predicated loads otherwise (``_ld16``/``_st16``,
-``_ld64``/``_st64``). Every branch is uniform over the block; every per-thread value is
-index arithmetic (emulator.py runs this code with NumPy vectors for the threads).
+chunks — and element by element with predicated loads otherwise (``_ld8``/``_st8``,
+``_ld16``/``_st16``, ``_ld64``/``_st64``). Every branch is uniform over the block; every
+per-thread value is index arithmetic (emulator.py runs this code with NumPy vectors for
+the threads).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...layout import swizzle_for
+from ...layout import Swizzle, swizzle_down_columns, swizzle_for
 
 
-def swizzle(element: int, row_bytes: int, row: str, chunk: str) -> str:
-    """The code of the stored chunk of logical ``chunk`` in ``row``. 16-bit rows:
-    ``layout.swizzle_for`` (conflict-free for ldmatrix and the copies); 8-byte rows (at
-    least 128 bytes): ``chunk ^ 2 (row % 4)``, which puts the four rows and two chunks a
-    half-warp's DMMA fragment loads read in eight different 16-byte bank groups."""
+def swizzle(element: int, row_bytes: int, row: str, chunk: str, down_columns: bool = False) -> str:
+    """The code of the stored chunk of logical ``chunk`` in ``row``. 8- and 16-bit rows:
+    ``layout.swizzle_for`` (conflict-free for ldmatrix and the copies), or where the rows
+    are read a byte at a time down a column (``down_columns``: 8-bit B fragments)
+    ``layout.swizzle_down_columns``; 8-byte rows (at least 128 bytes): ``chunk ^ 2 (row %
+    4)``, which puts the four rows and two chunks a half-warp's DMMA fragment loads read
+    in eight different 16-byte bank groups."""
     if element == 8:
         return f"(({chunk}) ^ ((({row}) % 4) * 2))"
-    sw = swizzle_for(row_bytes)
-    return f"(({chunk}) ^ ((({row}) // {sw.per_phase}) % {sw.max_phase}))"
+    sw = _xor(row_bytes, down_columns)
+    term = f"((({row}) // {sw.per_phase}) % {sw.max_phase})"
+    return f"(({chunk}) ^ ({term} * {sw.scale}))" if sw.scale != 1 else f"(({chunk}) ^ {term})"
+
+
+def _xor(row_bytes: int, down_columns: bool) -> Swizzle:
+    return swizzle_down_columns(row_bytes) if down_columns else swizzle_for(row_bytes)
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,7 @@ class Block:
     rows: int
     cols: int
     element: int  # bytes
+    down_columns: bool = False  # read a byte at a time down columns (swizzle_down_columns)
 
     @property
     def row_bytes(self) -> int:
@@ -102,8 +111,7 @@ def _chunk_rows(block: Block, threads: int) -> int | None:
     if block.element == 8:
         period = 4
     else:
-        sw = swizzle_for(block.row_bytes)
-        period = sw.per_phase * sw.max_phase
+        period = _xor(block.row_bytes, block.down_columns).period
     return rows if rows % period == 0 else None
 
 
@@ -124,7 +132,7 @@ def chunk_setup(out, block: Block, threads: int, fixed: str, moving: str) -> boo
     chunks = block.cols // ce
     e(f"_mx{n}r = _lane // {chunks}  # this thread's row and chunk of the block's copies")
     e(f"_mx{n}c = _lane % {chunks}")
-    swz = swizzle(elem, block.row_bytes, f"_mx{n}r", f"_mx{n}c")
+    swz = swizzle(elem, block.row_bytes, f"_mx{n}r", f"_mx{n}c", block.down_columns)
     e(f"_mx{n}o = _mx{n}r * {block.row_bytes} + {swz} * 16  # its first chunk in a stage")
     e(f"_mx{n}p = {rows} * _ms{n}0  # the array's bytes between two passes")
     if moving == "cols":  # rows fixed: which passes are inside is known now
@@ -245,7 +253,7 @@ def copy(
     e = out.emit
     arr, n, elem, ce = block.array, block.name, block.element, block.chunk_elements
     chunks = block.cols // ce
-    bits = "16" if elem == 2 else "64"
+    bits = str(8 * elem)  # the element copies' _ld8/_st8, _ld16/_st16 or _ld64/_st64
     inside = f"(_mgr >= 0) & (_mgr < {arr}.shape[0]) & (_mgc >= 0) & (_mgc < {arr}.shape[1])"
     e(f"if {fast}:")
     out.indent += 1
@@ -264,7 +272,7 @@ def copy(
     e(f"_mok = {inside}")
     e(
         f"_cp16({base} + _mr * {block.row_bytes} + "
-        f"{swizzle(elem, block.row_bytes, '_mr', '_mc8')} * 16, "
+        f"{swizzle(elem, block.row_bytes, '_mr', '_mc8', block.down_columns)} * 16, "
         f"_mb{n} + _mok * (_mgr * _ms{n}0 + _mgc * {elem}), _mok * 16)"
     )
     out.indent -= 2
@@ -285,7 +293,7 @@ def _element_copy(out, block: Block, threads, base, row0, col0, inside, bits) ->
     e(f"_mgr = {row0} + _mr")
     e(f"_mgc = {col0} + _mcc")
     e(f"_mok = {inside}")
-    chunk = swizzle(elem, block.row_bytes, "_mr", f"_mcc // {ce}")
+    chunk = swizzle(elem, block.row_bytes, "_mr", f"_mcc // {ce}", block.down_columns)
     e(
         f"_st{bits}({base} + _mr * {block.row_bytes} + {chunk} * 16 + (_mcc % {ce}) * {elem}, "
         f"_ld{bits}(_mb{n} + _mok * (_mgr * _ms{n}0 + _mgc * _ms{n}1), _mok))"

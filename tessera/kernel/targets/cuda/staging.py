@@ -10,6 +10,9 @@ CUDA C++ kernels do: ``_saddr(array)`` is a shared array's 32-bit shared-window 
   a masked element never touches memory); ``_st16(dst, bits)``: ``st.shared.u16``;
 * ``_ldsm4(addr)`` / ``_ldsm4t(addr)``: ``ldmatrix.sync.aligned.m8n8.x4[.trans]`` (four
   .b32 registers; isa/ldmatrix.py states which lane gets what);
+* for 8-bit operands: ``_ld8(src, ok)`` / ``_st8(dst, bits)`` (element copies),
+  ``_lds32(addr)`` (``ld.shared.b32``) and ``_prmt(a, b, selector)`` (``prmt.b32``, the
+  byte permute that transposes B's words into fragments);
 * for f64 operands: ``_ld64(src, ok)`` / ``_st64(dst, bits)`` (8-byte element copies) and
   ``_lds64(addr)`` (``ld.shared.f64``: DMMA fragments, one element per lane);
 * ``_shfl_xor(value, mask)``: ``shfl.sync.bfly`` over the whole warp (row reductions);
@@ -137,14 +140,16 @@ def _ldsm4(trans: bool):
 
 def _load(bits: int):
     """``_ld<bits>(src, ok)``: the ``bits``-wide element at global address ``src`` where
-    ``ok``, else 0 (a predicated load: a masked element never touches memory); 16-bit
-    elements come back as uint32, 64-bit ones as int64 (bits, not values)."""
+    ``ok``, else 0 (a predicated load: a masked element never touches memory); 8- and
+    16-bit elements come back as uint32 (through a 16-bit register), 64-bit ones as
+    int64 (bits, not values)."""
     from llvmlite import ir
     from numba import types
     from numba.cuda.extending import intrinsic
 
-    reg, move = ("h", "mov.u16") if bits == 16 else ("l", "mov.b64")
-    result = types.uint32 if bits == 16 else types.int64
+    narrow = bits <= 16
+    reg, move, width = ("h", "mov.u16", 16) if narrow else ("l", "mov.b64", 64)
+    result = types.uint32 if narrow else types.int64
     text = f"{{ .reg .pred %p; setp.ne.b32 %p, $2, 0; {move} $0, 0;\n @%p ld.u{bits} $0, [$1]; }}"
 
     @intrinsic
@@ -155,13 +160,13 @@ def _load(bits: int):
             flag = context.cast(builder, args[1], signature.args[1], types.uint32)
             out = _asm(
                 builder,
-                ir.IntType(bits),
+                ir.IntType(width),
                 [i64, b32],
                 text,
                 f"={reg},l,r,~{{memory}}",
                 [address, flag],
             )
-            return builder.zext(out, b32) if bits == 16 else out
+            return builder.zext(out, b32) if narrow else out
 
         return result(src, ok), codegen
 
@@ -169,25 +174,27 @@ def _load(bits: int):
 
 
 def _store(bits: int):
-    """``_st<bits>(dst, value)``: ``st.shared.u<bits>`` of the value's low ``bits``."""
+    """``_st<bits>(dst, value)``: ``st.shared.u<bits>`` of the value's low ``bits`` (8 and
+    16 from a 16-bit register)."""
     from llvmlite import ir
     from numba import types
     from numba.cuda.extending import intrinsic
 
-    reg = "h" if bits == 16 else "l"
-    kind = types.uint32 if bits == 16 else types.int64
+    narrow = bits <= 16
+    reg, width = ("h", 16) if narrow else ("l", 64)
+    kind = types.uint32 if narrow else types.int64
 
     @intrinsic
     def store(typingctx, dst, value):
         def codegen(context, builder, signature, args):
             address = context.cast(builder, args[0], signature.args[0], types.uint32)
             v = context.cast(builder, args[1], signature.args[1], kind)
-            if bits == 16:
+            if narrow:
                 v = builder.trunc(v, ir.IntType(16))
             _asm(
                 builder,
                 ir.VoidType(),
-                [ir.IntType(32), ir.IntType(bits)],
+                [ir.IntType(32), ir.IntType(width)],
                 f"st.shared.u{bits} [$0], $1;",
                 f"r,{reg},~{{memory}}",
                 [address, v],
@@ -214,6 +221,47 @@ def _lds64():
         return types.float64(address), codegen
 
     return lds64
+
+
+def _lds32():
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def lds32(typingctx, address):
+        def codegen(context, builder, signature, args):
+            a = context.cast(builder, args[0], signature.args[0], types.uint32)
+            b32 = ir.IntType(32)
+            return _asm(builder, b32, [b32], "ld.shared.b32 $0, [$1];", "=r,r,~{memory}", [a])
+
+        return types.uint32(address), codegen
+
+    return lds32
+
+
+def _prmt():
+    """``_prmt(a, b, selector)``: ``prmt.b32`` (byte permute: result byte ``i`` is the
+    byte of ``{b, a}`` that nibble ``i`` of the selector names; a pure operation)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def prmt(typingctx, a, b, selector):
+        def codegen(context, builder, signature, args):
+            b32 = ir.IntType(32)
+            values = [
+                context.cast(builder, v, t, types.uint32) for v, t in zip(args, signature.args)
+            ]
+            asm = ir.InlineAsm(
+                ir.FunctionType(b32, [b32] * 3), "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r"
+            )
+            return builder.call(asm, values)
+
+        return types.uint32(a, b, selector), codegen
+
+    return prmt
 
 
 def _shfl_xor():
@@ -290,6 +338,10 @@ def namespace() -> dict:
         "_saddr": _saddr(),
         "_gaddr": _gaddr(),
         "_cp16": _cp16(),
+        "_ld8": _load(8),
+        "_st8": _store(8),
+        "_lds32": _lds32(),
+        "_prmt": _prmt(),
         "_ld16": _load(16),
         "_st16": _store(16),
         "_ldsm4": _ldsm4(False),

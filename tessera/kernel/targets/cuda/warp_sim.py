@@ -30,8 +30,15 @@ from ... import launch
 from ...layout import WARP
 from ...pipeline import specialise
 from .. import TARGETS, semantics
-from .emulator import _halves, _ldmatrix_table, _matrix, _positions
-from .isa.mma_sync import M8N8K4_F64, M16N8K16_BF16, M16N8K16_F16
+from .emulator import _ldmatrix_table, _matrix, _positions, prmt, warp_mma
+from .isa.mma_sync import (
+    M8N8K4_F64,
+    M16N8K16_BF16,
+    M16N8K16_F16,
+    M16N8K32_E4M3,
+    M16N8K32_E5M2,
+    M16N8K32_S8,
+)
 from .program import CudaProgram, simulating
 
 RENDEZVOUS_S = 60.0  # a warp whose threads do not all arrive: divergent code
@@ -171,6 +178,15 @@ class Twins:
     def lds64(self, address) -> np.float64:
         return self.memory.read(int(address), 8).view(np.float64)[0]
 
+    def ld8(self, src, ok) -> np.uint32:
+        return np.uint32(self.memory.read(int(src), 1)[0]) if ok else np.uint32(0)
+
+    def st8(self, dst, bits) -> None:
+        self.memory.write(int(dst), np.array([int(bits) & 0xFF], np.uint8))
+
+    def lds32(self, address) -> np.uint32:
+        return self.memory.read(int(address), 4).view(np.uint32)[0]
+
     # ----------------------------------------------------------------- collectives
     def ldmatrix(self, address, trans: bool) -> tuple:
         def compute(addresses):
@@ -186,11 +202,7 @@ class Twins:
         def compute(posted):
             regs = np.array([[np.uint32(r) for r in p[:6]] for p in posted], np.uint32)
             c = np.array([[float(x) for x in p[6:]] for p in posted], np.float64)
-            a = _matrix(isa.a, _halves(regs[:, :4], isa))
-            b = _matrix(isa.b, _halves(regs[:, 4:6], isa))
-            d = a @ b + _matrix(isa.c, c)
-            rows, cols = _positions(isa.c)
-            out = d[rows, cols].astype(np.float32)
+            out = warp_mma(isa, regs, c)
             return [tuple(out[lane]) for lane in range(WARP)]
 
         return self.collective(registers, compute)
@@ -240,6 +252,13 @@ class Twins:
             "_ldsm4t": lambda a: self.ldmatrix(a, True),
             "_mma_f16": lambda *r: self.mma16(M16N8K16_F16, *r),
             "_mma_bf16": lambda *r: self.mma16(M16N8K16_BF16, *r),
+            "_mma_s8": lambda *r: self.mma16(M16N8K32_S8, *r),
+            "_mma_e4m3": lambda *r: self.mma16(M16N8K32_E4M3, *r),
+            "_mma_e5m2": lambda *r: self.mma16(M16N8K32_E5M2, *r),
+            "_ld8": self.ld8,
+            "_st8": self.st8,
+            "_lds32": self.lds32,
+            "_prmt": lambda a, b, selector: np.uint32(prmt(a, b, selector)),
             "_mma_f64": self.mma64,
             "_shfl_xor": self.shfl_xor,
             "_max32": lambda a, b: np.float32(semantics.fmax(np.float32(a), np.float32(b))),
@@ -247,6 +266,9 @@ class Twins:
             "_select": lambda c, a, b: np.float32(a if c else b),
             "_mma_pack_f16": self.pack(lambda v: int(np.float16(v).view(np.uint16))),
             "_mma_pack_bf16": self.pack(lambda v: int(semantics.bf16_bits(v.view(np.uint32)))),
+            "_mma_pack_s8": lambda *values: np.uint32(
+                sum((int(v) & 0xFF) << (8 * i) for i, v in enumerate(values))
+            ),
             "_cp_commit": nothing,
             "_cp_wait_all": nothing,
             "_fmul_rn": lambda x, y: np.float32(np.float32(x) * np.float32(y)),
@@ -257,15 +279,16 @@ class Twins:
         return names
 
 
-def run(kernel, *args, grid, stages: int = 3) -> None:
+def run(kernel, *args, grid, stages: int = 3, fp8: bool = True) -> None:
     """Launch ``kernel`` over ``grid`` (host arrays) with the register path's source under
-    the simulator (``NUMBA_ENABLE_CUDASIM=1`` in this process)."""
+    the simulator (``NUMBA_ENABLE_CUDASIM=1`` in this process); ``fp8``: as for an
+    architecture with f8 ``mma.sync`` (sm_89+)."""
     if not simulating():
         raise TesseraError("warp_sim.run needs numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1)")
     target = TARGETS["cuda"]
     grid = launch.normalise_grid(kernel.name, grid)
     bound = kernel.bind(target, args, grid)
     spec = specialise(kernel.ir, bound.constexprs, target.passes)
-    program = CudaProgram(spec, len(grid), target, True, stages, warp_twins=Twins())
+    program = CudaProgram(spec, len(grid), target, True, stages, warp_twins=Twins(), fp8=fp8)
     program.run(bound.call_args, grid, False)
     return program

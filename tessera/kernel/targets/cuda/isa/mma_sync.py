@@ -16,6 +16,12 @@ mma.m16n8k8" (.tf32) and "... for mma.m8n8k4 with .f64 floating point type"):
 * m8n8k4 .f64 (one f64 per register): A 8x4 row ``groupID``, col ``threadID_in_group``;
   B 4x8 row ``threadID_in_group``, col ``groupID``; C and D 8x8 row ``groupID``, col
   ``2 * threadID_in_group + i``
+* m16n8k32 with 8-bit A and B (.s8/.u8 with .s32 C and D, sm_80+; .e4m3/.e5m2 with f32 C
+  and D, sm_89+; "Matrix Fragments for mma.m16n8k32"), four elements per .b32 register,
+  the lowest-numbered in the low byte: A 16x32 (four .b32) row ``groupID + 8 * ((i >> 2)
+  & 1)``, col ``4 * threadID_in_group + (i & 3) + 16 * (i >> 3)``; B 32x8 (two .b32) row
+  ``4 * threadID_in_group + (i & 3) + 16 * (i >> 2)``, col ``groupID``; C and D as
+  m16n8k16's (four .s32 or f32)
 
 This module is the one statement of these tables: cuda/mma.py generates code from them,
 :meth:`Fragment.atom` turns one into a linear layout (kernel/layout.py) that
@@ -112,6 +118,16 @@ class Mma:
     def k(self) -> int:
         return self.a.shape[1]
 
+    @property
+    def a_type(self) -> str:
+        """The PTX type of A's and B's elements (``f16``, ``s8``, ``e4m3``, ...)."""
+        return self.ptx.split(".")[-3]
+
+    @property
+    def d_type(self) -> str:
+        """The PTX type of C's and D's elements (``f32``, ``s32``, ``f64``)."""
+        return self.ptx.split(".")[-4]
+
     def operand(self, name: str) -> Fragment:
         """Fragment ``"A"``, ``"B"`` or ``"C"`` (also D's)."""
         return {"A": self.a, "B": self.b, "C": self.c, "D": self.c}[name.upper()]
@@ -135,6 +151,14 @@ B_8x8_TF32 = Fragment((8, 8), (0, 1), (1, 0), tuple((4 * i, 0) for i in range(2)
 A_8x4_F64 = Fragment((8, 4), (1, 0), (0, 1), ((0, 0),))
 B_4x8_F64 = Fragment((4, 8), (0, 1), (1, 0), ((0, 0),))
 C_8x8_F64 = Fragment((8, 8), (1, 0), (0, 2), ((0, 0), (0, 1)))
+# m16n8k32 with 8-bit A and B (.s8, .u8, .e4m3, .e5m2); C and D are C_16x8
+A_16x32_B8 = Fragment(
+    (16, 32),
+    (1, 0),
+    (0, 4),
+    tuple((8 * ((i >> 2) & 1), (i & 3) + 16 * (i >> 3)) for i in range(16)),
+)
+B_32x8_B8 = Fragment((32, 8), (0, 4), (1, 0), tuple(((i & 3) + 16 * (i >> 2), 0) for i in range(8)))
 
 M16N8K16_F16 = Mma("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", A_16x16, B_16x8, C_16x8, 2)
 M16N8K16_BF16 = Mma(
@@ -147,4 +171,16 @@ M8N8K4_F64 = Mma(
     "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64", A_8x4_F64, B_4x8_F64, C_8x8_F64, 1
 )
 
-ALL = (M16N8K16_F16, M16N8K16_BF16, M16N8K8_TF32, M8N8K4_F64)
+M16N8K32_S8 = Mma(
+    "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", A_16x32_B8, B_32x8_B8, C_16x8, 4
+)
+# sm_89+ (PTX ISA 8.4): f8 operands, f32 accumulation
+M16N8K32_E4M3 = Mma(
+    "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", A_16x32_B8, B_32x8_B8, C_16x8, 4
+)
+M16N8K32_E5M2 = Mma(
+    "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32", A_16x32_B8, B_32x8_B8, C_16x8, 4
+)
+EIGHT_BIT = (M16N8K32_S8, M16N8K32_E4M3, M16N8K32_E5M2)
+
+ALL = (M16N8K16_F16, M16N8K16_BF16, M16N8K8_TF32, M8N8K4_F64, *EIGHT_BIT)

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import math
 
-from ..... import dtypes as D
 from .....errors import KernelError
 from .....tile import primitives as P
 from .... import ir
 from ....passes import gemm_loops
-from .mainloop import SHAPES, WARP, match, threads_refusal
+from .mainloop import WARP, match, runs, threads_refusal
 from .row_loop import plan_row_loop
 
 # the ids and barriers a tile-only kernel may use (everything else of primitives.py is
@@ -68,11 +67,12 @@ def blocks_per_sm(mainloops, row_loops, threads: int) -> int:
     return 2
 
 
-def threads_for(kir: ir.KernelIR, tensor_cores: bool, stages: int) -> int:
-    """The threads of one block of ``kir`` (grouped) on the CUDA target."""
+def threads_for(kir: ir.KernelIR, tensor_cores: bool, stages: int, fp8: bool = False) -> int:
+    """The threads of one block of ``kir`` (grouped) on the CUDA target (``fp8``: the
+    architecture has f8 ``mma.sync``)."""
     lanes = math.prod(kir.tile_shape)
     if kir.num_warps is not None:
-        return _asked(kir, tensor_cores, stages, kir.num_warps)
+        return _asked(kir, tensor_cores, stages, kir.num_warps, fp8)
     if not tensor_cores or not tile_only(kir):
         return lanes
     for s in kir.body:  # a row loop: a warp for every 16 rows of its block
@@ -85,17 +85,17 @@ def threads_for(kir: ir.KernelIR, tensor_cores: bool, stages: int) -> int:
         if not isinstance(s, ir.For):
             continue
         g = gemm_loops.find(s, kir)
-        if g is None or g.dtype not in (D.f16, D.bf16, D.f64):
+        if g is None or not runs(g.dtype, fp8):
             continue
         warps = min(max(g.m * g.n // WARP_TILE, MIN_WARPS), MAX_WARPS)
         while warps >= 1:
-            if match(s, kir, warps * WARP, stages) is not None:
+            if match(s, kir, warps * WARP, stages, fp8) is not None:
                 return warps * WARP
             warps //= 2
     return lanes
 
 
-def _asked(kir: ir.KernelIR, tensor_cores: bool, stages: int, warps: int) -> int:
+def _asked(kir: ir.KernelIR, tensor_cores: bool, stages: int, warps: int, fp8: bool) -> int:
     """``@kernel(num_warps=W)``: W warps for a tile-only kernel, whose register loops
     must divide among them (a KernelError naming both otherwise)."""
     if not tile_only(kir):
@@ -121,11 +121,11 @@ def _asked(kir: ir.KernelIR, tensor_cores: bool, stages: int, warps: int) -> int
                 s.loc,
             )
         g = gemm_loops.find(s, kir)
-        if g is None or g.dtype not in SHAPES or match(s, kir, threads, stages) is not None:
+        if g is None or not runs(g.dtype, fp8) or match(s, kir, threads, stages, fp8) is not None:
             continue
         # a loop the register path takes with other warps, but not with these
-        runs = any(match(s, kir, w * WARP, stages) for w in (1, 2, 4, 8, 16, 32))
-        why = threads_refusal(g, threads) if runs else None
+        taken = any(match(s, kir, w * WARP, stages, fp8) for w in (1, 2, 4, 8, 16, 32))
+        why = threads_refusal(g, threads) if taken else None
         if why is not None:
             raise KernelError(
                 kir.name,

@@ -8,7 +8,8 @@ The loop Tessera's GEMM kernels and ``op.matmul`` are written as::
         b = tile.load_block(B, (k, col0), (BK, BN))
         acc = tile.dot(a, b, acc)
 
-with A and B f16 (or both bf16) global arrays. Such a loop keeps ``acc`` in registers
+with A and B f16 (or both bf16, f64, i8, f8e4m3 or f8e5m2; the f8 types where the
+architecture has their ``mma.sync``, sm_89+) global arrays. Such a loop keeps ``acc`` in registers
 for all its iterations (the ``mma.sync`` accumulator layout, one warp tile per warp), never
 materialises ``a`` and ``b`` as tiles: their blocks go straight from global memory into a
 ring of XOR-swizzled shared stages (16-byte ``cp.async`` with zero fill where the block
@@ -31,7 +32,7 @@ from ..... import dtypes as D
 from .....tile import blocks as B
 from .... import ir
 from ....ir import TileType
-from ....layout import Swizzle, swizzle_for
+from ....layout import Swizzle, swizzle_down_columns, swizzle_for
 from ....passes import gemm_loops
 from ....passes.divisibility import multiple_of
 from ....passes.fold import single_definitions
@@ -54,12 +55,26 @@ class Shape:
     n_unit: int
 
 
-# f16/bf16: m16n8k16 from ldmatrix; f64: DMMA m8n8k4 from 8-byte shared loads
+# f16/bf16: m16n8k16 from ldmatrix; f64: DMMA m8n8k4 from 8-byte shared loads; 8-bit:
+# m16n8k32, A from ldmatrix, B (K x N, K not contiguous) from 4-byte loads of 32 columns
+# (four n8 tiles, interleaved) transposed by byte permutes
 SHAPES = {
     D.f16: Shape(16, 8, 16, 2, 16),
     D.bf16: Shape(16, 8, 16, 2, 16),
     D.f64: Shape(8, 8, 4, 8, 8),
+    D.i8: Shape(16, 8, 32, 1, 32),
+    D.f8e4m3: Shape(16, 8, 32, 1, 32),
+    D.f8e5m2: Shape(16, 8, 32, 1, 32),
 }
+FP8_ARCH = (8, 9)  # mma.sync with .e4m3/.e5m2 operands: sm_89 (Ada) and newer
+
+
+def runs(dtype: D.DType, fp8: bool) -> bool:
+    """Whether a loop of ``dtype`` operands may run as a main loop: a dtype of SHAPES,
+    the f8 types only where the architecture has their ``mma.sync`` (``fp8``)."""
+    return dtype in SHAPES and (fp8 or dtype not in D.FP8)
+
+
 ACCUMULATORS = gemm_loops.REGISTER_ACCUMULATORS
 
 
@@ -117,8 +132,12 @@ class Mainloop:
         return SHAPES[self.dtype]
 
     @property
+    def acc_dtype(self) -> D.DType:
+        return ACCUMULATORS[self.dtype]
+
+    @property
     def acc_dtype_name(self) -> str:
-        return ACCUMULATORS[self.dtype].name
+        return self.acc_dtype.name
 
     @property
     def chunk_elements(self) -> int:
@@ -160,6 +179,9 @@ class Mainloop:
 
     @property
     def b_swizzle(self) -> Swizzle:
+        """(8-bit B is read a byte at a time down its columns: its own swizzle.)"""
+        if self.shape.element == 1:
+            return swizzle_down_columns(self.b_row_bytes)
         return swizzle_for(self.b_row_bytes)
 
     @property
@@ -209,11 +231,16 @@ def threads_refusal(g: gemm_loops.GemmLoop, threads: int) -> str | None:
 
 
 def match(
-    loop: ir.For, kir: ir.KernelIR, threads: int, default_stages: int = DEFAULT_STAGES
+    loop: ir.For,
+    kir: ir.KernelIR,
+    threads: int,
+    default_stages: int = DEFAULT_STAGES,
+    fp8: bool = False,
 ) -> Mainloop | None:
-    """The plan for ``loop``, or None where it is not the main loop this path runs."""
+    """The plan for ``loop``, or None where it is not the main loop this path runs
+    (``fp8``: the architecture has f8 ``mma.sync``)."""
     g = gemm_loops.find(loop, kir) if threads % WARP == 0 else None
-    if g is None or g.dtype not in SHAPES:
+    if g is None or not runs(g.dtype, fp8):
         return None
     bm, bn, bk, dtype = g.m, g.n, g.k, g.dtype
     shape = SHAPES[dtype]
@@ -277,16 +304,17 @@ def launch_bounds(loop: ir.For, kir: ir.KernelIR) -> tuple | None:
 
 
 def plan_mainloops(
-    kir: ir.KernelIR, threads: int, stages: int = DEFAULT_STAGES
+    kir: ir.KernelIR, threads: int, stages: int = DEFAULT_STAGES, fp8: bool = False
 ) -> dict[int, Mainloop]:
     """The recognised loops of a grouped kernel, by ``id`` of their ``For`` statement
-    (``stages``: the ring's depth where ``prefetch=`` does not give it)."""
+    (``stages``: the ring's depth where ``prefetch=`` does not give it; ``fp8``: the
+    architecture has f8 ``mma.sync``)."""
     if not kir.grouped:
         return {}
     plans = {}
     for s in ir.walk_stmts(kir.body):
         if isinstance(s, ir.For):
-            plan = match(s, kir, threads, stages)
+            plan = match(s, kir, threads, stages, fp8)
             if plan is not None:
                 plans[id(s)] = plan
     if len(plans) == 1:  # one loop's registers: the surroundings of several would meet
