@@ -368,18 +368,7 @@ def _log_softmax(
     result): the same operations in the same order, so the same bits."""
     held = length // lanes
     if device and length % lanes == 0 and held <= HELD_ELEMENTS:
-        em.emit("lane = tile.linear_id()", 1)
-        at = [f"base + lane + {k * lanes}" if k else "base + lane" for k in range(held)]
-        for k in range(held):
-            em.emit(f"v{k} = {acc_t}({x}[{at[k]}])", 1)
-        em.emit(f"m = {acc_t}(-math.inf)", 1)
-        for k in range(held):
-            em.emit(f"m = max(m, v{k})", 1)
-        em.emit("row_max = tile.max(m)", 1)
-        em.emit(f"s = {acc_t}(0)", 1)
-        for k in range(held):
-            em.emit(f"s = s + math.exp(v{k} - row_max)", 1)
-        em.emit("total = tile.sum(s)", 1)
+        at = _held_max_and_sum(em, x, acc_t, lanes, held, keep_exp=False)
         em.emit("lse = math.log(total)", 1)
         for k in range(held):
             em.emit(f"{y}[{at[k]}] = {out}((v{k} - row_max) - lse)", 1)
@@ -399,11 +388,14 @@ def _held_softmax(em, x: str, y: str, acc_t: str, lanes: int, held: int) -> None
         em.emit(f"{y}[{at[k]}] = v{k} / total", 1)
 
 
-def _held_max_and_sum(em, x: str, acc_t: str, lanes: int, held: int) -> list[str]:
+def _held_max_and_sum(
+    em, x: str, acc_t: str, lanes: int, held: int, keep_exp: bool = True
+) -> list[str]:
     """The lane's ``held`` elements (every ``lanes``-th from its own) as variables
-    ``v0 ..``: read once, the running max, each ``exp`` kept in place of its element, the
-    running sum: ``row_max`` and ``total`` as :func:`_row_max_and_sum` computes them, in
-    its order. Returns each element's index code."""
+    ``v0 ..``: read once, the running max, each ``exp`` kept in place of its element
+    (``keep_exp``; else the elements stay), the running sum: ``row_max`` and ``total`` as
+    :func:`_row_max_and_sum` computes them, in its order. Returns each element's index
+    code."""
     em.emit("lane = tile.linear_id()", 1)
     at = [f"base + lane + {k * lanes}" if k else "base + lane" for k in range(held)]
     for k in range(held):
@@ -414,8 +406,11 @@ def _held_max_and_sum(em, x: str, acc_t: str, lanes: int, held: int) -> list[str
     em.emit("row_max = tile.max(m)", 1)
     em.emit(f"s = {acc_t}(0)", 1)
     for k in range(held):
-        em.emit(f"v{k} = math.exp(v{k} - row_max)", 1)
-        em.emit(f"s = s + v{k}", 1)
+        if keep_exp:
+            em.emit(f"v{k} = math.exp(v{k} - row_max)", 1)
+            em.emit(f"s = s + v{k}", 1)
+        else:
+            em.emit(f"s = s + math.exp(v{k} - row_max)", 1)
     em.emit("total = tile.sum(s)", 1)
     return at
 
