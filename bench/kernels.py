@@ -234,3 +234,20 @@ def gemm_i8(
         b = tile.load_block(B, (k0, n0), (BK, BN))
         acc = tile.dot(a, b, acc)
     tile.store_block(C, (m0, n0), acc)
+
+
+LAYERNORM_COLS = 8192  # the tile kernel's row: one 8192-wide hidden state a group
+
+
+@kernel(tile=(256,), shared=200 * KiB)
+def layernorm_rows(x: f32[M, N], w: f32[N], b: f32[N], y: mut[f32[M, N]], eps: f32):
+    """A layer norm written as tiles, one row a group: on CUDA its tiles live in
+    registers (targets/cuda/blocked_tiles.py), the reductions in the fixed tree."""
+    row = group_id(0)
+    xs = tile.load_block(x, (row, 0), (1, LAYERNORM_COLS))
+    mean = xs.sum() / N
+    d = xs - mean
+    var = (d * d).sum() / N
+    ws = tile.load_block(w, (0,), (LAYERNORM_COLS,))
+    bs = tile.load_block(b, (0,), (LAYERNORM_COLS,))
+    tile.store_block(y, (row, 0), d / math.sqrt(var + eps) * ws[None, :] + bs[None, :])
