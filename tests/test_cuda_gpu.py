@@ -303,3 +303,25 @@ def test_softmax_on_the_gpu_has_the_cpus_bits():
     with ts.config(target="cpu"):
         on_cpu = op.softmax(x)
     assert on_gpu.tobytes() == on_cpu.tobytes()
+
+
+def test_tiles_in_registers_reduce_and_normalise_with_the_cpus_bits_on_the_gpu():
+    """Element-wise tiles in registers (targets/cuda/blocked_tiles.py): whole-tile
+    reductions run in-thread steps, then warp shuffles: the CPU's bits."""
+    from test_cuda_blocked_tiles import _layernorm_args, layernorm_rows, tree_sums
+
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((2, 384)) * 10.0 ** rng.integers(-3, 4, (2, 384))).astype(np.float32)
+    cpu, gpu = np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32)
+    with ts.config(target="cpu"):
+        tree_sums[2](x, cpu)
+    with ts.config(target="cuda"):
+        tree_sums[2](x, gpu)
+    assert cpu.tobytes() == gpu.tobytes()
+    args = _layernorm_args(rng)
+    want = args[3].copy()
+    with ts.config(target="cpu"):
+        layernorm_rows[3](*args[:3], want, args[4])
+    with ts.config(target="cuda"):
+        layernorm_rows[3](*args)
+    np.testing.assert_allclose(args[3], want, rtol=0, atol=1e-6)
