@@ -1,14 +1,16 @@
 """Compiling independent kernels side by side, in worker processes (docs/autotune.md).
 
-An autotune sweep compiles every config it measures; one at a time, that is seconds of
-Numba and LLVM each. :func:`compile_all` runs such a batch of compile jobs (a target's
-``compile_jobs``: picklable, each with ``run()``, which compiles in a worker and writes
-the compiled code to the disk cache, and ``compile_here()``, the same in this process)
-``TESSERA_COMPILE_WORKERS`` at a time: this process and worker processes take them from
-one queue. A worker returns no code: the launches that need it find its entry in the
-disk cache and load it exactly as a warm start does, through every check of the cache's
-trust model (kernel/disk_cache.py: the MAC under this user's key, the header naming this
-kernel, key and environment). Nothing a worker says is taken on trust.
+An autotune sweep compiles every config it measures, and a graph module (or an op such
+as a split attention) several generated kernels; one at a time, that is seconds of Numba
+and LLVM (or NVVM and ptxas) each. :func:`compile_all` runs such a batch of compile
+jobs (a target's ``compile_jobs``: the CPU's and CUDA's; picklable, each with ``run()``,
+which compiles in a worker and writes the compiled code to the disk cache, and
+``compile_here()``, the same in this process) ``TESSERA_COMPILE_WORKERS`` at a time:
+this process and worker processes take them from one queue. A worker returns no code:
+the launches that need it find its entry in the disk cache and load it exactly as a warm
+start does, through every check of the cache's trust model (kernel/disk_cache.py: the MAC
+under this user's key, the header naming this kernel, key and environment). Nothing a
+worker says is taken on trust.
 
 * **Fresh interpreters**, not forks: Numba's and LLVM's state is not fork-safe once
   threads exist. A worker is ``python -c`` importing Tessera only (never the user's
@@ -95,6 +97,7 @@ def compile_all(jobs: list, what: str) -> dict | None:
     launches (fewer than two jobs or compilers); else a summary: ``workers`` (processes
     started), ``seconds``, ``here`` and ``in_workers`` (the jobs compiled in this process
     and by the workers) and ``left`` (title and why, of each job left to its launch)."""
+    jobs = _distinct(jobs)
     count = min(workers(), len(jobs))
     if count < 2 or not disk_cache.enabled():
         return None
@@ -126,6 +129,18 @@ def compile_all(jobs: list, what: str) -> dict | None:
         "in_workers": len(compiled),
         "left": left,
     }
+
+
+def _distinct(jobs: list) -> list:
+    """``jobs`` less those writing an entry an earlier one writes (a module that launches
+    one kernel twice with the same types, a sweep's configs that generate the same code)."""
+    seen, out = set(), []
+    for job in jobs:
+        path = getattr(job, "path", None)
+        if path is None or path not in seen:
+            seen.add(path)
+            out.append(job)
+    return out
 
 
 class _Lost(Exception):

@@ -1,0 +1,84 @@
+"""CUDA cubins compiled side by side in compile workers (tessera/kernel/targets/cuda/
+compile_job.py): no GPU is needed to make a cubin, so a batch runs here for an
+architecture named in words, and this process then reads each cubin from the cubin cache
+through the checks of a warm start, compiling nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+from classic_kernels import matmul
+
+import tessera as ts
+from tessera.kernel import compile_pool
+from tessera.kernel.targets.cuda import CUDA, compile_job
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
+    reason="cubins need numba-cuda without its simulator",
+)
+ARCH = "sm_90"  # the architecture code is made for where there is no GPU
+
+
+def gemm_jobs() -> list:
+    """Cubin jobs of two GEMM specialisations (row-major and column-major arrays) as their
+    launches make them."""
+    jobs = []
+    for order in "CF":
+        a = np.zeros((64, 64), np.float32, order=order)
+        jobs += matmul.compile_jobs((4, 4), (a, a, a), target="cuda", arch=ARCH)
+    return jobs
+
+
+def counted(fn):
+    before = ts.stats()
+    result = fn()
+    after = ts.stats()
+    return result, {name: after[name] - before[name] for name in after}
+
+
+def test_a_batch_of_cubins_compiles_in_workers_and_loads_from_the_cache(cache_dir, monkeypatch):
+    monkeypatch.setattr(compile_pool, "HERE", False)  # the workers compile every job
+    jobs = gemm_jobs()
+    assert len(jobs) == 2 and all(isinstance(j, compile_job.CubinJob) for j in jobs)
+    with ts.config(compile_workers=3):
+        summary, _ = counted(lambda: compile_pool.compile_all(jobs, "gemms"))
+    assert summary["in_workers"] == 2 and summary["left"] == []
+    for job in jobs:  # what the launch calls (CudaProgram._load): read, nothing compiled
+        (symbol, cubin), change = counted(job.here)
+        assert change["compiles"] == 0 and change["disk_cache_hits"] == 1
+        assert cubin[:4] == b"\x7fELF" and "matmul" in symbol
+    assert gemm_jobs() == []  # their entries are there: nothing is left to compile
+
+
+def test_without_a_gpu_or_an_arch_nothing_is_compiled_ahead(cache_dir):
+    a = np.zeros((64, 64), np.float32)
+    if CUDA.availability()[0][1] == "usable":
+        pytest.skip("a GPU is here: its architecture is the jobs'")
+    assert matmul.compile_jobs((4, 4), (a, a, a), target="cuda") == []
+
+
+def test_a_job_a_worker_cannot_compile_is_left_to_its_launch(cache_dir, monkeypatch):
+    monkeypatch.setattr(compile_pool, "HERE", False)
+    jobs = [dataclasses.replace(j, source="def (", here=j.here) for j in gemm_jobs()]
+    with ts.config(compile_workers=2):
+        summary = compile_pool.compile_all(jobs, "gemms")
+    assert summary["in_workers"] == 0 and len(summary["left"]) == 2
+    assert "cubin for sm_90" in summary["left"][0][0]
+    (_, cubin), change = counted(jobs[0].here)  # the launch compiles it, as without workers
+    assert change["compiles"] == 1 and cubin[:4] == b"\x7fELF"
+
+
+def test_a_worker_with_another_toolchain_writes_nothing(cache_dir, monkeypatch):
+    """The worker works the entry's key out itself: where it differs (here: another
+    launch bound), the job fails rather than file a cubin under the launch's key."""
+    monkeypatch.setattr(compile_pool, "HERE", False)
+    jobs = [dataclasses.replace(j, bound=(j.bound, 2), here=j.here) for j in gemm_jobs()]
+    with ts.config(compile_workers=2):
+        summary = compile_pool.compile_all(jobs, "gemms")
+    assert summary["in_workers"] == 0
+    assert all("names the entry differently" in why for _, why in summary["left"])
