@@ -12,16 +12,34 @@ import os
 import numpy as np
 import pytest
 from classic_kernels import matmul
+from test_ops_attention_split import _inputs, attention
 
 import tessera as ts
 from tessera.kernel import compile_pool
 from tessera.kernel.targets.cuda import CUDA, compile_job
+from tessera.ops import generated, plan
+from tessera.ops.compile_ahead import compile_ahead
+from tessera.ops.passes import lower
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
     reason="cubins need numba-cuda without its simulator",
 )
 ARCH = "sm_90"  # the architecture code is made for where there is no GPU
+
+
+@pytest.fixture
+def kept(monkeypatch):
+    """The jobs of every batch run (as compile_pool.compile_all gets them)."""
+    jobs = []
+    run = compile_pool.compile_all
+
+    def keep(batch, what):
+        jobs.extend(batch)
+        return run(batch, what)
+
+    monkeypatch.setattr(compile_pool, "compile_all", keep)
+    return jobs
 
 
 def gemm_jobs() -> list:
@@ -53,6 +71,21 @@ def test_a_batch_of_cubins_compiles_in_workers_and_loads_from_the_cache(cache_di
         assert change["compiles"] == 0 and change["disk_cache_hits"] == 1
         assert cubin[:4] == b"\x7fELF" and "matmul" in symbol
     assert gemm_jobs() == []  # their entries are there: nothing is left to compile
+
+
+def test_the_split_attentions_two_kernels_compile_side_by_side(cache_dir, kept, monkeypatch):
+    monkeypatch.setattr(generated, "_kernels", {})
+    monkeypatch.setattr(compile_pool, "HERE", False)
+    arrays = _inputs(4096, 4096, np.float16, d=16)
+    lowered = lower(attention._trace(plan.operands(attention.name, arrays)), True)
+    assert [g.head.op for g in lowered.groups] == ["attention_split", "attention_combine"]
+    with ts.config(compile_workers=2):
+        summary = compile_ahead(lowered, plan._calls(lowered), {}, CUDA, arch=ARCH)
+    assert summary["in_workers"] == 2
+    assert [j.kernel for j in kept] == [k.name for k in lowered.kernels]
+    for job in kept:
+        (_, cubin), change = counted(job.here)
+        assert change["compiles"] == 0 and change["disk_cache_hits"] == 1
 
 
 def test_without_a_gpu_or_an_arch_nothing_is_compiled_ahead(cache_dir):
