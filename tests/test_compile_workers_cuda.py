@@ -115,3 +115,13 @@ def test_a_worker_with_another_toolchain_writes_nothing(cache_dir, monkeypatch):
         summary = compile_pool.compile_all(jobs, "gemms")
     assert summary["in_workers"] == 0
     assert all("names the entry differently" in why for _, why in summary["left"])
+
+
+def test_on_a_gpu_the_jobs_are_for_its_architecture(cache_dir, monkeypatch):
+    """What a sweep's jobs get on a GPU host: the current device's architecture, as the
+    launch reads it (here a stand-in device: no GPU is needed to make the jobs)."""
+    device = ("a GPU", (8, 6), 101376)
+    monkeypatch.setattr(compile_job.driver_module.DRIVER, "device", lambda: device)
+    a = np.zeros((64, 64), np.float32)
+    (job,) = matmul.compile_jobs((4, 4), (a, a, a), target="cuda")
+    assert job.arch == "sm_86" and "sm_86" in job.title

@@ -102,7 +102,9 @@ def compile_all(jobs: list, what: str) -> dict | None:
     if count < 2 or not disk_cache.enabled():
         return None
     start = time.perf_counter()
-    pool = _Pool(jobs, count)
+    # what the batch's jobs need set up in a worker before it takes one (CUDA: numba-cuda)
+    warm = tuple(dict.fromkeys(fn for job in jobs for fn in getattr(job, "warm_ups", ())))
+    pool = _Pool(jobs, count, warm)
     try:
         pool.run(what)
     finally:
@@ -148,11 +150,12 @@ class _Lost(Exception):
 
 
 class _Worker:
-    """One worker process: it says it is ready (its imports and Numba's first compile
-    done), then jobs go in as pickles on its stdin and answers come back as JSON lines on
-    its stdout; its stderr is a temporary file (read when it fails)."""
+    """One worker process: it reads the batch's warm-ups (a pickled tuple of functions, run
+    after Numba's first compile) and says it is ready, then jobs go in as pickles on its
+    stdin and answers come back as JSON lines on its stdout; its stderr is a temporary
+    file (read when it fails)."""
 
-    def __init__(self) -> None:
+    def __init__(self, warm: tuple = ()) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
         self.errors = tempfile.TemporaryFile()
         self.asked = False  # whether it was given a job (one that was not is killed at once)
@@ -163,6 +166,11 @@ class _Worker:
             stderr=self.errors,
             env=env,
         )
+        try:
+            self.process.stdin.write(pickle.dumps(warm, protocol=pickle.HIGHEST_PROTOCOL))
+            self.process.stdin.flush()
+        except OSError:  # it died at once: ready() says so
+            pass
 
     def ready(self) -> None:
         """Wait until the worker can compile at full speed (raises :class:`_Lost`)."""
@@ -232,7 +240,7 @@ class _Pool:
     feeds it. A worker takes a job only once it is ready, so that a batch this process
     finishes alone while the workers start costs nothing but their start."""
 
-    def __init__(self, jobs: list, count: int):
+    def __init__(self, jobs: list, count: int, warm: tuple = ()):
         self.jobs = jobs
         self.pending = list(range(len(jobs)))  # job numbers not taken yet, taken from the front
         self.in_flight = 0  # jobs taken by workers and not answered
@@ -245,6 +253,7 @@ class _Pool:
         self.threads: list[threading.Thread] = []
         self.killed = False
         self.count = count
+        self.warm = warm
 
     def _take(self) -> int | None:
         with self.lock:
@@ -256,7 +265,7 @@ class _Pool:
     def run(self, what: str) -> None:
         for _ in range(self.count - 1):
             try:
-                worker = _Worker()
+                worker = _Worker(self.warm)
             except OSError as exc:  # no interpreter to start, or no processes left
                 warnings.warn(
                     f"tessera: cannot start a compile worker for {what} ({exc}); compiling "
@@ -342,12 +351,19 @@ class _Pool:
 
 
 def serve() -> None:
-    """A worker's main loop: say it is ready, then run each job read from stdin and answer
-    each with a JSON line ``{"ok", "text"}``; exit at end of input. Whatever the compile
-    prints goes to stderr."""
+    """A worker's main loop: warm up (Numba, then the functions the batch's jobs name), say
+    it is ready, then run each job read from stdin and answer each with a JSON line
+    ``{"ok", "text"}``; exit at end of input. Whatever the compile prints goes to stderr."""
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # stray prints must not garble the answers
     _warm_up()
+    try:
+        for warm_up in pickle.load(sys.stdin.buffer):
+            warm_up()
+    except EOFError:
+        return
+    except Exception:  # noqa: BLE001 - a job meets the same problem, and says so
+        logging.getLogger("tessera").exception("compile worker warm-up failed")
     answers.write(json.dumps({"ready": True}) + "\n")
     answers.flush()
     jobs = sys.stdin.buffer

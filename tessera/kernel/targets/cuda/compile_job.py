@@ -80,9 +80,25 @@ def entry_symbol(codes: list) -> str:
     return abi.entry_name(codes[0] if isinstance(codes[0], str) else "")
 
 
+def warm_up() -> None:
+    """numba-cuda's first compile in a process sets up its target context, NVVM and
+    libdevice, and the device runtime's helpers are made (about a second): done by a
+    compile worker before it says it is ready, so that its first cubin is not slower
+    than the launching process would make it."""
+    import numba
+
+    for async_copies in (True, False):
+        runtime.namespace(async_copies)
+    source = "def _kernel(a):\n    a[0] = 1.0\n"
+    function = kernel_function(source, "<warm-up>", "warm_up", runtime.namespace(True))
+    build_cubin(function, (numba.types.float32[::1],), "sm_80", 32, None)
+
+
 @dataclass(frozen=True)
 class CubinJob:
     """Compile one CUDA specialisation for one architecture; write its cubin cache entry."""
+
+    warm_ups = (warm_up,)  # (not a field) what a worker sets up first
 
     kernel: str
     name: str  # the Python function's name (symbol_name of the kernel's)
