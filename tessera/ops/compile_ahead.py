@@ -46,11 +46,11 @@ def compile_ahead(lowered, calls: list, env: dict, target, arch: str | None = No
         return None
     jobs = []
     for source, (kernel, _, shapes) in launches:
-        args = tuple(
-            _stand_in(env, key, shape, a.value.dtype.np_dtype, target is None)
-            for a, (key, shape) in zip(source.args, shapes)
-        )
-        try:
+        try:  # (a stand-in too large to map is left to the launch, as any other problem)
+            args = tuple(
+                _stand_in(env, key, shape, a.value.dtype.np_dtype, target is None)
+                for a, (key, shape) in zip(source.args, shapes)
+            )
             jobs += kernel.compile_jobs(
                 source.grid, args, target=None if target is None else target.name, arch=arch
             )
