@@ -2,6 +2,7 @@
 
     python -m bench.compile [--rounds 1] [EXAMPLE ...]
     python -m bench.compile --sweep [--rounds 3] [--workers 2]
+    python -m bench.compile --batch CASE [--rounds 3] [--workers 2]
 
 Runs each example script (default: every one that needs neither MPI nor a GPU) in a new
 process with an empty ``TESSERA_CACHE_DIR``, and reads how long each kernel took to
@@ -17,6 +18,10 @@ compiled in turn, in the process) and ``--workers N`` (the configs compiled side
 the process and N-1 worker processes), round after round, so a busy machine slows both
 alike; prints the median wall time of the processes and of the sweep for each, and writes
 them to ``results/compile_sweep.json``.
+
+``--batch CASE`` does the same for one cold batch of bench/cold_batches.py: a graph
+module's kernels on the CPU (``mlp``, ``attention``) or a batch of CUDA cubins made
+without a GPU (``gemm_cubins``, ``attention_cubins``).
 """
 
 from __future__ import annotations
@@ -78,16 +83,16 @@ def run_example(name: str) -> tuple[float, list[tuple[str, str, float]]]:
     return wall, kernels
 
 
-def run_sweep(workers: int) -> dict:
-    """One cold sweep in a new process with ``workers`` compilers: its record, with the
-    process's wall seconds."""
+def run_sweep(workers: int, child: tuple = ("bench.autotune_sweep",)) -> dict:
+    """One cold sweep (or batch: ``child``, the module and its arguments) in a new process
+    with ``workers`` compilers: its record, with the process's wall seconds."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, TESSERA_CACHE_DIR=cache, TESSERA_COMPILE_WORKERS=str(workers))
         load = os.getloadavg()[0]
         used = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "bench.autotune_sweep"],
+            [sys.executable, "-m", *child],
             env=env,
             capture_output=True,
             text=True,
@@ -97,17 +102,20 @@ def run_sweep(workers: int) -> dict:
         wall = time.perf_counter() - start
         now = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
-        raise SystemExit(f"bench/autotune_sweep.py failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{' '.join(child)} failed:\n{done.stderr[-3000:]}")
     cpu = now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime  # its workers' too
     record = json.loads(done.stdout.splitlines()[-1])
     return {"workers": workers, "wall_s": wall, "cpu_s": cpu, "load_before": load, **record}
 
 
-def sweep_main(rounds: int, workers: int) -> None:
+def sweep_main(rounds: int, workers: int, case: str | None = None) -> None:
+    child = ("bench.autotune_sweep",) if case is None else ("bench.cold_batches", case)
+    timed = "sweep_s" if case is None else "batch_s"
     rows = []
     for r in range(rounds):
         for count in (1, workers) if r % 2 == 0 else (workers, 1):
-            row = run_sweep(count)
+            row = run_sweep(count, child)
+            row["sweep_s"] = row[timed]
             rows.append({"round": r, **row})
             print(
                 f"round {r}  workers {count}  {row['wall_s']:6.2f} s wall  sweep "
@@ -136,18 +144,20 @@ def sweep_main(rounds: int, workers: int) -> None:
         f"{medians[workers][1] / medians[1][1]:.2f} (sweep), on {os.cpu_count()} CPUs"
     )
     RESULTS.mkdir(parents=True, exist_ok=True)
-    with open(RESULTS / "compile_sweep.json", "a") as f:
+    name = "compile_sweep" if case is None else "compile_batch"
+    with open(RESULTS / f"{name}.json", "a") as f:
         for row in rows:
-            f.write(json.dumps({"benchmark": "compile_sweep", "cpus": os.cpu_count(), **row}))
+            f.write(json.dumps({"benchmark": name, "cpus": os.cpu_count(), **row}))
             f.write("\n")
 
 
 def main() -> None:
     args = sys.argv[1:]
-    if "--sweep" in args:
+    if "--sweep" in args or "--batch" in args:
         rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 3
         workers = int(args[args.index("--workers") + 1]) if "--workers" in args else 2
-        sweep_main(rounds, workers)
+        case = args[args.index("--batch") + 1] if "--batch" in args else None
+        sweep_main(rounds, workers, case)
         return
     rounds = 1
     if "--rounds" in args:

@@ -1,14 +1,16 @@
 """Compiling independent kernels side by side, in worker processes (docs/autotune.md).
 
-An autotune sweep compiles every config it measures; one at a time, that is seconds of
-Numba and LLVM each. :func:`compile_all` runs such a batch of compile jobs (a target's
-``compile_jobs``: picklable, each with ``run()``, which compiles in a worker and writes
-the compiled code to the disk cache, and ``compile_here()``, the same in this process)
-``TESSERA_COMPILE_WORKERS`` at a time: this process and worker processes take them from
-one queue. A worker returns no code: the launches that need it find its entry in the
-disk cache and load it exactly as a warm start does, through every check of the cache's
-trust model (kernel/disk_cache.py: the MAC under this user's key, the header naming this
-kernel, key and environment). Nothing a worker says is taken on trust.
+An autotune sweep compiles every config it measures, and a graph module (or an op such
+as a split attention) several generated kernels; one at a time, that is seconds of Numba
+and LLVM (or NVVM and ptxas) each. :func:`compile_all` runs such a batch of compile
+jobs (a target's ``compile_jobs``: the CPU's and CUDA's; picklable, each with ``run()``,
+which compiles in a worker and writes the compiled code to the disk cache, and
+``compile_here()``, the same in this process) ``TESSERA_COMPILE_WORKERS`` at a time:
+this process and worker processes take them from one queue. A worker returns no code:
+the launches that need it find its entry in the disk cache and load it exactly as a warm
+start does, through every check of the cache's trust model (kernel/disk_cache.py: the MAC
+under this user's key, the header naming this kernel, key and environment). Nothing a
+worker says is taken on trust.
 
 * **Fresh interpreters**, not forks: Numba's and LLVM's state is not fork-safe once
   threads exist. A worker is ``python -c`` importing Tessera only (never the user's
@@ -95,11 +97,14 @@ def compile_all(jobs: list, what: str) -> dict | None:
     launches (fewer than two jobs or compilers); else a summary: ``workers`` (processes
     started), ``seconds``, ``here`` and ``in_workers`` (the jobs compiled in this process
     and by the workers) and ``left`` (title and why, of each job left to its launch)."""
+    jobs = _distinct(jobs)
     count = min(workers(), len(jobs))
     if count < 2 or not disk_cache.enabled():
         return None
     start = time.perf_counter()
-    pool = _Pool(jobs, count)
+    # what the batch's jobs need set up in a worker before it takes one (CUDA: numba-cuda)
+    warm = tuple(dict.fromkeys(fn for job in jobs for fn in getattr(job, "warm_ups", ())))
+    pool = _Pool(jobs, count, warm)
     try:
         pool.run(what)
     finally:
@@ -128,16 +133,29 @@ def compile_all(jobs: list, what: str) -> dict | None:
     }
 
 
+def _distinct(jobs: list) -> list:
+    """``jobs`` less those writing an entry an earlier one writes (a module that launches
+    one kernel twice with the same types, a sweep's configs that generate the same code)."""
+    seen, out = set(), []
+    for job in jobs:
+        path = getattr(job, "path", None)
+        if path is None or path not in seen:
+            seen.add(path)
+            out.append(job)
+    return out
+
+
 class _Lost(Exception):
     """A worker stopped answering: it exited (crashed, killed) or its pipe broke."""
 
 
 class _Worker:
-    """One worker process: it says it is ready (its imports and Numba's first compile
-    done), then jobs go in as pickles on its stdin and answers come back as JSON lines on
-    its stdout; its stderr is a temporary file (read when it fails)."""
+    """One worker process: it reads the batch's warm-ups (a pickled tuple of functions, run
+    after Numba's first compile) and says it is ready, then jobs go in as pickles on its
+    stdin and answers come back as JSON lines on its stdout; its stderr is a temporary
+    file (read when it fails)."""
 
-    def __init__(self) -> None:
+    def __init__(self, warm: tuple = ()) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
         self.errors = tempfile.TemporaryFile()
         self.asked = False  # whether it was given a job (one that was not is killed at once)
@@ -148,6 +166,11 @@ class _Worker:
             stderr=self.errors,
             env=env,
         )
+        try:
+            self.process.stdin.write(pickle.dumps(warm, protocol=pickle.HIGHEST_PROTOCOL))
+            self.process.stdin.flush()
+        except OSError:  # it died at once: ready() says so
+            pass
 
     def ready(self) -> None:
         """Wait until the worker can compile at full speed (raises :class:`_Lost`)."""
@@ -217,7 +240,7 @@ class _Pool:
     feeds it. A worker takes a job only once it is ready, so that a batch this process
     finishes alone while the workers start costs nothing but their start."""
 
-    def __init__(self, jobs: list, count: int):
+    def __init__(self, jobs: list, count: int, warm: tuple = ()):
         self.jobs = jobs
         self.pending = list(range(len(jobs)))  # job numbers not taken yet, taken from the front
         self.in_flight = 0  # jobs taken by workers and not answered
@@ -230,6 +253,7 @@ class _Pool:
         self.threads: list[threading.Thread] = []
         self.killed = False
         self.count = count
+        self.warm = warm
 
     def _take(self) -> int | None:
         with self.lock:
@@ -241,7 +265,7 @@ class _Pool:
     def run(self, what: str) -> None:
         for _ in range(self.count - 1):
             try:
-                worker = _Worker()
+                worker = _Worker(self.warm)
             except OSError as exc:  # no interpreter to start, or no processes left
                 warnings.warn(
                     f"tessera: cannot start a compile worker for {what} ({exc}); compiling "
@@ -327,12 +351,19 @@ class _Pool:
 
 
 def serve() -> None:
-    """A worker's main loop: say it is ready, then run each job read from stdin and answer
-    each with a JSON line ``{"ok", "text"}``; exit at end of input. Whatever the compile
-    prints goes to stderr."""
+    """A worker's main loop: warm up (Numba, then the functions the batch's jobs name), say
+    it is ready, then run each job read from stdin and answer each with a JSON line
+    ``{"ok", "text"}``; exit at end of input. Whatever the compile prints goes to stderr."""
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # stray prints must not garble the answers
     _warm_up()
+    try:
+        for warm_up in pickle.load(sys.stdin.buffer):
+            warm_up()
+    except EOFError:
+        return
+    except Exception:  # noqa: BLE001 - a job meets the same problem, and says so
+        logging.getLogger("tessera").exception("compile worker warm-up failed")
     answers.write(json.dumps({"ready": True}) + "\n")
     answers.flush()
     jobs = sys.stdin.buffer

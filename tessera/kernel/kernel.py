@@ -203,14 +203,21 @@ class Kernel(Launchable):
         target.check_arrays(self.name, self.params, args)
         return self._binders[target].bind(args, grid)
 
-    def compile_jobs(self, grid: object, args: tuple) -> list:
+    def compile_jobs(
+        self, grid: object, args: tuple, target: str | None = None, arch: str | None = None
+    ) -> list:
         """What the launch ``k[grid](*args)`` would compile, as jobs for compile workers
         (``compile_pool.py``; a TesseraError where that launch would raise one). Its
-        program is specialised and kept, as the launch would; nothing runs."""
+        program is specialised and kept, as the launch would; nothing runs. ``target``
+        names the target where the arguments alone do not (host arrays standing in for
+        device arrays of the same shapes and dtypes: ``"cuda"``); ``arch``, the GPU
+        architecture the cubins are for where there is no GPU to ask (``"sm_90"``; the
+        program is the launch's, made for this machine's GPU, or without one for the
+        newest architecture)."""
         grid = launch.normalise_grid(self.name, grid)
         name, boundscheck, threshold = launch_settings()
         args = host_arrays(self.name, self.params, args)
-        target = resolve(self.target or name, args, self.name)
+        target = resolve(target or self.target or name, args, self.name)
         bound = self.bind(target, args, grid)
         checked = boundscheck if self.boundscheck is None else self.boundscheck
         key = (target, checked, bound.key)
@@ -218,7 +225,7 @@ class Kernel(Launchable):
         if program is None:
             program = self._build(target, key, grid, bound, _CHECKED if checked else _UNCHECKED)
         lanes = self.lanes * math.prod(grid)
-        return target.compile_jobs(program, bound.call_args, grid, lanes >= threshold)
+        return target.compile_jobs(program, bound.call_args, grid, lanes >= threshold, arch)
 
     @entry_point
     def target_for(self, args: tuple) -> Target:

@@ -24,6 +24,7 @@ from ..kernel import stream_scope as streams
 from ..kernel.targets import DEVICE_CHOICE, resolve
 from . import aliasing, collective_nodes, fft_core, kinds, launches, recording
 from .aliasing import c_contiguous
+from .compile_ahead import compile_ahead
 from .declare import OPS
 from .ir import Const, Input
 from .passes import Lowered
@@ -131,8 +132,10 @@ def _launch(lowered: Lowered, env: dict, direct: dict, memory, watch: dict, betw
     """One launch per kernel, in the groups' order, filling ``env`` with stored values
     (and calling ``watch``'s functions as theirs are stored, ``between()`` after each)."""
     calls = lowered.calls
-    if calls is None:
-        calls = lowered.calls = _calls(lowered)
+    if calls is None:  # the first run: its kernels compiled side by side (compile_ahead.py)
+        calls = _calls(lowered)
+        compile_ahead(lowered, calls, env, None if memory is _HOST else memory)
+        lowered.calls = calls
     else:
         for c, k in zip(calls, lowered.kernels):
             if c is not None and c[0] is not k:  # (again for a kernel replaced since)

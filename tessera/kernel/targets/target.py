@@ -85,11 +85,14 @@ class Target:
         """A program for ``spec`` (``key``: the specialisation key, for disk caches)."""
         raise TesseraError(f"target {self.name} cannot build programs")
 
-    def compile_jobs(self, program, call_args: tuple, grid: tuple, parallel: bool) -> list:
+    def compile_jobs(
+        self, program, call_args: tuple, grid: tuple, parallel: bool, arch: str | None = None
+    ) -> list:
         """What launching ``program`` with these arguments would compile, as jobs that a
         compile worker can run (``kernel/compile_pool.py``: picklable, each with ``run()``
         and ``title``, writing its disk-cache entry); none where this target compiles in
-        the launching process only, or nothing is left to compile."""
+        the launching process only, or nothing is left to compile. ``arch``: the GPU
+        architecture to compile for (GPU targets; None: this machine's GPU's)."""
         return []
 
     def stage(self, program, name: str, call_args: tuple, grid: tuple, options: BuildOptions):

@@ -35,7 +35,9 @@ class CpuTarget(Target):
             return CheckedProgram(spec, grid_ndim, self)
         return CpuProgram(spec, grid_ndim, self, key)  # with its key: it can use the disk cache
 
-    def compile_jobs(self, program, call_args: tuple, grid: tuple, parallel: bool) -> list:
+    def compile_jobs(
+        self, program, call_args: tuple, grid: tuple, parallel: bool, arch: str | None = None
+    ) -> list:
         return compile_job.jobs_for(program, call_args, grid, parallel)
 
     def stage(self, program, name: str, call_args: tuple, grid: tuple, options: BuildOptions):

@@ -15,7 +15,7 @@ from .... import dtypes as D
 from ....arrays import BF16, is_device_array
 from ....errors import LaunchError, TesseraError
 from ..target import BuildOptions, Target
-from . import memory, sass
+from . import compile_job, memory, sass
 from .codegen import FLAT_BLOCK
 from .graphs import CudaGraph
 from .lowerings import LOWERINGS
@@ -77,6 +77,11 @@ class CudaTarget(Target):
         return CudaProgram(
             spec, grid_ndim, self, ampere_for(arch), stages_for(arch), fp8=fp8_for(arch)
         )
+
+    def compile_jobs(
+        self, program, call_args: tuple, grid: tuple, parallel: bool, arch: str | None = None
+    ) -> list:
+        return compile_job.jobs_for(program, call_args, grid, arch)
 
     def stage(self, program, name: str, call_args: tuple, grid: tuple, options: BuildOptions):
         program = program.for_args(call_args)  # the variant a launch with them runs

@@ -26,17 +26,17 @@ from ...seed_metadata import seed_keys
 from ...source import generated
 from ..target import Target
 from . import (
-    abi,
     blocked_tiles,
     cubin_cache,
     mainloop,
     runtime,
     shared_memory,
     stage_copy,
-    toolchain,
 )
 from . import driver as driver_module
 from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
+from .compile_job import build_cubin, entry_symbol, kernel_function, parse_arch, spill_bytes
+from .compile_job import symbol_name as symbol_name
 from .launcher import DirectLauncher, storage_dtype
 from .occupancy import occupancy
 from .passes.launch_shape import blocks_per_sm
@@ -111,6 +111,13 @@ def _chunk_view(a, simulated: bool) -> tuple[int, tuple, tuple] | None:
     return None
 
 
+def _as_copied(a: np.ndarray) -> np.ndarray:
+    """A stand-in with the shape and strides of ``a``'s contiguous copy (its data unread:
+    only its type is worked out)."""
+    strides = contiguous_strides(a.shape, a.dtype.itemsize)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, a.dtype), a.shape, strides)
+
+
 def _address(a) -> int:
     """Where a GPU array's data starts (the simulator's arrays: their host buffer's)."""
     info = device_info(a)
@@ -118,20 +125,6 @@ def _address(a) -> int:
         return info[0]
     host = getattr(a, "_ary", a)
     return host.ctypes.data if isinstance(host, np.ndarray) else id(a)
-
-
-def parse_arch(arch: str) -> tuple[int, int]:
-    """``"sm_90"`` → ``(9, 0)``."""
-    match = re.fullmatch(r"sm_(\d+)(\d)a?", arch)
-    if not match:
-        raise TesseraError(f"arch {arch!r} is not a CUDA architecture such as 'sm_80'")
-    return int(match.group(1)), int(match.group(2))
-
-
-def symbol_name(kernel: str) -> str:
-    """A kernel's name as an identifier for its entry symbol (ASCII letters, digits, _)."""
-    name = re.sub(r"[^0-9A-Za-z_]", "_", kernel)
-    return name if name and not name[0].isdigit() else f"k_{name}"
 
 
 AMPERE = (8, 0)  # cp.async and mma.sync m16n8k16 exist from sm_80 (Ampere) on
@@ -263,11 +256,9 @@ class CudaProgram:
             namespace = runtime.namespace(self.async_copies)
             if self.warp_twins is not None:
                 namespace.update(self.warp_twins.namespace())
-            namespace["__name__"] = "tessera"
-            exec(compile(self.source, self.filename, "exec"), namespace)  # noqa: S102
-            function = namespace["_kernel"]
-            function.__name__ = function.__qualname__ = symbol_name(self.kir.name)
-            self._function = function
+            self._function = kernel_function(
+                self.source, self.filename, symbol_name(self.kir.name), namespace
+            )
         return self._function
 
     def for_args(self, args: tuple) -> CudaProgram:
@@ -320,13 +311,10 @@ class CudaProgram:
         compiled again for one where ptxas spills under that register cap."""
         cc = parse_arch(arch)
         shared_memory.check(self.kir, self.shared_arrays, shared_memory.limit_for(cc), arch)
-        function = self.python_function()
-        codes = toolchain.ptx_codes(function, signature, cc, self.launch_bound())
-        cubin, report = toolchain.link(codes, arch)
-        if self.min_blocks > 1 and spill_bytes(report):
-            codes = toolchain.ptx_codes(function, signature, cc, self.launch_bound(1))
-            cubin, report = toolchain.link(codes, arch)
-        return codes, cubin, report
+        spill_bound = self.launch_bound(1) if self.min_blocks > 1 else None
+        return build_cubin(
+            self.python_function(), signature, arch, self.launch_bound(), spill_bound
+        )
 
     def launch_shape(self, grid: tuple[int, ...]) -> tuple[int, int]:
         """(blocks, threads per block) of a launch over ``grid``."""
@@ -399,6 +387,17 @@ class CudaProgram:
         self.entry_name = entry_name
         return DirectLauncher(self.kir.name, function, argtypes)
 
+    def launch_signature(self, args: tuple, grid_ndim: int) -> tuple:
+        """The argument types a launch with ``args`` compiles for (what ``_load`` works
+        out once host arrays are on the GPU: a copy is contiguous where they were not)."""
+        args = tuple(
+            _as_copied(a)
+            if isinstance(a, np.ndarray) and not (a.flags.c_contiguous or a.flags.f_contiguous)
+            else a
+            for a in args
+        )
+        return cuda_signature(args, grid_ndim, len(self.align_params))
+
     def compiled(self, argtypes: tuple, arch: str) -> tuple[str, bytes]:
         """(entry symbol, cubin) for ``argtypes`` on ``arch``: read from the disk cache,
         else compiled here (one process of a node at a time: cubin_cache.compiling)."""
@@ -415,7 +414,7 @@ class CudaProgram:
             start = time.perf_counter()
             with stage("compile", self.kir.name, step=f"numba-cuda, NVVM, nvJitLink ({arch})"):
                 codes, cubin, _ = self.build(argtypes, arch)
-                entry_name = abi.entry_name(codes[0] if isinstance(codes[0], str) else "")
+                entry_name = entry_symbol(codes)
             stats.bump("compiles")
             log.info(
                 "compiled kernel '%s' for cuda (%s) in %.2f s",
@@ -616,8 +615,3 @@ class CudaProgram:
         if self.fragments is not None:
             meta["fragments"] = self.fragments
         return meta
-
-
-def spill_bytes(report: str) -> int:
-    """The bytes of spill stores and loads ptxas's ``report`` lists."""
-    return sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", report))
