@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import shutil
 import sys
@@ -48,6 +49,16 @@ os.environ["TESSERA_CACHE_DIR"] = _CACHE_DIR
 os.environ.setdefault("TESSERA_COMPILE_WORKERS", "1")
 refresh_settings()  # settings are read once; this one may have been read already
 atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def frozen_heap():
+    """``gc.freeze()`` for a module whose tests call ``gc.collect()`` to see what their
+    own objects' finalizers do: a full collection then scans only the objects made since,
+    not the suite's whole heap (seconds a call late in the suite)."""
+    gc.freeze()
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture

@@ -23,6 +23,8 @@ numba_driver = pytest.mark.skipif(
     simulated, reason="numba-cuda's driver classes, not the simulator"
 )
 
+pytestmark = pytest.mark.usefixtures("frozen_heap")  # fast gc.collect() calls
+
 _addresses = itertools.count(1 << 40, 1 << 30)
 
 

@@ -21,6 +21,8 @@ from tessera import bf16, dist, f32, group_linear_id, kernel, mut, tile
 from tessera.dlpack import bf16_view
 from tessera.kernel.targets import AUTO, HOST_CHOICE
 
+pytestmark = pytest.mark.usefixtures("frozen_heap")  # fast gc.collect() calls
+
 torch = pytest.importorskip("torch")
 
 
