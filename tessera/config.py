@@ -226,6 +226,26 @@ SETTINGS: dict[str, Setting] = {
             "MPI or NCCL collective. A collective without the algorithm named runs auto.",
         ),
         Setting(
+            "dist_fault",
+            "TESSERA_DIST_FAULT",
+            "raise",
+            ("raise", "retry", "shrink"),
+            "What a collective that fails in its transport does (a mesh's fault= overrides "
+            "it; the same on every rank): raise TransportError on every member; retry it "
+            "once on new communicators and Tessera's own algorithms, which the axis keeps "
+            "(mesh.health()); shrink needs an MPI with ULFM (an error at mesh creation "
+            "without one). docs/distributed.md, 'Fault policy'.",
+        ),
+        Setting(
+            "dist_fault_inject",
+            "TESSERA_DIST_FAULT_INJECT",
+            "",
+            None,
+            "For tests: faults to inject, separated by ';': 'transport@seq=N[,rank=R][,axis=A]' "
+            "(collective N fails in its transport), 'rank=R@seq=N:exit' (rank R ends its "
+            "process at collective N), 'rank=R@seq=N:stall' (rank R stops there for ever).",
+        ),
+        Setting(
             "trace",
             "TESSERA_TRACE",
             "",

@@ -196,6 +196,19 @@ class RankExited(CollectiveTimeout):
     launcher ends the job, or the timeout does)."""
 
 
+class TransportError(DistError):
+    """A collective failed in the library that moves its data (an MPI error, or one
+    injected with TESSERA_DIST_FAULT_INJECT), on every member of the axis alike: the
+    member that met the failure tells the others, so none waits for the timeout. Under
+    the fault policy ``retry`` the collective runs once more on a degraded path first
+    (docs/distributed.md, "Fault policy"). ``collective``, ``seq``, ``axis`` and ``rank``
+    (the world rank the failure happened on; None where not known) say which."""
+
+    def __init__(self, message: str, collective: str, seq: int, axis: str, rank: int | None):
+        super().__init__(message)
+        self.collective, self.seq, self.axis, self.rank = collective, seq, axis, rank
+
+
 class CollectiveMismatch(DistError):
     """The ranks called different collectives, or the same one with arguments that
     change what goes over the wire (op, dtype, shape, dim, root, ...); raised on every
@@ -209,6 +222,11 @@ class CollectiveMismatch(DistError):
 
 class TesseraWarning(UserWarning):
     """Base class of the warnings Tessera issues (filter them with this class)."""
+
+
+class FaultWarning(TesseraWarning):
+    """An axis went on after a transport failure on a degraded path (fault policy
+    ``retry``; docs/distributed.md, "Fault policy"): once per failure."""
 
 
 class CacheWarning(TesseraWarning):

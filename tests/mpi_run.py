@@ -46,6 +46,22 @@ def run_mpi(
     )
 
 
+def start_mpi(script: str, ranks: int, *args, env: dict, launcher: tuple[str, ...] = ()):
+    """``mpiexec [launcher...] -n ranks python tests/<script> args...`` started and not
+    waited for (several short runs side by side): a ``subprocess.Popen`` whose output
+    goes to files beside the outcome (``communicate()`` gives the two texts)."""
+    from tessera.runtime.world import find_mpiexec
+
+    command = [find_mpiexec(), *launcher, "-n", str(ranks), sys.executable]
+    command += [os.path.join(HERE, script), *(str(a) for a in args)]
+    env = dict(env)
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=HERE, env=env
+    )
+
+
 def hydra_missing() -> bool:
     """True unless ``mpiexec`` is MPICH's hydra (whose options some tests use)."""
     from tessera.runtime.world import find_mpiexec

@@ -112,14 +112,52 @@ def test_a_bad_setting_is_an_error_naming_it(cache_dir):
 
 
 @pytest.mark.parametrize("load, count", [(0.2, 8), (2.4, 8), (3.6, 6), (20.0, 1)])
-def test_auto_is_the_share_of_cores_that_are_idle(monkeypatch, load, count):
+def test_without_proc_stat_auto_is_the_share_of_cores_the_load_average_leaves(
+    monkeypatch, load, count
+):
     monkeypatch.setattr(compile_pool.threads, "usable_cores", lambda: 8)
     monkeypatch.setattr(compile_pool.threads, "node_cores", lambda: 8)
+    monkeypatch.setattr(compile_pool, "_core_times", lambda: None)  # no /proc/stat
     monkeypatch.setattr(compile_pool.os, "getloadavg", lambda: (load, load, load))
     with ts.config(compile_workers="auto"):
         assert compile_pool.workers() == count
     with ts.config(compile_workers=3):  # a count is taken as it is
         assert compile_pool.workers() == 3
+
+
+STAT_BEFORE = """cpu  300 0 60 500 0 0 0 0 0 0
+cpu0 100 0 20 200 0 0 0 0 0 0
+cpu1 100 0 20 200 0 0 0 0 0 0
+cpu2 100 0 20 100 0 0 0 0 0 0
+intr 12345
+"""
+# 100 ticks a core later: cpu0 idle all along, cpu1 busy all along (another process),
+# cpu2 idle 70 ticks (with 10 of I/O wait) and stolen 10 by the hypervisor
+STAT_AFTER = """cpu  0 0 0 0 0 0 0 0 0 0
+cpu0 100 0 20 300 0 0 0 0 0 0
+cpu1 190 0 30 200 0 0 0 0 0 0
+cpu2 110 0 30 160 10 0 0 10 0 0
+"""
+
+
+def test_idle_cores_are_read_core_by_core_from_proc_stat():
+    before = compile_pool._core_times(STAT_BEFORE)
+    after = compile_pool._core_times(STAT_AFTER)
+    assert before == {0: (200, 320), 1: (200, 320), 2: (100, 220)}
+    assert compile_pool.idle_between(before, after, {0, 1, 2}) == pytest.approx(1.7)
+    assert compile_pool.idle_between(before, after, {0, 1}) == pytest.approx(1.0)  # affinity
+    assert compile_pool.idle_between(before, after, {0, 5}) is None  # a core it does not list
+
+
+@pytest.mark.parametrize("idle, count", [(2.0, 2), (1.7, 2), (1.5, 1), (1.0, 1), (0.3, 1)])
+def test_auto_takes_the_cores_idle_now(monkeypatch, idle, count):
+    """Idle time sampled now, not the load average, which lags: 1.7 idle cores make a
+    second compiler worth it, one other process keeping a core busy does not."""
+    monkeypatch.setattr(compile_pool.threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(compile_pool, "_sampled_idle", lambda seconds: idle)
+    monkeypatch.setattr(compile_pool.os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # not read
+    with ts.config(compile_workers="auto"):
+        assert compile_pool.workers() == count
 
 
 def test_a_crashed_worker_is_a_warning_and_this_process_compiles(cache_dir, workers_alone):

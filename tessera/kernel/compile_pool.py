@@ -78,17 +78,79 @@ def workers() -> int:
     return count
 
 
+IDLE_SAMPLE_S = 0.05  # how long idle_cores watches the cores
+STAT = "/proc/stat"
+
+
 def idle_cores() -> int:
-    """The node's cores less the whole cores other processes keep busy: the 1-minute load
-    average less this process's own 1 and half a core of slack (the average lags: it still
-    counts processes that ended seconds ago), rounded down; every core where the system
-    gives no load average. On the 2-core machines here, workers paid off up to a load of
-    about 2.3 and cost time from about 2.6 (bench/README.md)."""
+    """The cores idle now: the idle time of the cores this process may run on over
+    IDLE_SAMPLE_S seconds (/proc/stat, core by core; this process sleeps meanwhile, so its
+    own core counts as idle), in cores, rounded down but for 0.4 of a core (1.7 idle cores
+    are 2: the second compiler finds most of a core; 1.5 are 1). Where there is no
+    /proc/stat, the 1-minute load average less this process's 1 and half a core of slack,
+    rounded down — a rule that lags (the average still counts processes that ended seconds
+    ago) and chose two compilers on the 2-core VM at loads of 1.7-2.4, where one other
+    process kept a core busy and two lost (bench/README.md)."""
+    idle = _sampled_idle(IDLE_SAMPLE_S)
+    if idle is not None:
+        return max(int(idle + 0.4), 0)
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         return threads.node_cores()
     return threads.node_cores() - max(int(load - 1.5), 0)
+
+
+def _sampled_idle(seconds: float) -> float | None:
+    """Idle cores (a fraction of each, added) of this process's cores over ``seconds``,
+    or None where /proc/stat cannot tell (not Linux, unreadable, cores it does not list)."""
+    before = _core_times()
+    if before is None:
+        return None
+    time.sleep(seconds)
+    after = _core_times()
+    if after is None:
+        return None
+    try:
+        mine = os.sched_getaffinity(0)
+    except AttributeError:
+        mine = set(before)
+    return idle_between(before, after, mine)
+
+
+def idle_between(before: dict, after: dict, cores) -> float | None:
+    """The idle cores between two :func:`_core_times` readings, over ``cores``."""
+    idle = 0.0
+    for core in cores:
+        if core not in before or core not in after:
+            return None
+        spent = after[core][1] - before[core][1]
+        rested = after[core][0] - before[core][0]
+        idle += rested / spent if spent > 0 else 1.0
+    return idle
+
+
+def _core_times(text: str | None = None) -> dict[int, tuple[int, int]] | None:
+    """Each core's (idle, total) clock ticks from /proc/stat (or ``text``): idle counts
+    the idle and I/O-wait columns, total those and user, nice, system, irq, softirq and
+    steal (time a hypervisor gave another machine is not idle for us)."""
+    if text is None:
+        try:
+            with open(STAT) as f:
+                text = f.read()
+        except OSError:
+            return None
+    times = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(" ")
+        if not name.startswith("cpu") or name == "cpu":
+            continue
+        try:
+            ticks = [int(v) for v in rest.split()[:8]]
+            times[int(name[3:])] = (ticks[3] + ticks[4], sum(ticks))
+        except (ValueError, IndexError):
+            return None
+    return times or None
 
 
 def compile_all(jobs: list, what: str) -> dict | None:

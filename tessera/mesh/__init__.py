@@ -1,7 +1,14 @@
 """Meshes of ranks, sharded tensors, index launches and the collectives between them
 (see docs/distributed.md)."""
 
-from ..errors import CollectiveMismatch, CollectiveTimeout, DistError, RankExited
+from ..errors import (
+    CollectiveMismatch,
+    CollectiveTimeout,
+    DistError,
+    FaultWarning,
+    RankExited,
+    TransportError,
+)
 from ..runtime.world import rank, size, world
 from .coalesced import all_reduce_coalesced
 from .collectives import Work, all_gather, all_reduce, barrier, broadcast, reduce_scatter
@@ -17,6 +24,7 @@ __all__ = [
     "CollectiveMismatch",
     "CollectiveTimeout",
     "DistError",
+    "FaultWarning",
     "GradReduce",
     "IndexLaunch",
     "Mesh",
@@ -26,6 +34,7 @@ __all__ = [
     "ShardSpec",
     "ShardedTensor",
     "Topology",
+    "TransportError",
     "Work",
     "all_gather",
     "all_reduce",

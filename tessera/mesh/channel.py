@@ -48,7 +48,7 @@ from ..config import get as setting
 from ..errors import CollectiveMismatch, CollectiveTimeout, RankExited
 from ..observe import failures
 from ..runtime import timed
-from . import fingerprint, link_cost, liveness
+from . import faults, fingerprint, link_cost, liveness
 
 QUERY, REPLY, NOTICE = 7301, 7302, 7303  # tags on the control channel
 ANSWER_WINDOW_S = 1.0  # at most this long a timed-out rank waits for the members' answers
@@ -102,6 +102,14 @@ class Channel:
         self.shared_buckets = None  # shared-memory windows, made on the first coalesced bucket
         self.abandoned: list = []  # the transfers of collectives that failed (their buffers
         # must outlive them: a late peer may still complete them)
+        self.policy = faults.policy()  # the fault policy (a mesh's fault= sets its own)
+        self.failed: dict = {}  # seq -> a transport failure known before its wait (faults.py)
+        self.in_flight: set[int] = set()  # collectives started and not yet done
+        self.recovered: set[int] = set()  # failed collectives the members agreed on
+        self.degraded: str | None = None  # why the axis runs on Tessera's own algorithms
+        self.broken: str | None = None  # why the axis cannot be used again
+        self.failures = 0  # transport failures met on the axis
+        self.last_failure: str | None = None  # the latest, in words (mesh.health())
         _channels.append(self)
 
     def link_class(self) -> str:
@@ -118,7 +126,8 @@ class Channel:
         ``extra`` (see fingerprint.py). Call with ISSUE_LOCK held."""
         self.started += 1
         seq = self.started
-        if self.size > 1 and checking():
+        faults.at_begin(self, seq)
+        if self.size > 1 and checking() and seq not in self.failed:
             self._agree(kind, seq, x, op, extra, 0)
         return seq
 
@@ -272,7 +281,8 @@ class Channel:
         instead of a gather of the wrong number of bytes."""
         self.started += 1
         seq = self.started
-        if self.size == 1:
+        faults.at_begin(self, seq)
+        if self.size == 1 or seq in self.failed:  # (failed: an injected failure)
             return seq, [x.shape[dim]]
         return seq, self._agree("all_gather", seq, x, None, dict(dim=dim, **extra), x.shape[dim])
 
@@ -286,6 +296,7 @@ class Channel:
         what = self._what(kind, seq, describe)
         _waiting.append((self.ident, self.axis, seq, self.members))
         try:
+            faults.raise_pending(self, seq)
             records = timed.exchange(
                 self.comm,
                 self.size,
@@ -295,6 +306,13 @@ class Channel:
                 lambda timeout: self._timeout(kind, seq, timeout, what=what, describe=describe),
                 lambda: self._probe(kind, seq, what, describe),
             )
+        except (CollectiveMismatch, faults.TransportFailure):  # (the caller's to handle)
+            raise
+        except Exception as exc:
+            if not faults.library_failure(exc):
+                raise
+            me = self.world_ranks[self.index]
+            raise faults.TransportFailure(f"MPI error: {exc}", me, True) from None
         finally:
             _waiting.pop()
         first = records[0][0]
@@ -310,7 +328,7 @@ class Channel:
             lambda: f"{kind} #{seq} on axis '{self.axis}' (naming a mismatch)",
             lambda timeout: self._timeout(kind, seq, timeout),
         )
-        self._resynchronise()
+        self.resynchronise()
         lines = "\n".join(
             f"  rank {self.world_ranks[i]} (index {i} on axis '{self.axis}'): {call}"
             for i, call in enumerate(calls)
@@ -322,10 +340,11 @@ class Channel:
             "deterministic setting (an all_gather's blocks may differ in length)."
         )
 
-    def _resynchronise(self) -> None:
-        """After a mismatch, new communicators for the collectives (made on the control
-        one, where every member just named its call): the ranks started different MPI
-        collectives on the old ones, which would pair with the next calls there."""
+    def resynchronise(self) -> None:
+        """After a mismatch or a transport failure, new communicators for the collectives
+        (made on the control one, where every member just named its call or its status):
+        the ranks started MPI collectives on the old ones that would pair with the next
+        calls there."""
         self.comm = self.control.Dup()
         self.reductions = self.control.Dup()
         self.scatters = self.control.Dup()
@@ -353,12 +372,15 @@ class Channel:
                 extra_test,
                 probe,
             )
-        except CollectiveMismatch:
+        except (CollectiveMismatch, faults.TransportFailure):
             raise
         except Exception as exc:
-            if describe is None or not _truncated(exc):
+            if describe is not None and _truncated(exc):
+                raise self._mismatch(kind, seq, describe()) from None
+            if not faults.library_failure(exc):
                 raise
-            raise self._mismatch(kind, seq, describe()) from None
+            me = self.world_ranks[self.index]
+            raise faults.TransportFailure(f"MPI error: {exc}", me, True) from None
         finally:
             _waiting.pop()
 
@@ -550,6 +572,10 @@ def answer_queries() -> None:
             source = status.Get_source()
             channel.control.recv(source=source, tag=QUERY)
             channel.control.isend((channel.started, doing, waited), dest=source, tag=REPLY)
+        while channel.control.Iprobe(source=MPI.ANY_SOURCE, tag=faults.FAULT, status=status):
+            source = status.Get_source()
+            seq, reason = channel.control.recv(source=source, tag=faults.FAULT)
+            faults.noticed(channel, source, seq, reason, waited)
         while channel.control.Iprobe(source=MPI.ANY_SOURCE, tag=NOTICE, status=status):
             source = status.Get_source()
             ident, seq, text = channel.control.recv(source=source, tag=NOTICE)

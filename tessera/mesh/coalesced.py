@@ -23,7 +23,7 @@ from ..arrays import transportable
 from ..config import get as setting
 from ..errors import TesseraError
 from ..observe.observers import OBSERVERS, entered, now, report
-from . import shared_buckets
+from . import faults, shared_buckets
 from .channel import ISSUE_LOCK
 from .collectives import all_reduce, check_op
 from .mesh import current_mesh
@@ -169,11 +169,17 @@ def _through_shared_memory(channel, pieces: list, count: int, first, op: str):
     start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:  # the bucket's three synchronisations, in the one global order
         bucket = shared_buckets.BucketShape((count,), first.dtype)
-        seq = channel.begin("all_reduce", bucket, op, via="shared memory")
-        if not OBSERVERS:
+
+        def run():
+            seq = channel.begin("all_reduce", bucket, op, via="shared memory")
+            faults.raise_pending(channel, seq)
             return shared_buckets.reduce_bucket(channel, pieces, count, first.dtype, op, seq)
+
+        if not OBSERVERS:
+            return faults.unretried(channel, "all_reduce", run)
         with entered("collective", "all_reduce"):  # NVTX ranges
-            flat = shared_buckets.reduce_bucket(channel, pieces, count, first.dtype, op, seq)
+            flat = faults.unretried(channel, "all_reduce", run)
+        seq = channel.started
     if flat is not None:  # (None: through MPI, whose all_reduce reports itself)
         nbytes = count * first.dtype.itemsize
         fields = dict(op=op, axis=channel.axis, bytes=nbytes, seq=seq, via="shared memory")

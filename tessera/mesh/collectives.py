@@ -25,129 +25,21 @@ import numpy as np
 from ..arrays import is_device_array, transportable
 from ..config import get as setting
 from ..errors import TesseraError
-from ..observe.observers import OBSERVERS, entered, now, report
-from . import algorithms, fingerprint, link_cost, mpi_transport, nccl_transport
+from ..observe.observers import OBSERVERS, now
+from . import algorithms, faults, link_cost, mpi_transport, nccl_transport
 from .channel import ISSUE_LOCK, Channel, Transfer, then
 from .layout import ShardSpec, block
 from .mesh import Mesh, current_mesh, world_channel
+from .work import Work, _run
 
 OPS = tuple(mpi_transport.OPS)
-
-
-class Work:
-    """A collective in flight (``async_op=True``): ``wait()`` blocks until it is done —
-    or until the collective timeout — and returns its result."""
-
-    def __init__(
-        self,
-        channel: Channel,
-        kind: str,
-        seq: int,
-        transfer: Transfer,
-        deliver,
-        check=None,
-        call: tuple = (None, None, {}),
-    ):
-        self.channel, self.kind, self.seq = channel, kind, seq
-        self._call = call  # (x, op, extra): what fingerprint.describe names the call by
-        self._transfer, self._deliver = transfer, deliver
-        self._check = check  # the members' fingerprints, verified before delivering
-        self._done, self._result = False, None
-        self.observed: dict | None = None  # what observers hear when it is done (_run)
-        self.start = 0.0
-        self.algorithm = "library"  # what moved the data (dist.algorithm choice)
-
-    def __repr__(self) -> str:
-        state = "done" if self._done else "in flight"
-        return f"<Work {self.kind} #{self.seq} on axis '{self.channel.axis}', {state}>"
-
-    def is_completed(self) -> bool:
-        """Whether the communication has finished (never blocks; starts the next step of
-        a collective made of several)."""
-        while not self._done:
-            if self._check is not None:
-                if not self._check[0].Test():
-                    return False
-                self._verify()
-            t = self._transfer
-            if not all(r.Test() for r in t.requests) or not (t.gpu_done is None or t.gpu_done()):
-                return False
-            self._step(t.finish())
-        return True
-
-    def wait(self):
-        if self.observed is not None and not self._done:
-            with entered("collective", self.kind):
-                self._wait()
-        else:
-            self._wait()
-        return self._result
-
-    def _wait(self) -> None:
-        if self._check is not None:
-            self._verify()
-        try:
-            while not self._done:
-                t = self._transfer
-                self.channel.wait(t.requests, self.kind, self.seq, t.gpu_done, self._describe)
-                self._step(t.finish())
-        except BaseException:
-            self.channel.abandoned.append(self._transfer)  # a late peer may complete it
-            raise
-
-    def _describe(self) -> str:
-        x, op, extra = self._call
-        return fingerprint.describe(self.kind, x, op, **extra)
-
-    def _verify(self) -> None:
-        """The members called the same collective, or CollectiveMismatch (the collective,
-        started with its check, is abandoned: nothing is delivered)."""
-        check, self._check = self._check, None
-        try:
-            self.channel.verify(check)
-        except BaseException:
-            self.channel.abandoned.append((check, self._transfer))
-            raise
-
-    def _step(self, result) -> None:
-        if isinstance(result, Transfer):  # the collective's next step has started
-            self._transfer = result
-        else:
-            self._result = self._deliver(result)
-            self._done = True
-            if self.observed is not None:
-                report("collective", self.kind, self.start, **self.observed)
-
-
-def _run(
-    channel: Channel,
-    kind: str,
-    seq: int,
-    transfer: Transfer,
-    deliver,
-    async_op: bool,
-    x=None,
-    op: str | None = None,
-    start: float = 0.0,
-    check=None,
-    extra: dict | None = None,
-    algorithm: str = "library",
-):
-    """The collective's :class:`Work`, or (not ``async_op``) its result. Observers
-    (profiles, traces, metrics) hear of it when it is done: op, axis, bytes, seq and the
-    algorithm. ``extra``: the call's other arguments, as fingerprint.describe names them."""
-    work = Work(channel, kind, seq, transfer, deliver, check, (x, op, extra or {}))
-    work.algorithm = algorithm
-    if OBSERVERS:
-        work.start = start or now()
-        work.observed = {
-            "op": op or "",
-            "axis": channel.axis,
-            "bytes": 0 if x is None else int(x.nbytes),
-            "seq": seq,
-            "algorithm": algorithm,
-        }
-    return work if async_op else work.wait()
+# what a degraded axis (faults.py) runs instead of the library's collectives
+DEGRADED = {
+    "all_reduce": "ring",
+    "reduce_scatter": "ring",
+    "all_gather": "ring",
+    "broadcast": "tree",
+}
 
 
 def _transport(x):
@@ -251,6 +143,9 @@ def _algorithm(kind: str, algorithm, channel: Channel, transport, x, determinist
     """(the algorithm to run, the tree's chunk count): link_cost.choose for this call."""
     if algorithm is None and channel.size < 2:
         return "library", 1
+    if channel.degraded is not None and transport is mpi_transport and type(x) is np.ndarray:
+        if not deterministic or kind in ("all_gather", "broadcast"):
+            return DEGRADED[kind], 2  # after a retried transport failure (faults.py)
     name, k = link_cost.choose(
         kind,
         algorithm,
@@ -265,6 +160,17 @@ def _algorithm(kind: str, algorithm, channel: Channel, transport, x, determinist
     if transport is nccl_transport and name in ("ring", "tree"):
         nccl_transport.force_algorithm(name)
     return name, k
+
+
+NOT_STARTED = Transfer([], lambda: None)  # a collective whose transport failed at its start
+
+
+def _reissue(issue, transport):
+    """What starts a collective again after a transport failure (faults.py): ``issue``
+    with ``again=True``, on MPI (a transport failure of NCCL's is raised)."""
+    if transport is not mpi_transport:
+        return None
+    return lambda: issue(True)
 
 
 def _by_tessera(transport, name: str) -> bool:
@@ -358,33 +264,56 @@ def all_reduce(
     channel = current_mesh(mesh).channel(axis)
     transport = _transport(x)
     deterministic = _deterministic(deterministic)
-    name, k = _algorithm("all_reduce", algorithm, channel, transport, x, deterministic)
-    start = now() if OBSERVERS else 0.0
-    with ISSUE_LOCK:
-        extra = dict(deterministic=deterministic, backend=transport.NAME)
-        if _by_tessera(transport, name):  # members running different algorithms do not pair
-            extra["algorithm"] = name
-        seq = channel.begin("all_reduce", x, op, **extra)
-        in_place = _own and out is x
-        stamp = None
-        if not in_place and not _by_tessera(transport, name):
-            stamp = _stamp(channel, transport, deterministic, x, op)
-        check = None if stamp else channel.check("all_reduce", seq, x, op, **extra)
-        if _by_tessera(transport, name):
-            if name == "ring":
-                transfer = algorithms.ring_all_reduce(channel, x, op, seq)
-            elif name == "rd":
-                transfer = algorithms.rd_all_reduce(channel, x, op, seq)
+    in_place = _own and out is x
+    # an in-place call reduces into x itself: retry (faults.py) runs again from a copy
+    kept = x.copy() if in_place and channel.policy == "retry" and channel.size > 1 else None
+
+    def issue(again: bool = False):
+        if again and kept is not None:
+            x[...] = kept
+        name, k = _algorithm("all_reduce", algorithm, channel, transport, x, deterministic)
+        with ISSUE_LOCK:
+            extra = dict(deterministic=deterministic, backend=transport.NAME)
+            if _by_tessera(transport, name):  # members running other algorithms do not pair
+                extra["algorithm"] = name
+            seq = channel.begin("all_reduce", x, op, **extra)
+            if seq in channel.failed:  # an injected failure: nothing goes out
+                return seq, NOT_STARTED, None, extra, name
+            stamp = None
+            if not in_place and not _by_tessera(transport, name):
+                stamp = _stamp(channel, transport, deterministic, x, op)
+            check = None if stamp else channel.check("all_reduce", seq, x, op, **extra)
+            if _by_tessera(transport, name):
+                if name == "ring":
+                    transfer = algorithms.ring_all_reduce(channel, x, op, seq)
+                elif name == "rd":
+                    transfer = algorithms.rd_all_reduce(channel, x, op, seq)
+                else:
+                    transfer = algorithms.tree_all_reduce(channel, x, op, seq, k)
+            elif transport is mpi_transport and not deterministic:
+                check_of = (seq, x, None)
+                transfer = transport.all_reduce(channel, x, op, False, in_place, stamp, check_of)
             else:
-                transfer = algorithms.tree_all_reduce(channel, x, op, seq, k)
-        elif transport is mpi_transport and not deterministic:
-            check_of = (seq, x, None)
-            transfer = transport.all_reduce(channel, x, op, False, in_place, stamp, check_of)
-        else:
-            transfer = transport.all_reduce(channel, x, op, deterministic)
+                transfer = transport.all_reduce(channel, x, op, deterministic)
+        return seq, transfer, check, extra, name
+
+    start = now() if OBSERVERS else 0.0
+    seq, transfer, check, extra, name = faults.issued(channel, "all_reduce", issue)
     deliver = back(_deliver_to(out))
     return _run(
-        channel, "all_reduce", seq, transfer, deliver, async_op, x, op, start, check, extra, name
+        channel,
+        "all_reduce",
+        seq,
+        transfer,
+        deliver,
+        async_op,
+        x,
+        op,
+        start,
+        check,
+        extra,
+        name,
+        _reissue(issue, transport),
     )
 
 
@@ -423,21 +352,40 @@ def all_gather(
     front = _front(x, dim)
     channel = current_mesh(mesh).channel(axis)
     transport = _transport(x)
-    name, _ = _algorithm("all_gather", algorithm, channel, transport, x)
+
+    def issue(again: bool = False):
+        name, _ = _algorithm("all_gather", algorithm, channel, transport, x)
+        with ISSUE_LOCK:
+            extra = dict(dim=dim % x.ndim, backend=transport.NAME)
+            if _by_tessera(transport, name):
+                extra["algorithm"] = name
+            seq, rows = channel.begin_gather(x, **extra)
+            if seq in channel.failed:  # an injected failure: nothing goes out
+                return seq, NOT_STARTED, None, extra, name
+            if _by_tessera(transport, name):
+                gather = algorithms.rd_all_gather if name == "rd" else algorithms.ring_all_gather
+                transfer = gather(channel, front, rows, seq)
+            else:
+                transfer = transport.all_gather(channel, front, rows)
+        return seq, transfer, None, extra, name
+
     start = now() if OBSERVERS else 0.0
-    with ISSUE_LOCK:
-        extra = dict(dim=dim % x.ndim, backend=transport.NAME)
-        if _by_tessera(transport, name):
-            extra["algorithm"] = name
-        seq, rows = channel.begin_gather(x, **extra)
-        if _by_tessera(transport, name):
-            gather = algorithms.rd_all_gather if name == "rd" else algorithms.ring_all_gather
-            transfer = gather(channel, front, rows, seq)
-        else:
-            transfer = transport.all_gather(channel, front, rows)
+    seq, transfer, _, extra, name = faults.issued(channel, "all_gather", issue)
     deliver = back(_deliver_to(out, dim % x.ndim))
     return _run(
-        channel, "all_gather", seq, transfer, deliver, async_op, x, None, start, None, extra, name
+        channel,
+        "all_gather",
+        seq,
+        transfer,
+        deliver,
+        async_op,
+        x,
+        None,
+        start,
+        None,
+        extra,
+        name,
+        _reissue(issue, transport),
     )
 
 
@@ -507,38 +455,46 @@ def reduce_scatter(
     deliver = back(_deliver_to(out, dim % x.ndim))
     transport = _transport(x)
     deterministic = _deterministic(deterministic)
-    name, _ = _algorithm("reduce_scatter", algorithm, channel, transport, x, deterministic)
+
+    def issue(again: bool = False):
+        name, _ = _algorithm("reduce_scatter", algorithm, channel, transport, x, deterministic)
+        with ISSUE_LOCK:
+            extra = dict(dim=dim % x.ndim, deterministic=deterministic, backend=transport.NAME)
+            if _by_tessera(transport, name):
+                extra["algorithm"] = name
+            seq = channel.begin("reduce_scatter", x, op, **extra)
+            if seq in channel.failed:  # an injected failure: nothing goes out
+                return seq, NOT_STARTED, None, extra, name
+            stamp = tag = None
+            if not _by_tessera(transport, name):  # the check in the tags, or a stamp a block
+                tag = _tag(channel, transport, deterministic, x, op, extra["dim"])
+                if tag is None and extent % channel.size == 0:
+                    stamp = _stamp(channel, transport, deterministic, x, op, extra["dim"])
+            checked = stamp is not None or tag is not None
+            check = None if checked else channel.check("reduce_scatter", seq, x, op, **extra)
+            check_of = (seq, x, extra["dim"])
+            if _by_tessera(transport, name):
+                scatter = (
+                    algorithms.rd_reduce_scatter if name == "rd" else algorithms.ring_reduce_scatter
+                )
+                transfer = scatter(channel, front, op, rows, seq)
+            elif tag is not None:
+                transfer = mpi_transport.tagged_reduce_scatter(
+                    channel, front, op, rows, tag, check_of
+                )
+            elif stamp:
+                transfer = transport.reduce_scatter(channel, front, op, rows, stamp, check_of)
+            elif deterministic:  # the rank-order sum, then this rank's block
+                whole = transport.all_reduce(channel, front, op, True)
+                first = sum(rows[: channel.index])
+                last = first + rows[channel.index]
+                transfer = then(whole, lambda total: total[first:last])
+            else:
+                transfer = transport.reduce_scatter(channel, front, op, rows)
+        return seq, transfer, check, extra, name
+
     start = now() if OBSERVERS else 0.0
-    with ISSUE_LOCK:
-        extra = dict(dim=dim % x.ndim, deterministic=deterministic, backend=transport.NAME)
-        if _by_tessera(transport, name):
-            extra["algorithm"] = name
-        seq = channel.begin("reduce_scatter", x, op, **extra)
-        stamp = tag = None
-        if not _by_tessera(transport, name):  # the check in the tags, or a stamp each block
-            tag = _tag(channel, transport, deterministic, x, op, extra["dim"])
-            if tag is None and extent % channel.size == 0:
-                stamp = _stamp(channel, transport, deterministic, x, op, extra["dim"])
-        checked = stamp is not None or tag is not None
-        check = None if checked else channel.check("reduce_scatter", seq, x, op, **extra)
-        if _by_tessera(transport, name):
-            scatter = (
-                algorithms.rd_reduce_scatter if name == "rd" else algorithms.ring_reduce_scatter
-            )
-            transfer = scatter(channel, front, op, rows, seq)
-        elif tag is not None:
-            check_of = (seq, x, extra["dim"])
-            transfer = mpi_transport.tagged_reduce_scatter(channel, front, op, rows, tag, check_of)
-        elif stamp:
-            check_of = (seq, x, extra["dim"])
-            transfer = transport.reduce_scatter(channel, front, op, rows, stamp, check_of)
-        elif deterministic:  # the rank-order sum, then this rank's block
-            whole = transport.all_reduce(channel, front, op, True)
-            start = sum(rows[: channel.index])
-            stop = start + rows[channel.index]
-            transfer = then(whole, lambda total: total[start:stop])
-        else:
-            transfer = transport.reduce_scatter(channel, front, op, rows)
+    seq, transfer, check, extra, name = faults.issued(channel, "reduce_scatter", issue)
     return _run(
         channel,
         "reduce_scatter",
@@ -552,6 +508,7 @@ def reduce_scatter(
         check,
         extra,
         name,
+        _reissue(issue, transport),
     )
 
 
@@ -588,39 +545,81 @@ def broadcast(
     if not 0 <= root < channel.size:
         raise TesseraError(f"root={root} is not an index on axis {axis!r} (size {channel.size})")
     transport = _transport(x)
-    name, k = _algorithm("broadcast", algorithm, channel, transport, x)
+
+    def issue(again: bool = False):
+        name, k = _algorithm("broadcast", algorithm, channel, transport, x)
+        with ISSUE_LOCK:
+            extra = dict(root=root, backend=transport.NAME)
+            if _by_tessera(transport, name):
+                extra["algorithm"] = name
+            seq = channel.begin("broadcast", x, **extra)
+            if seq in channel.failed:  # an injected failure: nothing goes out
+                return seq, NOT_STARTED, None, extra, name
+            roots, channel.roots = channel.roots, hash((channel.roots, root))
+            header = None
+            if type(x) is np.ndarray and transport is mpi_transport and name == "library":
+                header = channel.header(x, root, seq, roots)  # in front of the data
+            check = None if header is not None else channel.check("broadcast", seq, x, **extra)
+            if _by_tessera(transport, name):
+                transfer = algorithms.tree_broadcast(channel, x, root, seq, k)
+            elif header is not None:
+                transfer = transport.broadcast(channel, x, root, header, seq)
+            else:
+                transfer = transport.broadcast(channel, x, root)
+        return seq, transfer, check, extra, name
+
     start = now() if OBSERVERS else 0.0
-    with ISSUE_LOCK:
-        extra = dict(root=root, backend=transport.NAME)
-        if _by_tessera(transport, name):
-            extra["algorithm"] = name
-        seq = channel.begin("broadcast", x, **extra)
-        roots, channel.roots = channel.roots, hash((channel.roots, root))
-        header = None
-        if type(x) is np.ndarray and transport is mpi_transport and name == "library":
-            header = channel.header(x, root, seq, roots)  # in front of the data
-        check = None if header is not None else channel.check("broadcast", seq, x, **extra)
-        if _by_tessera(transport, name):
-            transfer = algorithms.tree_broadcast(channel, x, root, seq, k)
-        elif header is not None:
-            transfer = transport.broadcast(channel, x, root, header, seq)
-        else:
-            transfer = transport.broadcast(channel, x, root)
+    seq, transfer, check, extra, name = faults.issued(channel, "broadcast", issue)
     deliver = back(_deliver_to(out))
     return _run(
-        channel, "broadcast", seq, transfer, deliver, async_op, x, None, start, check, extra, name
+        channel,
+        "broadcast",
+        seq,
+        transfer,
+        deliver,
+        async_op,
+        x,
+        None,
+        start,
+        check,
+        extra,
+        name,
+        _reissue(issue, transport),
     )
 
 
 def barrier(axis: str | None = None, *, mesh: Mesh | None = None) -> None:
     """Wait for every rank of the axis (or of the whole world with no axis)."""
     channel = world_channel() if axis is None else current_mesh(mesh).channel(axis)
+
+    def issue(again: bool = False):
+        with ISSUE_LOCK:
+            seq = channel.begin("barrier", None)
+            if seq in channel.failed:  # an injected failure: nothing goes out
+                return seq, NOT_STARTED, None, {}, "library"
+            check = channel.check("barrier", seq, None)
+            transfer = mpi_transport.barrier(channel)
+        return seq, transfer, check, {}, "library"
+
     start = now() if OBSERVERS else 0.0
-    with ISSUE_LOCK:
-        seq = channel.begin("barrier", None)
-        check = channel.check("barrier", seq, None)
-        transfer = mpi_transport.barrier(channel)
-    _run(channel, "barrier", seq, transfer, lambda _: None, False, None, None, start, check)
+    seq, transfer, check, _, _ = faults.issued(channel, "barrier", issue)
+    done = lambda _: None  # noqa: E731
+    again = _reissue(issue, mpi_transport)
+    _run(
+        channel,
+        "barrier",
+        seq,
+        transfer,
+        done,
+        False,
+        None,
+        None,
+        start,
+        check,
+        None,
+        "library",
+        again,
+    )
 
 
 # Who takes a collective called on a traced tensor of the operator layer (inside

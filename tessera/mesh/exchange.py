@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import CollectiveMismatch, CollectiveTimeout, TesseraError
 from ..observe.observers import OBSERVERS, now
 from ..runtime import timed
-from . import mpi_transport
+from . import faults, mpi_transport
 from .channel import ISSUE_LOCK, Channel, Transfer
 from .collectives import (
     TRACED_COLLECTIVES,
@@ -115,7 +115,9 @@ def all_to_all(
     start = now() if OBSERVERS else 0.0
     with ISSUE_LOCK:
         extra = dict(dim=dim % x.ndim, backend="mpi")
-        seq = channel.begin("all_to_all", x, **extra)
+        seq = faults.unretried(
+            channel, "all_to_all", lambda: channel.begin("all_to_all", x, **extra)
+        )
         check = channel.check("all_to_all", seq, x, **extra)
         sent = np.ascontiguousarray(moved)
         received = np.empty_like(sent)

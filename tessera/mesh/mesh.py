@@ -23,7 +23,7 @@ from ..errors import SourceLoc, TesseraError
 from ..observe.tracebacks import entry_point, internal_frame
 from ..runtime import threads
 from ..runtime.world import world
-from . import liveness
+from . import faults, liveness
 from .advice import advise
 from .channel import Channel
 from .devices import gpu_view, ranks_on_node, select_device
@@ -34,8 +34,9 @@ _latest: list = []
 
 class Mesh:
     @entry_point
-    def __init__(self, axes, shape=None, devices=None):
+    def __init__(self, axes, shape=None, devices=None, fault: str | None = None):
         self.axes = tuple(axes)
+        self.fault = faults.policy(fault)
         shape, devices = _shape_of(self.axes, shape, devices)
         self.shape = tuple(int(s) for s in shape)
         if len(self.axes) != len(self.shape) or len(set(self.axes)) != len(self.axes):
@@ -56,6 +57,7 @@ class Mesh:
             raise TesseraError(
                 f"Mesh(devices=...) names {len(self.devices)} devices for {needed} ranks"
             )
+        faults.check_policy(self.fault, comm)  # the same on every rank; shrink only with ULFM
         self.rank = comm.Get_rank()
         self.coords = _unravel(self.rank, self.shape)
         self._channels: dict[str, Channel] = {}
@@ -63,6 +65,7 @@ class Mesh:
             others = self.coords[:k] + self.coords[k + 1 :]
             color = _ravel(others, self.shape[:k] + self.shape[k + 1 :])
             self._channels[axis] = Channel(axis, comm.Split(color, self.coords[k]), self.rank)
+            self._channels[axis].policy = self.fault
         self.device = select_device(comm)
         # a 'tp' axis across hosts or NVLink islands: one warning
         gpu = gpu_view(self.device) if self.device != "cpu" and "tp" in self.axes else None
@@ -91,6 +94,13 @@ class Mesh:
             return self.axes.index(axis)
         except ValueError:
             raise TesseraError(f"mesh has no axis {axis!r}; its axes are {self.axes}") from None
+
+    def health(self) -> dict[str, dict]:
+        """Each axis's fault state: ``policy``; ``path``: ``"library"``, ``"degraded"``
+        (a transport failure that ``retry`` ran again: Tessera's own algorithms from then
+        on) or ``"broken"`` (a failure that some members had completed the collective of);
+        ``failures`` (transport failures met) and ``last_failure`` (the latest, or None)."""
+        return {axis: faults.health(channel) for axis, channel in self._channels.items()}
 
     def size(self, axis: str) -> int:
         return self.shape[self._axis(axis)]

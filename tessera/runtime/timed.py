@@ -47,6 +47,13 @@ def while_waiting(hook: Callable[[], None]) -> Callable[[], None]:
     return hook
 
 
+def idle() -> None:
+    """Run the :func:`while_waiting` hooks once (a wait of Tessera's own that does not go
+    through :func:`wait`)."""
+    for hook in _idle_hooks:
+        hook()
+
+
 def wait(
     requests: list,
     what: Callable[[], str],
