@@ -42,6 +42,7 @@ class GemmLoop:
     n: int
     k: int
     dtype: D.DType  # of A and B
+    b_nk: bool = False  # B stored N x K: its block (BN, BK) loaded at (col0, k), used as .T
 
 
 def names(e: ir.Expr) -> set[str]:
@@ -96,38 +97,52 @@ def _is_var(e: ir.Expr, var: str) -> bool:
 
 
 def find(loop: ir.For, kir: ir.KernelIR) -> GemmLoop | None:
-    """``loop`` as a GEMM loop, or None."""
-    if not (loop.tile_range and len(loop.body) == 3):
+    """``loop`` as a GEMM loop, or None. B may be stored N x K (the usual layout of a
+    linear layer's weights and of int8 GEMMs): its block ``b = tile.load_block(B, (col0,
+    k), (BN, BK))`` multiplied as ``tile.dot(a, b.T, acc)`` (``b.T``: a statement of its
+    own in the IR)."""
+    body = loop.body
+    if not (loop.tile_range and len(body) in (3, 4)):
         return None
-    loads = [_load_parts(s, kir) for s in loop.body[:2]]
-    dot = ir.prim_call(loop.body[2])
+    loads = [_load_parts(s, kir) for s in body[:2]]
+    dot = ir.prim_call(body[-1])
     if None in loads or dot is None or dot.prim is not B.dot:
         return None
-    if not isinstance(loop.body[2], ir.Assign):
+    if not isinstance(body[-1], ir.Assign):
         return None
     x, y, init = (dot.args + [None] * 3)[:3]
-    acc = loop.body[2].target
+    acc = body[-1].target
     if not (isinstance(x, ir.Name) and isinstance(y, ir.Name) and _is_var(init, acc)):
         return None
+    held = set()  # the transposed tile's name, where B is N x K
+    if len(body) == 4:
+        moved = ir.prim_call(body[2])
+        source = moved.args[0] if moved is not None and moved.prim is B.transpose else None
+        if not (isinstance(body[2], ir.Assign) and body[2].target == y.name):
+            return None
+        if not isinstance(source, ir.Name):
+            return None
+        held, y = {y.name}, source
     by_tile = {parts[0]: parts for parts in loads}
     if set(by_tile) != {x.name, y.name} or x.name == y.name:
         return None
     a, A, a_off, (bm, bk) = by_tile[x.name]
-    b, Bn, b_off, (bk2, bn) = by_tile[y.name]
-    var = loop.var
-    if not (_is_var(a_off[1], var) and _is_var(b_off[0], var)) or bk != bk2:
+    b, Bn, b_off, b_shape = by_tile[y.name]
+    var, b_nk = loop.var, bool(held)
+    (bn, bk2), (b_k, col0) = (b_shape, b_off[::-1]) if b_nk else (b_shape[::-1], b_off)
+    if not (_is_var(a_off[1], var) and _is_var(b_k, var)) or bk != bk2:
         return None
-    row0, col0 = a_off[0], b_off[1]
-    if {var, a, b, acc} & (names(row0) | names(col0)):
+    row0 = a_off[0]
+    if {var, a, b, acc, *held} & (names(row0) | names(col0)):
         return None
     dtype = kir.var_types[A].dtype
-    if kir.var_types[Bn].dtype is not dtype or not _only_in_loop(kir, loop, {a, b, var}):
+    if kir.var_types[Bn].dtype is not dtype or not _only_in_loop(kir, loop, {a, b, var, *held}):
         return None
-    return GemmLoop(loop, a, b, acc, A, Bn, row0, col0, bm, bn, bk, dtype)
+    return GemmLoop(loop, a, b, acc, A, Bn, row0, col0, bm, bn, bk, dtype, b_nk)
 
 
 def _only_in_loop(kir: ir.KernelIR, loop: ir.For, held: set[str]) -> bool:
-    """Whether ``held`` are neither read nor written outside ``loop``'s three statements."""
+    """Whether ``held`` are neither read nor written outside ``loop``'s statements."""
     inside = {id(s) for s in loop.body}
     for s in ir.walk_stmts(kir.body):
         if s is loop or id(s) in inside:

@@ -72,7 +72,7 @@ def accumulator(ops: Operands) -> str:
 
 def layout(plan: Mainloop) -> AccLayout:
     """Where the loop's accumulator registers sit in the block."""
-    interleave = BYTE_GROUP if plan.shape.element == 1 else 1
+    interleave = BYTE_GROUP if plan.shape.element == 1 and not plan.b_nk else 1
     return AccLayout(_instruction(plan), plan.warp_m, plan.warp_n, interleave)
 
 
@@ -103,6 +103,10 @@ def fragments(plan: Mainloop) -> dict:
 def blocks(plan: Mainloop, A: str, B: str) -> tuple[stage_copy.Block, stage_copy.Block]:
     """The staged blocks of the loop's arrays (``A``, ``B``: their names in the code)."""
     elem = plan.shape.element
+    if plan.b_nk:  # B stored N x K: staged as A is, rows of BK
+        return stage_copy.Block("a", A, plan.m, plan.k, elem), stage_copy.Block(
+            "b", B, plan.n, plan.k, elem
+        )
     return (
         stage_copy.Block("a", A, plan.m, plan.k, elem),
         stage_copy.Block("b", B, plan.k, plan.n, elem, down_columns=elem == 1),
@@ -124,7 +128,8 @@ def launch_chunks(plan: Mainloop, offsets_in_chunks: bool) -> bool:
 
 def whole_tiles(plan: Mainloop, start: int, stop: int, step: int, a_cols: int, b_rows: int):
     """Whether every tile of a k loop ``range(start, stop, step)`` lies inside A's
-    ``a_cols`` columns and B's ``b_rows`` rows: the launch's test for ``Operands.whole``
+    ``a_cols`` columns and B's ``b_rows`` rows (columns where B is N x K): the launch's test
+    for ``Operands.whole``
     (steps of the block's k from a start at or past 0 to a stop at or before both ends)."""
     return (
         step == plan.k and 0 <= start <= stop and (stop - start) % step == 0
@@ -146,7 +151,7 @@ class WholeTiles:
         """For a launch's call ``args`` and its arrays' ``views`` (pointer, shape, byte
         strides) by position."""
         start, stop, step = (v if type(v) is int else int(args[v[1]]) for v in self.bounds)
-        a_cols, b_rows = views[self.a][1][1], views[self.b][1][0]
+        a_cols, b_rows = views[self.a][1][1], views[self.b][1][1 if self.plan.b_nk else 0]
         return whole_tiles(self.plan, start, stop, step, a_cols, b_rows)
 
 
@@ -170,32 +175,41 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     e("_mq = _lane % 4  # threadID_in_group")
     e(f"_mwm = _mw // {plan.warps_n}")
     e(f"_mwn = _mw % {plan.warps_n}")
+    nk = plan.b_nk
     if elem <= 2:
         e("_mlr = _lane % 16  # ldmatrix: the row (A) or k-row (B) this lane addresses")
         e(f"_mlh = (_lane % {WARP}) // 16  # ... and which 16-byte chunk of the pair")
         e(f"_mswa = {stage_copy.swizzle(elem, row_a, '_mlr', '0')}")
-    if elem == 2:
+    if elem <= 2 and nk:  # N x K B: ldmatrix.x4 of n rows 0-7 | k 0-7, 8-15, rows 8-15 | ...
+        e("_mlbr = ((_lane % 32) // 16) * 8 + _lane % 8  # the n row this lane addresses")
+        e("_mlbh = (_lane // 8) % 2  # ... and which 16-byte chunk of the pair")
+        e(f"_mswb = {stage_copy.swizzle(elem, row_b, '_mlbr', '0')}")
+    elif elem == 2:
         e(f"_mswb = {stage_copy.swizzle(elem, row_b, '_mlr', '0')}")
-    if elem == 1:
+    if elem == 1 and not nk:
         _byte_offsets(out, plan)
     if elem == 8:  # the swizzle of the rows a lane's fragments come from (row % 4 is the lane's)
         e("_mswa = (_mg % 4) * 2")
-        e("_mswb = _mq * 2")
+        e(f"_mswb = {'(_mg % 4) * 2' if nk else '_mq * 2'}")
     a, b = ops.A, ops.B
     e(f"_mra = {ops.row0}")
     e(f"_mra = _mra if -{bm} < _mra < {a}.shape[0] else np.int64(-{bm})")
     e(f"_mcb = {ops.col0}")
-    e(f"_mcb = _mcb if -{bn} < _mcb < {b}.shape[1] else np.int64(-{bn})")
+    e(f"_mcb = _mcb if -{bn} < _mcb < {b}.shape[{0 if nk else 1}] else np.int64(-{bn})")
     block_a, block_b = blocks(plan, ops.A, ops.B)
     stage_copy.array_info(out, block_a)
     stage_copy.array_info(out, block_b)
     e(f"_mfa = {stage_copy.chunks_possible(block_a)}  # 16-byte chunks of A possible")
-    e(f"_mfb = {stage_copy.chunks_possible(block_b)} and _mcb % {ce} == 0")
+    if nk:
+        e(f"_mfb = {stage_copy.chunks_possible(block_b)}")
+    else:
+        e(f"_mfb = {stage_copy.chunks_possible(block_b)} and _mcb % {ce} == 0")
     moving_a = (
         "cols" if stage_copy.chunk_setup(out, block_a, plan.threads, "_mra", "cols") else None
     )
+    walk_b = "cols" if nk else "rows"
     moving_b = (
-        "rows" if stage_copy.chunk_setup(out, block_b, plan.threads, "_mcb", "rows") else None
+        walk_b if stage_copy.chunk_setup(out, block_b, plan.threads, "_mcb", walk_b) else None
     )
     e(f"_ms0 = (np.int64(_saddr({ops.ring})) + 127) // 128 * 128  # the ring, 128-byte aligned")
     per = inst.c.elements
@@ -221,7 +235,7 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
 
     def clamped_k() -> None:  # the tile's k, clamped to just outside A and B
         e(f"_mka = _mk if -{bk} < _mk < {a}.shape[1] else np.int64(-{bk})")
-        e(f"_mkb = _mk if -{bk} < _mk < {b}.shape[0] else np.int64(-{bk})")
+        e(f"_mkb = _mk if -{bk} < _mk < {b}.shape[{1 if nk else 0}] else np.int64(-{bk})")
 
     def prologue() -> None:  # tile _mt = 0 .. S - 2 into stage _mt
         e(f"_mt = _mi + {S - 1}")
@@ -358,9 +372,15 @@ def _copy_blocks(out, plan: Mainloop, staged, general: bool, whole: bool = False
     if general:
         fast_a = f"_mfa and _mka % {ce} == 0"
         stage_copy.copy(out, block_a, threads, "_mst", "_mra", "_mka", fast_a, moving_a)
-        stage_copy.copy(
-            out, block_b, threads, f"_mst + {a_bytes}", "_mkb", "_mcb", "_mfb", moving_b
-        )
+        if plan.b_nk:
+            fast_b = f"_mfb and _mkb % {ce} == 0"
+            stage_copy.copy(
+                out, block_b, threads, f"_mst + {a_bytes}", "_mcb", "_mkb", fast_b, moving_b
+            )
+        else:
+            stage_copy.copy(
+                out, block_b, threads, f"_mst + {a_bytes}", "_mkb", "_mcb", "_mfb", moving_b
+            )
         return
     live = "(_mi < _mkl)"
     stage_copy.chunk_copy(out, block_a, threads, "_mst", "_mka", moving_a, live, whole)
@@ -416,6 +436,13 @@ def _load_fragments(out, plan: Mainloop, inst, stage: str, kk, buf: int) -> None
     regs = ", ".join(f"_mga[{_at(4 * mt_count * buf)}4 * _mmt + {r}]" for r in range(4))
     row = f"(_mwm * {wm} + {inst.m} * _mmt + _mlr) * {row_a}"
     e(f"    {regs} = _ldsm4({stage} + {row} + ((({chunk_of_k} + _mlh) ^ _mswa) * 16))")
+    if plan.b_nk:
+        e(f"for _mnp in range({pairs}):  # B (N x K): one ldmatrix.x4 per pair of n8 tiles")
+        regs = ", ".join(f"_mgb[{_at(4 * pairs * buf)}4 * _mnp + {r}]" for r in range(4))
+        row = f"(_mwn * {wn} + 16 * _mnp + _mlbr) * {row_b}"
+        chunk = f"(({chunk_of_k} + _mlbh) ^ _mswb) * 16"
+        e(f"    {regs} = _ldsm4({stage} + {plan.a_bytes} + {row} + ({chunk}))")
+        return
     if plan.shape.element == 1:
         _byte_fragments(out, plan, inst, stage, row_of_k, buf)
         return
@@ -512,6 +539,13 @@ def _fragments_64(out, plan: Mainloop, inst, acc: str) -> None:
             " + (_mq % 2) * 8)"
         )
     for nt in range(nt_count):
+        if plan.b_nk:  # B stored N x K: a lane's element is row groupID, column threadID
+            row = f"(_mwn * {wn} + {nt * inst.n} + _mg) * {row_b}"
+            out.emit(
+                f"_mfb{nt} = _lds64(_mrs + {plan.a_bytes} + {row} + "
+                "(((_mkk * 2 + _mq // 2) ^ _mswb) * 16) + (_mq % 2) * 8)"
+            )
+            continue
         chunk = f"_mwn * {wn // 2} + {nt * inst.n // 2} + _mg // 2"
         out.emit(
             f"_mfb{nt} = _lds64(_mrs + {plan.a_bytes} + (_mkk * {inst.k} + _mq) * {row_b} + "

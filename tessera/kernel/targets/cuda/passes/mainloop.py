@@ -126,6 +126,7 @@ class Mainloop:
     warps_n: int
     stages: int
     epilogue: Epilogue | None = None  # what runs on the registers around the loop
+    b_nk: bool = False  # B stored N x K (multiplied as b.T): staged as BN rows of BK
 
     @property
     def shape(self) -> Shape:
@@ -158,7 +159,7 @@ class Mainloop:
 
     @property
     def b_row_bytes(self) -> int:
-        return self.shape.element * self.n
+        return self.shape.element * (self.k if self.b_nk else self.n)
 
     @property
     def a_bytes(self) -> int:
@@ -166,7 +167,7 @@ class Mainloop:
 
     @property
     def stage_bytes(self) -> int:
-        return self.a_bytes + self.k * self.b_row_bytes
+        return self.a_bytes + self.k * self.n * self.shape.element
 
     @property
     def ring_bytes(self) -> int:
@@ -179,8 +180,8 @@ class Mainloop:
 
     @property
     def b_swizzle(self) -> Swizzle:
-        """(8-bit B is read a byte at a time down its columns: its own swizzle.)"""
-        if self.shape.element == 1:
+        """(8-bit K x N B is read a byte at a time down its columns: its own swizzle.)"""
+        if self.shape.element == 1 and not self.b_nk:
             return swizzle_down_columns(self.b_row_bytes)
         return swizzle_for(self.b_row_bytes)
 
@@ -259,8 +260,9 @@ def match(
     prefetch = loop.prefetch if isinstance(loop.prefetch, int) else None
     stages = max(2, prefetch + 1) if prefetch is not None else default_stages
     return Mainloop(
-        loop, g.a, g.b, g.acc, g.A, g.B, g.row0, g.col0, bm, bn, bk, dtype, threads, *grid, stages
-    )
+        loop, g.a, g.b, g.acc, g.A, g.B, g.row0, g.col0, bm, bn, bk, dtype, threads, *grid, stages,
+        b_nk=g.b_nk,
+    )  # fmt: skip
 
 
 def offsets_in_chunks(plan: Mainloop, kir: ir.KernelIR) -> bool:
@@ -276,7 +278,8 @@ def offsets_in_chunks(plan: Mainloop, kir: ir.KernelIR) -> bool:
     chunk = plan.chunk_elements
     definitions = single_definitions(kir)
     loop = plan.loop
-    return all(multiple_of(e, chunk, definitions) for e in (plan.col0, loop.start, loop.step))
+    offsets = (loop.start, loop.step) if plan.b_nk else (plan.col0, loop.start, loop.step)
+    return all(multiple_of(e, chunk, definitions) for e in offsets)
 
 
 def launch_bounds(loop: ir.For, kir: ir.KernelIR) -> tuple | None:
