@@ -17,13 +17,15 @@ import pytest
 
 import tessera as ts
 from tessera import dtypes as D
-from tessera import f16, f32, group_id, i8, i32, kernel, mut, tile
+from tessera import f16, f32, graph, group_id, i8, i32, kernel, mut, op, tile
 from tessera.kernel import ir
 from tessera.kernel.passes import gemm_loops
 from tessera.kernel.pipeline import specialise
 from tessera.kernel.targets import TARGETS
 from tessera.kernel.targets.cuda import emulator, mainloop, sass, warp_sim
 from tessera.kernel.targets.cuda.passes.mainloop import SHAPES, Mainloop, warp_grid
+from tessera.ops.passes import lower
+from tessera.ops.plan import operands
 
 NO_PTX = pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
@@ -122,6 +124,22 @@ def test_a_loop_over_b_stored_n_by_k_is_a_gemm_loop(kern, rng):
 def test_a_stored_k_by_m_is_not_this_loop(rng):
     a, b = np.zeros((96, 128), np.float16), np.zeros((96, 128), np.float16)
     assert _loops(gemm_a_t, a, b, np.zeros((128, 128), np.float32)) == []
+
+
+@graph.module("linear_nt")
+def linear_nt(x, w):
+    return op.matmul(x, w.T)  # w: out x in, as a linear layer keeps it
+
+
+def test_a_product_with_a_transposed_weight_loads_it_n_by_k_in_128_by_256_blocks():
+    """The operator layer reads ``w.T``'s blocks from ``w`` (``trans_b``) in the form the
+    main loop takes, with the GPU's 128 x 256 blocks."""
+    x, w = np.zeros((512, 256), np.float16), np.zeros((1024, 256), np.float16)
+    lowered = lower(linear_nt._trace(operands("linear_nt", (x, w))), True)
+    (source,) = [s.text for s in lowered.sources if s is not None]
+    assert "acc = tile.zeros((128, 256), f32)" in source
+    assert "yt = tile.load_block(" in source and "(256, 32))" in source
+    assert "y = yt.T" in source and "acc = tile.dot(x, y, acc)" in source
 
 
 # ----------------------------------------------------------------------------- the emulator
