@@ -621,7 +621,7 @@ def matmul(group: Group, name: str, device: bool = False) -> Source:
     else:  # f64 blocks of 64 x 64: their tiles' bytes fit a GPU's shared memory
         most = 64 if acc_t == D.f64 else 128
         bm, bn, bk = shape_attr or (_block(m, most), _block(n, most), _block(k, 32))
-        if device and not shape_attr and device_block(node, m, n, trans_a):
+        if device and not shape_attr and device_block(node, m, n):
             bn = 2 * bn
     ragged_m, ragged_k = tuned or m % bm, tuned or k % bk
     count = math.prod(batch)
@@ -695,14 +695,14 @@ def matmul(group: Group, name: str, device: bool = False) -> Source:
     )
 
 
-def device_block(node: Node, m: int, n: int, transposed: bool) -> bool:
+def device_block(node: Node, m: int, n: int) -> bool:
     """Whether a product of arrays on a GPU takes blocks of 128 x 256: f16 or bf16
-    operands, A read as it is (the CUDA target's register main loop, which takes B
-    stored either way; 8 warps of 64 x 64 accumulators, one block an SM) with at least
-    128 x 256 of result."""
+    operands (the CUDA target's register main loop, which reads A and B as they are
+    stored, transposed or not; 8 warps of 64 x 64 accumulators, one block an SM) with at
+    least 128 x 256 of result."""
     a, b = node.inputs
     half = a.dtype in (D.f16, D.bf16) and b.dtype == a.dtype
-    return half and not transposed and m >= 128 and n >= 256
+    return half and m >= 128 and n >= 256
 
 
 # Lanes of a product's group. The CPU runs a tile kernel's group as one thread, whatever

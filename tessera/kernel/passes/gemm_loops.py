@@ -43,6 +43,7 @@ class GemmLoop:
     k: int
     dtype: D.DType  # of A and B
     b_nk: bool = False  # B stored N x K: its block (BN, BK) loaded at (col0, k), used as .T
+    a_km: bool = False  # A stored K x M: its block (BK, BM) loaded at (k, row0), used as .T
 
 
 def names(e: ir.Expr) -> set[str]:
@@ -97,12 +98,14 @@ def _is_var(e: ir.Expr, var: str) -> bool:
 
 
 def find(loop: ir.For, kir: ir.KernelIR) -> GemmLoop | None:
-    """``loop`` as a GEMM loop, or None. B may be stored N x K (the usual layout of a
-    linear layer's weights and of int8 GEMMs): its block ``b = tile.load_block(B, (col0,
-    k), (BN, BK))`` multiplied as ``tile.dot(a, b.T, acc)`` (``b.T``: a statement of its
-    own in the IR)."""
+    """``loop`` as a GEMM loop, or None. Either operand may be stored transposed and
+    multiplied as its ``.T`` (a statement of its own in the IR): B stored N x K (a linear
+    layer's weights, the usual int8 layout), its block ``b = tile.load_block(B, (col0, k),
+    (BN, BK))`` in ``tile.dot(a, b.T, acc)``; A stored K x M (the products of a backward
+    pass, ``x.T @ g``), ``a = tile.load_block(A, (k, row0), (BK, BM))`` in
+    ``tile.dot(a.T, b, acc)``."""
     body = loop.body
-    if not (loop.tile_range and len(body) in (3, 4)):
+    if not (loop.tile_range and 3 <= len(body) <= 5):
         return None
     loads = [_load_parts(s, kir) for s in body[:2]]
     dot = ir.prim_call(body[-1])
@@ -114,31 +117,37 @@ def find(loop: ir.For, kir: ir.KernelIR) -> GemmLoop | None:
     acc = body[-1].target
     if not (isinstance(x, ir.Name) and isinstance(y, ir.Name) and _is_var(init, acc)):
         return None
-    held = set()  # the transposed tile's name, where B is N x K
-    if len(body) == 4:
-        moved = ir.prim_call(body[2])
-        source = moved.args[0] if moved is not None and moved.prim is B.transpose else None
-        if not (isinstance(body[2], ir.Assign) and body[2].target == y.name):
+    moved = {}  # a transposed tile's name -> the loaded tile's
+    for s in body[2:-1]:
+        call = ir.prim_call(s)
+        if not (isinstance(s, ir.Assign) and call is not None and call.prim is B.transpose):
             return None
-        if not isinstance(source, ir.Name):
+        if not isinstance(call.args[0], ir.Name) or s.target in moved:
             return None
-        held, y = {y.name}, source
+        moved[s.target] = call.args[0].name
+    if set(moved) - {x.name, y.name} or len(set(moved.values())) < len(moved):
+        return None
+    a_name, b_name = moved.get(x.name, x.name), moved.get(y.name, y.name)
     by_tile = {parts[0]: parts for parts in loads}
-    if set(by_tile) != {x.name, y.name} or x.name == y.name:
+    if set(by_tile) != {a_name, b_name} or a_name == b_name:
         return None
-    a, A, a_off, (bm, bk) = by_tile[x.name]
-    b, Bn, b_off, b_shape = by_tile[y.name]
-    var, b_nk = loop.var, bool(held)
+    a_km, b_nk = x.name in moved, y.name in moved
+    a, A, a_off, a_shape = by_tile[a_name]
+    b, Bn, b_off, b_shape = by_tile[b_name]
+    (bm, bk), (row0, a_k) = (a_shape[::-1], a_off[::-1]) if a_km else (a_shape, a_off)
     (bn, bk2), (b_k, col0) = (b_shape, b_off[::-1]) if b_nk else (b_shape[::-1], b_off)
-    if not (_is_var(a_off[1], var) and _is_var(b_k, var)) or bk != bk2:
+    var = loop.var
+    if not (_is_var(a_k, var) and _is_var(b_k, var)) or bk != bk2:
         return None
-    row0 = a_off[0]
-    if {var, a, b, acc, *held} & (names(row0) | names(col0)):
+    held = {var, a, b, acc, *moved}
+    if held & (names(row0) | names(col0)):
         return None
     dtype = kir.var_types[A].dtype
-    if kir.var_types[Bn].dtype is not dtype or not _only_in_loop(kir, loop, {a, b, var, *held}):
+    if kir.var_types[Bn].dtype is not dtype or not _only_in_loop(kir, loop, held - {acc}):
         return None
-    return GemmLoop(loop, a, b, acc, A, Bn, row0, col0, bm, bn, bk, dtype, b_nk)
+    if a_km and dtype.itemsize == 1:  # (no target runs 8-bit A stored K x M in registers)
+        return None
+    return GemmLoop(loop, a, b, acc, A, Bn, row0, col0, bm, bn, bk, dtype, b_nk, a_km)
 
 
 def _only_in_loop(kir: ir.KernelIR, loop: ir.For, held: set[str]) -> bool:

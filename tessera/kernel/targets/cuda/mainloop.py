@@ -103,14 +103,13 @@ def fragments(plan: Mainloop) -> dict:
 def blocks(plan: Mainloop, A: str, B: str) -> tuple[stage_copy.Block, stage_copy.Block]:
     """The staged blocks of the loop's arrays (``A``, ``B``: their names in the code)."""
     elem = plan.shape.element
-    if plan.b_nk:  # B stored N x K: staged as A is, rows of BK
-        return stage_copy.Block("a", A, plan.m, plan.k, elem), stage_copy.Block(
-            "b", B, plan.n, plan.k, elem
-        )
-    return (
-        stage_copy.Block("a", A, plan.m, plan.k, elem),
-        stage_copy.Block("b", B, plan.k, plan.n, elem, down_columns=elem == 1),
-    )
+    if plan.a_km:  # A stored K x M: staged as it is, rows of BM (as a K x N B's)
+        block_a = stage_copy.Block("a", A, plan.k, plan.m, elem)
+    else:
+        block_a = stage_copy.Block("a", A, plan.m, plan.k, elem)
+    if plan.b_nk:  # B stored N x K: staged as it is, rows of BK (as an M x K A's)
+        return block_a, stage_copy.Block("b", B, plan.n, plan.k, elem)
+    return block_a, stage_copy.Block("b", B, plan.k, plan.n, elem, down_columns=elem == 1)
 
 
 def launch_chunks(plan: Mainloop, offsets_in_chunks: bool) -> bool:
@@ -151,7 +150,9 @@ class WholeTiles:
         """For a launch's call ``args`` and its arrays' ``views`` (pointer, shape, byte
         strides) by position."""
         start, stop, step = (v if type(v) is int else int(args[v[1]]) for v in self.bounds)
-        a_cols, b_rows = views[self.a][1][1], views[self.b][1][1 if self.plan.b_nk else 0]
+        plan = self.plan
+        a_cols = views[self.a][1][0 if plan.a_km else 1]
+        b_rows = views[self.b][1][1 if plan.b_nk else 0]
         return whole_tiles(self.plan, start, stop, step, a_cols, b_rows)
 
 
@@ -175,37 +176,43 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     e("_mq = _lane % 4  # threadID_in_group")
     e(f"_mwm = _mw // {plan.warps_n}")
     e(f"_mwn = _mw % {plan.warps_n}")
-    nk = plan.b_nk
+    nk, km = plan.b_nk, plan.a_km
     if elem <= 2:
         e("_mlr = _lane % 16  # ldmatrix: the row (A) or k-row (B) this lane addresses")
         e(f"_mlh = (_lane % {WARP}) // 16  # ... and which 16-byte chunk of the pair")
-        e(f"_mswa = {stage_copy.swizzle(elem, row_a, '_mlr', '0')}")
-    if elem <= 2 and nk:  # N x K B: ldmatrix.x4 of n rows 0-7 | k 0-7, 8-15, rows 8-15 | ...
-        e("_mlbr = ((_lane % 32) // 16) * 8 + _lane % 8  # the n row this lane addresses")
+    if elem <= 2 and (nk or km):  # matrices 0-3 in rows 0-7 | chunk 0, 1, rows 8-15 | 0, 1
+        e("_mlbr = ((_lane % 32) // 16) * 8 + _lane % 8  # the row this lane addresses")
         e("_mlbh = (_lane // 8) % 2  # ... and which 16-byte chunk of the pair")
+    if elem <= 2:
+        e(f"_mswa = {stage_copy.swizzle(elem, row_a, '_mlbr' if km else '_mlr', '0')}")
+    if elem <= 2 and nk:  # N x K B: ldmatrix.x4 (no .trans)
         e(f"_mswb = {stage_copy.swizzle(elem, row_b, '_mlbr', '0')}")
     elif elem == 2:
         e(f"_mswb = {stage_copy.swizzle(elem, row_b, '_mlr', '0')}")
     if elem == 1 and not nk:
         _byte_offsets(out, plan)
     if elem == 8:  # the swizzle of the rows a lane's fragments come from (row % 4 is the lane's)
-        e("_mswa = (_mg % 4) * 2")
+        e(f"_mswa = {'_mq * 2' if km else '(_mg % 4) * 2'}")
         e(f"_mswb = {'(_mg % 4) * 2' if nk else '_mq * 2'}")
     a, b = ops.A, ops.B
     e(f"_mra = {ops.row0}")
-    e(f"_mra = _mra if -{bm} < _mra < {a}.shape[0] else np.int64(-{bm})")
+    e(f"_mra = _mra if -{bm} < _mra < {a}.shape[{1 if km else 0}] else np.int64(-{bm})")
     e(f"_mcb = {ops.col0}")
     e(f"_mcb = _mcb if -{bn} < _mcb < {b}.shape[{0 if nk else 1}] else np.int64(-{bn})")
     block_a, block_b = blocks(plan, ops.A, ops.B)
     stage_copy.array_info(out, block_a)
     stage_copy.array_info(out, block_b)
-    e(f"_mfa = {stage_copy.chunks_possible(block_a)}  # 16-byte chunks of A possible")
+    if km:
+        e(f"_mfa = {stage_copy.chunks_possible(block_a)} and _mra % {ce} == 0")
+    else:
+        e(f"_mfa = {stage_copy.chunks_possible(block_a)}  # 16-byte chunks of A possible")
     if nk:
         e(f"_mfb = {stage_copy.chunks_possible(block_b)}")
     else:
         e(f"_mfb = {stage_copy.chunks_possible(block_b)} and _mcb % {ce} == 0")
+    walk_a = "rows" if km else "cols"
     moving_a = (
-        "cols" if stage_copy.chunk_setup(out, block_a, plan.threads, "_mra", "cols") else None
+        walk_a if stage_copy.chunk_setup(out, block_a, plan.threads, "_mra", walk_a) else None
     )
     walk_b = "cols" if nk else "rows"
     moving_b = (
@@ -234,7 +241,7 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     staged = (block_a, block_b, moving_a, moving_b)
 
     def clamped_k() -> None:  # the tile's k, clamped to just outside A and B
-        e(f"_mka = _mk if -{bk} < _mk < {a}.shape[1] else np.int64(-{bk})")
+        e(f"_mka = _mk if -{bk} < _mk < {a}.shape[{0 if km else 1}] else np.int64(-{bk})")
         e(f"_mkb = _mk if -{bk} < _mk < {b}.shape[{1 if nk else 0}] else np.int64(-{bk})")
 
     def prologue() -> None:  # tile _mt = 0 .. S - 2 into stage _mt
@@ -370,8 +377,11 @@ def _copy_blocks(out, plan: Mainloop, staged, general: bool, whole: bool = False
     block_a, block_b, moving_a, moving_b = staged
     ce, threads, a_bytes = plan.chunk_elements, plan.threads, plan.a_bytes
     if general:
-        fast_a = f"_mfa and _mka % {ce} == 0"
-        stage_copy.copy(out, block_a, threads, "_mst", "_mra", "_mka", fast_a, moving_a)
+        if plan.a_km:
+            stage_copy.copy(out, block_a, threads, "_mst", "_mka", "_mra", "_mfa", moving_a)
+        else:
+            fast_a = f"_mfa and _mka % {ce} == 0"
+            stage_copy.copy(out, block_a, threads, "_mst", "_mra", "_mka", fast_a, moving_a)
         if plan.b_nk:
             fast_b = f"_mfb and _mkb % {ce} == 0"
             stage_copy.copy(
@@ -432,10 +442,16 @@ def _load_fragments(out, plan: Mainloop, inst, stage: str, kk, buf: int) -> None
         (2 * kk, kk * inst.k) if isinstance(kk, int) else (f"2 * {kk}", f"{kk} * {inst.k}")
     )
     e = out.emit
-    e(f"for _mmt in range({mt_count}):  # A: one ldmatrix.x4 per m16 tile (step {kk})")
     regs = ", ".join(f"_mga[{_at(4 * mt_count * buf)}4 * _mmt + {r}]" for r in range(4))
-    row = f"(_mwm * {wm} + {inst.m} * _mmt + _mlr) * {row_a}"
-    e(f"    {regs} = _ldsm4({stage} + {row} + ((({chunk_of_k} + _mlh) ^ _mswa) * 16))")
+    if plan.a_km:  # A stored K x M: one ldmatrix.x4.trans per m16 tile
+        e(f"for _mmt in range({mt_count}):  # A (K x M): one ldmatrix.x4.trans per m16 tile")
+        chunk = f"_mwm * {wm // 8} + 2 * _mmt + _mlbh"
+        row = f"({row_of_k} + _mlbr) * {row_a}"
+        e(f"    {regs} = _ldsm4t({stage} + {row} + ((({chunk}) ^ _mswa) * 16))")
+    else:
+        e(f"for _mmt in range({mt_count}):  # A: one ldmatrix.x4 per m16 tile (step {kk})")
+        row = f"(_mwm * {wm} + {inst.m} * _mmt + _mlr) * {row_a}"
+        e(f"    {regs} = _ldsm4({stage} + {row} + ((({chunk_of_k} + _mlh) ^ _mswa) * 16))")
     if plan.b_nk:
         e(f"for _mnp in range({pairs}):  # B (N x K): one ldmatrix.x4 per pair of n8 tiles")
         regs = ", ".join(f"_mgb[{_at(4 * pairs * buf)}4 * _mnp + {r}]" for r in range(4))
@@ -533,6 +549,13 @@ def _fragments_64(out, plan: Mainloop, inst, acc: str) -> None:
     wm, wn, row_a, row_b = plan.warp_m, plan.warp_n, plan.a_row_bytes, plan.b_row_bytes
     mt_count, nt_count = wm // inst.m, wn // inst.n
     for mt in range(mt_count):
+        if plan.a_km:  # A stored K x M: a lane's element is row threadID, column groupID
+            chunk = f"_mwm * {wm // 2} + {mt * inst.m // 2} + _mg // 2"
+            out.emit(
+                f"_mfa{mt} = _lds64(_mrs + (_mkk * {inst.k} + _mq) * {row_a} + "
+                f"((({chunk}) ^ _mswa) * 16) + (_mg % 2) * 8)"
+            )
+            continue
         row = f"(_mwm * {wm} + {mt * inst.m} + _mg) * {row_a}"
         out.emit(
             f"_mfa{mt} = _lds64(_mrs + {row} + (((_mkk * 2 + _mq // 2) ^ _mswa) * 16)"

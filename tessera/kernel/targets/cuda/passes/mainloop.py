@@ -127,6 +127,7 @@ class Mainloop:
     stages: int
     epilogue: Epilogue | None = None  # what runs on the registers around the loop
     b_nk: bool = False  # B stored N x K (multiplied as b.T): staged as BN rows of BK
+    a_km: bool = False  # A stored K x M (multiplied as a.T): staged as BK rows of BM
 
     @property
     def shape(self) -> Shape:
@@ -155,7 +156,7 @@ class Mainloop:
 
     @property
     def a_row_bytes(self) -> int:
-        return self.shape.element * self.k
+        return self.shape.element * (self.m if self.a_km else self.k)
 
     @property
     def b_row_bytes(self) -> int:
@@ -163,7 +164,7 @@ class Mainloop:
 
     @property
     def a_bytes(self) -> int:
-        return self.m * self.a_row_bytes
+        return self.m * self.k * self.shape.element
 
     @property
     def stage_bytes(self) -> int:
@@ -252,7 +253,7 @@ def match(
     if not all(_pow2(v) for v in (bm, bn, bk)) or bk % shape.k:
         return None
     # rows of at least 128 bytes for 8-byte elements (their swizzle spreads 8 chunks)
-    if shape.element == 8 and min(bk, bn) * 8 < 128:
+    if shape.element == 8 and min(bk, bn, bm) * 8 < 128:
         return None
     grid = warp_grid(bm, bn, threads // WARP, shape)
     if threads_refusal(g, threads) is not None:
@@ -261,7 +262,7 @@ def match(
     stages = max(2, prefetch + 1) if prefetch is not None else default_stages
     return Mainloop(
         loop, g.a, g.b, g.acc, g.A, g.B, g.row0, g.col0, bm, bn, bk, dtype, threads, *grid, stages,
-        b_nk=g.b_nk,
+        b_nk=g.b_nk, a_km=g.a_km,
     )  # fmt: skip
 
 
@@ -278,7 +279,9 @@ def offsets_in_chunks(plan: Mainloop, kir: ir.KernelIR) -> bool:
     chunk = plan.chunk_elements
     definitions = single_definitions(kir)
     loop = plan.loop
-    offsets = (loop.start, loop.step) if plan.b_nk else (plan.col0, loop.start, loop.step)
+    offsets = [loop.start, loop.step]
+    offsets += [plan.row0] if plan.a_km else []  # (A's columns, where it is K x M)
+    offsets += [] if plan.b_nk else [plan.col0]
     return all(multiple_of(e, chunk, definitions) for e in offsets)
 
 

@@ -1,10 +1,12 @@
-"""The register GEMM main loop with B stored N x K (``tile.dot(a, b.T, acc)`` of a block
-``b = tile.load_block(B, (n0, k), (BN, BK))``: a linear layer's weights, int8 GEMMs):
-which loops take it (kernel/passes/gemm_loops.py), the emitted loop run by the lockstep
-block emulator against NumPy for every operand dtype (edges, offsets, misaligned views,
-the rotated 128 x 256 loop), the kernels on the CPU targets and under the warp simulator,
-and PTX/SASS for sm_90: B's fragments by plain ``ldmatrix`` (no ``.trans``; no byte
-permutes for 8-bit B)."""
+"""The register GEMM main loop over transposed operands: B stored N x K
+(``tile.dot(a, b.T, acc)`` of a block ``b = tile.load_block(B, (n0, k), (BN, BK))``: a
+linear layer's weights, int8 GEMMs) and A stored K x M (``tile.dot(a.T, b, acc)``: a
+backward pass's ``x.T @ g``): which loops take it (kernel/passes/gemm_loops.py), the
+emitted loop run by the lockstep block emulator against NumPy for every operand dtype
+(edges, offsets, misaligned views, the rotated 128 x 256 loop), the kernels on the CPU
+targets and under the warp simulator, the operator layer's transposed products, and SASS
+for sm_90: B's fragments by plain ``ldmatrix`` (no byte permutes for 8-bit B), A's by
+``ldmatrix.trans``."""
 
 from __future__ import annotations
 
@@ -67,13 +69,37 @@ def gemm_nt_loaded_t(A: f16[M, K], B: f16[N, K], C: mut[f32[M, N]]):
 
 
 @kernel(tile=(128,))
-def gemm_a_t(A: f16[K, M], B: f16[K, N], C: mut[f32[M, N]]):
-    """A stored K x M: not this loop (the general path computes it)."""
+def gemm_tn(A: f16[K, M], B: f16[K, N], C: mut[f32[M, N]]):
+    """A stored K x M."""
     m0, n0 = group_id(0) * 64, group_id(1) * 64
     acc = tile.zeros((64, 64), f32)
     for k0 in tile.range(0, K, 32):
         a = tile.load_block(A, (k0, m0), (32, 64))
         b = tile.load_block(B, (k0, n0), (32, 64))
+        acc = tile.dot(a.T, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@kernel(tile=(128,))
+def gemm_tt(A: f16[K, M], B: f16[N, K], C: mut[f32[M, N]]):
+    """Both transposed."""
+    m0, n0 = group_id(0) * 64, group_id(1) * 64
+    acc = tile.zeros((64, 64), f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (k0, m0), (32, 64))
+        b = tile.load_block(B, (n0, k0), (64, 32))
+        acc = tile.dot(a.T, b.T, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@kernel(tile=(128,))
+def igemm_tn(A: i8[K, M], B: i8[K, N], C: mut[i32[M, N]]):
+    """8-bit A stored K x M: no ldmatrix.trans for bytes, so not the main loop."""
+    m0, n0 = group_id(0) * 64, group_id(1) * 64
+    acc = tile.zeros((64, 64), i32)
+    for k0 in tile.range(0, K, 64):
+        a = tile.load_block(A, (k0, m0), (64, 64))
+        b = tile.load_block(B, (k0, n0), (64, 64))
         acc = tile.dot(a.T, b, acc)
     tile.store_block(C, (m0, n0), acc)
 
@@ -100,6 +126,17 @@ def gemm_nt_big(A: f16[M, K], B: f16[N, K], C: mut[f32[M, N]], BM: ts.constexpr,
     tile.store_block(C, (m0, n0), acc)
 
 
+@kernel(tile=(256,))
+def gemm_tn_big(A: f16[K, M], B: f16[K, N], C: mut[f32[M, N]], BM: ts.constexpr, BN: ts.constexpr):
+    m0, n0 = group_id(0) * BM, group_id(1) * BN
+    acc = tile.zeros((BM, BN), f32)
+    for k0 in tile.range(0, K, 32):
+        a = tile.load_block(A, (k0, m0), (32, BM))
+        b = tile.load_block(B, (k0, n0), (32, BN))
+        acc = tile.dot(a.T, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
 def _operands(rng, m=128, n=128, k=96, dtype=np.float16):
     return rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((n, k)).astype(dtype)
 
@@ -121,9 +158,20 @@ def test_a_loop_over_b_stored_n_by_k_is_a_gemm_loop(kern, rng):
     assert g.b_nk and (g.m, g.n, g.k) == (64, 64, 32) and g.dtype == D.f16
 
 
-def test_a_stored_k_by_m_is_not_this_loop(rng):
-    a, b = np.zeros((96, 128), np.float16), np.zeros((96, 128), np.float16)
-    assert _loops(gemm_a_t, a, b, np.zeros((128, 128), np.float32)) == []
+@pytest.mark.parametrize("kern, a_km, b_nk", [(gemm_tn, True, False), (gemm_tt, True, True)])
+def test_a_loop_over_a_stored_k_by_m_is_a_gemm_loop(kern, a_km, b_nk):
+    a = np.zeros((96, 128), np.float16)
+    b = np.zeros((128, 96) if b_nk else (96, 128), np.float16)
+    (g,) = _loops(kern, a, b, np.zeros((128, 128), np.float32))
+    assert (g.a_km, g.b_nk, g.m, g.n, g.k) == (a_km, b_nk, 64, 64, 32)
+
+
+@NO_PTX
+def test_an_8_bit_a_stored_k_by_m_keeps_the_general_path():
+    a = np.zeros((128, 128), np.int8)
+    assert _loops(igemm_tn, a, a, np.zeros((128, 128), np.int32)) == []
+    source = igemm_tn.inspect("cuda", a, a, np.zeros((128, 128), np.int32), grid=(2, 2))
+    assert "register GEMM main loop" not in source
 
 
 @graph.module("linear_nt")
@@ -131,15 +179,29 @@ def linear_nt(x, w):
     return op.matmul(x, w.T)  # w: out x in, as a linear layer keeps it
 
 
-def test_a_product_with_a_transposed_weight_loads_it_n_by_k_in_128_by_256_blocks():
-    """The operator layer reads ``w.T``'s blocks from ``w`` (``trans_b``) in the form the
-    main loop takes, with the GPU's 128 x 256 blocks."""
-    x, w = np.zeros((512, 256), np.float16), np.zeros((1024, 256), np.float16)
-    lowered = lower(linear_nt._trace(operands("linear_nt", (x, w))), True)
+@graph.module("grad_weight")
+def grad_weight(x, g):
+    return op.matmul(x.T, g)  # a linear layer's weight gradient
+
+
+@pytest.mark.parametrize(
+    "module, shapes, load",
+    [
+        (linear_nt, ((512, 256), (1024, 256)), "yt = tile.load_block("),
+        (grad_weight, ((256, 512), (256, 1024)), "xt = tile.load_block("),
+    ],
+)
+def test_a_product_with_a_transposed_operand_reads_it_as_stored_in_128_by_256_blocks(
+    module, shapes, load
+):
+    """The operator layer reads ``w.T``'s (or ``x.T``'s) blocks from the array as it is
+    stored (``trans_b``, ``trans_a``), in the form the main loop takes, with the GPU's 128
+    x 256 blocks."""
+    x, w = (np.zeros(s, np.float16) for s in shapes)
+    lowered = lower(module._trace(operands(module.name, (x, w))), True)
     (source,) = [s.text for s in lowered.sources if s is not None]
     assert "acc = tile.zeros((128, 256), f32)" in source
-    assert "yt = tile.load_block(" in source and "(256, 32))" in source
-    assert "y = yt.T" in source and "acc = tile.dot(x, y, acc)" in source
+    assert load in source and "acc = tile.dot(x, y, acc)" in source
 
 
 # ----------------------------------------------------------------------------- the emulator
@@ -153,13 +215,13 @@ NUMPY = {
 BK = {"f16": 32, "bf16": 32, "f64": 16, "i8": 64, "f8e4m3": 64}
 
 
-def _plan(dtype: str, bm=64, bn=64, bk=None, threads=128, stages=3):
+def _plan(dtype: str, bm=64, bn=64, bk=None, threads=128, stages=3, a_km=False, b_nk=True):
     d = getattr(D, dtype)
     wm, wn = warp_grid(bm, bn, threads // 32, SHAPES[d])
     bk = bk or BK[dtype]
     return Mainloop(
         None, "a", "b", "acc", "A", "B", None, None, bm, bn, bk, d, threads, wm, wn, stages,
-        b_nk=True,
+        b_nk=b_nk, a_km=a_km,
     )  # fmt: skip
 
 
@@ -181,7 +243,8 @@ def _values(rng, dtype: str, shape):
 
 
 def _check(plan, A, B, row0, col0, start, stop, rng, **variant):
-    """Run the loop on ``A`` (M x K) and ``B`` (N x K); acc must be acc + A_blk @ B_blk.T."""
+    """Run the loop on ``A`` (M x K, or K x M) and ``B`` (N x K, or K x N); acc must be
+    acc + the blocks' product."""
     step = plan.k
     acc_t = {D.f64: np.float64, D.i8: np.int32}.get(plan.dtype, np.float32)
     acc = (
@@ -190,9 +253,11 @@ def _check(plan, A, B, row0, col0, start, stop, rng, **variant):
         else rng.standard_normal((plan.m, plan.n))
     ).astype(acc_t)
     want = acc.astype(np.float64)
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    A64, B64 = (A64.T if plan.a_km else A64), (B64 if plan.b_nk else B64.T)
     for k0 in range(start, stop, step):
-        a = _block(A.astype(np.float64), row0, k0, plan.m, plan.k)
-        b = _block(B.astype(np.float64), col0, k0, plan.n, plan.k)
+        a = _block(A64, row0, k0, plan.m, plan.k)
+        b = _block(B64, col0, k0, plan.n, plan.k)
         want = want + a @ b.T
     emu = emulator.run_mainloop(plan, A, B, acc, row0, col0, start, stop, step, **variant)
     if acc_t is np.int32:
@@ -234,6 +299,35 @@ def test_a_misaligned_n_by_k_view_is_copied_element_by_element(rng):
     assert emu.stats["cp16"] == 0 and emu.stats["st16"] > 0
 
 
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f64"])
+@pytest.mark.parametrize("b_nk", [False, True])
+@pytest.mark.parametrize("variant", [{}, {"chunks": True, "whole": True}, {"chunks": False}])
+def test_the_loop_over_a_stored_k_by_m_gives_the_blocks_product(dtype, b_nk, variant, rng):
+    """A's fragments by ``ldmatrix.trans`` (f64: 8-byte loads down its columns), with B
+    stored either way, without bank conflicts."""
+    plan = _plan(dtype, a_km=True, b_nk=b_nk)
+    k = 3 * plan.k
+    A = _values(rng, dtype, (k, 128))
+    B = _values(rng, dtype, (128, k) if b_nk else (k, 128))
+    emu = _check(plan, A, B, 64, 0, 0, k, rng, **variant)
+    conflicts = ("ldmatrix_conflicts", "lds64_conflicts", "cp16_conflicts")
+    assert all(emu.stats[c] == 0 for c in conflicts)
+
+
+@pytest.mark.parametrize("row0, col0", [(80, 48), (-20, -8), (2**62, 0)])
+def test_blocks_overhanging_a_k_by_m_a_read_zeros(row0, col0, rng):
+    plan = _plan("f16", a_km=True, b_nk=False)
+    A, B = _values(rng, "f16", (72, 100)), _values(rng, "f16", (72, 90))  # K = 72: overhangs
+    _check(plan, A, B, row0, col0, 0, 72, rng)
+
+
+def test_a_k_by_m_block_whose_columns_start_inside_a_chunk_is_copied_element_by_element(rng):
+    plan = _plan("f16", a_km=True, b_nk=False)
+    A, B = _values(rng, "f16", (96, 128)), _values(rng, "f16", (96, 64))
+    emu = _check(plan, A, B, 4, 0, 0, 96, rng)  # A's block starts 8 bytes into a chunk
+    assert emu.stats["st16"] > 0
+
+
 def test_the_rotated_128_by_256_loop_takes_b_stored_n_by_k(rng):
     plan = _plan("f16", 128, 256, 32, 256, 4)
     assert mainloop.rotates(plan)
@@ -243,27 +337,31 @@ def test_the_rotated_128_by_256_loop_takes_b_stored_n_by_k(rng):
 
 # ----------------------------------------------------------------------------- whole kernels
 @pytest.mark.parametrize(
-    "kern, target", [(gemm_nt, "cpu"), (gemm_nt, "debug"), (gemm_nt_loaded_t, "debug")]
+    "kern, target",
+    [(gemm_nt, "cpu"), (gemm_nt, "debug"), (gemm_nt_loaded_t, "debug"), (gemm_tt, "debug")],
 )
-def test_an_n_by_k_gemm_kernel_matches_numpy_on_the_cpu_targets(kern, target, rng):
-    A, B = _operands(rng, 100, 90, 70)
+def test_a_transposed_gemm_kernel_matches_numpy_on_the_cpu_targets(kern, target, rng):
+    A, B = _operands(rng, 100, 90, 70)  # M x K, N x K
+    a = np.ascontiguousarray(A.T) if kern is gemm_tt else A
     C = np.zeros((100, 90), np.float32)
     with ts.config(target=target):
-        kern[2, 2](A, B, C)
-    np.testing.assert_allclose(
-        C, A.astype(np.float64) @ B.astype(np.float64).T, rtol=1e-3, atol=1e-3
-    )
+        kern[2, 2](a, B, C)
+    want = A.astype(np.float64) @ B.astype(np.float64).T
+    np.testing.assert_allclose(C, want, rtol=1e-3, atol=1e-3)
 
 
 @IN_SIMULATOR
-@pytest.mark.parametrize("m, n, k", [(128, 128, 96), (100, 90, 70)])
-def test_an_n_by_k_gemm_kernel_runs_its_main_loop_under_the_warp_simulator(m, n, k, rng):
-    A, B = _operands(rng, m, n, k)
+@pytest.mark.parametrize(
+    "kern, m, n, k", [(gemm_nt, 100, 90, 70), (gemm_tn, 64, 64, 64), (gemm_tt, 64, 64, 64)]
+)
+def test_a_transposed_gemm_kernel_runs_its_main_loop_under_the_warp_simulator(kern, m, n, k, rng):
+    A, B = _operands(rng, m, n, k)  # M x K, N x K
+    a = np.ascontiguousarray(A.T) if kern in (gemm_tn, gemm_tt) else A
+    b = np.ascontiguousarray(B.T) if kern is gemm_tn else B
     C = np.zeros((m, n), np.float32)
-    warp_sim.run(gemm_nt, A, B, C, grid=(-(-m // 64), -(-n // 64)))
-    np.testing.assert_allclose(
-        C, A.astype(np.float64) @ B.astype(np.float64).T, rtol=1e-4, atol=1e-4
-    )
+    warp_sim.run(kern, a, b, C, grid=(-(-m // 64), -(-n // 64)))
+    want = A.astype(np.float64) @ B.astype(np.float64).T
+    np.testing.assert_allclose(C, want, rtol=1e-4, atol=1e-4)
 
 
 # ----------------------------------------------------------------------------- PTX, SASS
@@ -298,6 +396,19 @@ def test_an_n_by_k_gemm_k_tile_is_its_products_copies_and_one_barrier(
     assert (ops["HMMA"], ops["LDSM"], ops["LDGSTS"], ops["BAR"]) == (hmma, ldsm, copies, 1)
     assert len(loop.instructions) <= ceiling and not sass.local_memory(text)
     assert gemm_nt_big.metadata(a, b, c, bm, bn, grid=grid, arch="sm_90")["spill_bytes"] == 0
+
+
+@NO_SASS
+def test_a_k_by_m_gemm_k_tile_is_its_products_copies_and_one_barrier():
+    """A by ``ldmatrix.x4.trans`` (the 128 x 256 block, a k-tile of 32; its K x N
+    counterpart: 173 instructions)."""
+    a, b = np.zeros((512, 512), np.float16), np.zeros((512, 512), np.float16)
+    c = np.zeros((512, 512), np.float32)
+    text = gemm_tn_big.inspect("sass", a, b, c, 128, 256, grid=(4, 2), arch="sm_90")
+    (loop,) = [x for x in sass.loops(text) if sass.counts(x)["HMMA"]]
+    ops = sass.counts(loop)
+    assert (ops["HMMA"], ops["LDSM"], ops["LDGSTS"], ops["BAR"]) == (64, 16, 6, 1)
+    assert len(loop.instructions) <= 171 and not sass.local_memory(text)
 
 
 @NO_SASS
