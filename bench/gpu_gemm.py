@@ -3,7 +3,10 @@ Tessera's hand-written tile kernel (``bench.kernels.gemm_f16``: the CUDA target'
 main loop) with blocks of 128 x 128 (two blocks an SM) and 128 x 256, ``op.matmul``
 (f16 result), ``torch.matmul`` (cuBLAS, f16 result), ``torch.mm(...,
 out_dtype=torch.float32)`` where this PyTorch has it, and Triton's
-textbook tiled GEMM where Triton is installed. Every result is checked against float64 on
+textbook tiled GEMM where Triton is installed; then ``x @ w.T`` with ``w`` stored N x K (a
+linear layer's weights): the tile kernel ``bench.kernels.gemm_f16_nt`` (the main loop
+reading ``w`` as stored), a ``@graph.module`` calling ``op.matmul(x, w.T)`` and
+``torch.matmul(x, w.T)``. Every result is checked against float64 on
 fresh data; each timed run is ``calls`` products followed by one synchronisation. Without
 a GPU (or PyTorch) it records nothing and says so."""
 
@@ -15,15 +18,20 @@ import sys
 import numpy as np
 
 import tessera
-from tessera import op
+from tessera import graph, op
 from tessera.kernel.targets.cuda.streams import gpu_usable
 
 from .common import Case, Record, measure, repeated, standalone
-from .kernels import gemm_f16
+from .kernels import gemm_f16, gemm_f16_nt
 
 NAME = "gpu_gemm"
 BLOCK = (128, 128, 32)  # the tile kernel's block: 8 warps of 64 x 32 (BM, BN, BK)
 WIDE = (128, 256, 32)  # 8 warps of 64 x 64, one block an SM (GPU.md §2's fastest on sm_90)
+
+
+@graph.module("bench_linear_nt")
+def _linear_nt(x, w):
+    return op.matmul(x, w.T)
 
 
 def _triton_gemm():
@@ -111,7 +119,40 @@ def _size(s: int, calls: int, quick: bool) -> list[Record]:
     if triton_gemm is not None:
         tri = lambda: triton_gemm(ta, tb, tc)  # noqa: E731
         cases.append(case("triton", tri, torch.cuda.synchronize, from_torch, 0.1))
-    return measure(NAME, "gemm f16 in, f32 acc", f"{s}^3", cases, quick, flops=2.0 * s**3)
+    records = measure(NAME, "gemm f16 in, f32 acc", f"{s}^3", cases, quick, flops=2.0 * s**3)
+    return records + _transposed(s, calls, quick, a, b.T.copy(), want)
+
+
+def _transposed(s: int, calls: int, quick: bool, a, w, want) -> list[Record]:
+    """``a @ w.T`` with ``w`` (N x K) as stored."""
+    import torch
+    from numba import cuda
+
+    da, dw, dc = cuda.to_device(a), cuda.to_device(w), cuda.device_array((s, s), np.float32)
+    ta, tw = torch.from_numpy(a).cuda(), torch.from_numpy(w).cuda()
+
+    def tile_kernel():
+        bm, bn, bk = WIDE
+        gemm_f16_nt[(s // bm, s // bn)](da, dw, dc, bm, bn, bk)
+        return dc
+
+    def case(tool, fn, sync, host, atol):
+        timed = repeated(fn, sync, calls)
+        return Case(tool, timed, lambda: host(timed()), want, 1e-2, atol, inner=calls)
+
+    on_device, from_torch = (lambda x: x.copy_to_host()), (lambda x: x.cpu().numpy())
+    cases = [
+        case("tessera tile kernel 128x256", tile_kernel, tessera.synchronize, on_device, 0.1),
+        case("tessera op.matmul", lambda: _linear_nt(da, dw), tessera.synchronize, on_device, 1.0),
+        case(
+            "torch.matmul (f16 out)",
+            lambda: torch.matmul(ta, tw.T),
+            torch.cuda.synchronize,
+            from_torch,
+            1.0,
+        ),
+    ]
+    return measure(NAME, "gemm x @ w.T, w stored N x K", f"{s}^3", cases, quick, flops=2.0 * s**3)
 
 
 def run(quick: bool) -> list[Record]:

@@ -217,6 +217,26 @@ def gemm_f16(
 
 
 @kernel(tile=(256,), shared=64 * KiB)
+def gemm_f16_nt(
+    A: f16[M, K],
+    W: f16[N, K],
+    C: mut[f32[M, N]],
+    BM: constexpr,
+    BN: constexpr,
+    BK: constexpr,
+):
+    """C = A @ W.T with W stored N x K (a linear layer's weights): the register main loop
+    reads W's blocks as stored (plain ldmatrix for its fragments)."""
+    m0, n0 = group_id(0) * BM, group_id(1) * BN
+    acc = tile.zeros((BM, BN), f32)
+    for k0 in tile.range(0, K, BK):
+        a = tile.load_block(A, (m0, k0), (BM, BK))
+        w = tile.load_block(W, (n0, k0), (BN, BK))
+        acc = tile.dot(a, w.T, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
+@kernel(tile=(256,), shared=64 * KiB)
 def gemm_i8(
     A: i8[M, K],
     B: i8[K, N],
