@@ -184,6 +184,12 @@ def test_a_malformed_injection_is_an_error_showing_the_forms(text):
         faults.injections()
 
 
+def test_a_malformed_injection_is_an_error_when_the_mesh_is_made():
+    with tessera.config(dist_fault_inject="transport@seq=two"):
+        with pytest.raises(SettingError, match="seq= \\(and rank=\\) must be integers"):
+            dist.Mesh(axes=("x",), shape=(1,))
+
+
 def test_an_injected_transport_failure_on_one_rank_is_raised_by_default():
     """A world of one: the failure is agreed on at once and raised; the axis goes on."""
     mesh = dist.Mesh(axes=("x",), shape=(1,))

@@ -58,6 +58,7 @@ class Mesh:
                 f"Mesh(devices=...) names {len(self.devices)} devices for {needed} ranks"
             )
         faults.check_policy(self.fault, comm)  # the same on every rank; shrink only with ULFM
+        faults.injections()  # a malformed TESSERA_DIST_FAULT_INJECT fails here, not mid-job
         self.rank = comm.Get_rank()
         self.coords = _unravel(self.rank, self.shape)
         self._channels: dict[str, Channel] = {}
