@@ -135,7 +135,9 @@ def world_channel() -> Channel:
     """The channel of all ranks (for ``barrier()`` with no axis), made on first use."""
     if not _world_channel:
         comm = world()
-        _world_channel.append(Channel("world", comm, comm.Get_rank()))
+        channel = Channel("world", comm, comm.Get_rank())
+        faults.check_policy(channel.policy, comm)  # TESSERA_DIST_FAULT, as a mesh's
+        _world_channel.append(channel)
     return _world_channel[0]
 
 
