@@ -165,6 +165,17 @@ def _algorithm(kind: str, algorithm, channel: Channel, transport, x, determinist
 NOT_STARTED = Transfer([], lambda: None)  # a collective whose transport failed at its start
 
 
+def _started(channel: Channel, kind: str, issue, transport, deliver, async_op: bool, x, op=None):
+    """Start collective ``kind`` (``issue()``: its start, again after a transport failure
+    met there: faults.issued) and run it (:func:`_run`: its result, or its Work)."""
+    start = now() if OBSERVERS else 0.0
+    seq, transfer, check, extra, name = faults.issued(channel, kind, issue)
+    again = _reissue(issue, transport)
+    return _run(
+        channel, kind, seq, transfer, deliver, async_op, x, op, start, check, extra, name, again
+    )
+
+
 def _reissue(issue, transport):
     """What starts a collective again after a transport failure (faults.py): ``issue``
     with ``again=True``, on MPI (a transport failure of NCCL's is raised)."""
@@ -297,23 +308,8 @@ def all_reduce(
                 transfer = transport.all_reduce(channel, x, op, deterministic)
         return seq, transfer, check, extra, name
 
-    start = now() if OBSERVERS else 0.0
-    seq, transfer, check, extra, name = faults.issued(channel, "all_reduce", issue)
-    deliver = back(_deliver_to(out))
-    return _run(
-        channel,
-        "all_reduce",
-        seq,
-        transfer,
-        deliver,
-        async_op,
-        x,
-        op,
-        start,
-        check,
-        extra,
-        name,
-        _reissue(issue, transport),
+    return _started(
+        channel, "all_reduce", issue, transport, back(_deliver_to(out)), async_op, x, op
     )
 
 
@@ -369,23 +365,15 @@ def all_gather(
                 transfer = transport.all_gather(channel, front, rows)
         return seq, transfer, None, extra, name
 
-    start = now() if OBSERVERS else 0.0
-    seq, transfer, _, extra, name = faults.issued(channel, "all_gather", issue)
-    deliver = back(_deliver_to(out, dim % x.ndim))
-    return _run(
+    return _started(
         channel,
         "all_gather",
-        seq,
-        transfer,
-        deliver,
+        issue,
+        transport,
+        back(_deliver_to(out, dim % x.ndim)),
         async_op,
         x,
         None,
-        start,
-        None,
-        extra,
-        name,
-        _reissue(issue, transport),
     )
 
 
@@ -493,23 +481,7 @@ def reduce_scatter(
                 transfer = transport.reduce_scatter(channel, front, op, rows)
         return seq, transfer, check, extra, name
 
-    start = now() if OBSERVERS else 0.0
-    seq, transfer, check, extra, name = faults.issued(channel, "reduce_scatter", issue)
-    return _run(
-        channel,
-        "reduce_scatter",
-        seq,
-        transfer,
-        deliver,
-        async_op,
-        x,
-        op,
-        start,
-        check,
-        extra,
-        name,
-        _reissue(issue, transport),
-    )
+    return _started(channel, "reduce_scatter", issue, transport, deliver, async_op, x, op)
 
 
 def broadcast(
@@ -568,23 +540,8 @@ def broadcast(
                 transfer = transport.broadcast(channel, x, root)
         return seq, transfer, check, extra, name
 
-    start = now() if OBSERVERS else 0.0
-    seq, transfer, check, extra, name = faults.issued(channel, "broadcast", issue)
-    deliver = back(_deliver_to(out))
-    return _run(
-        channel,
-        "broadcast",
-        seq,
-        transfer,
-        deliver,
-        async_op,
-        x,
-        None,
-        start,
-        check,
-        extra,
-        name,
-        _reissue(issue, transport),
+    return _started(
+        channel, "broadcast", issue, transport, back(_deliver_to(out)), async_op, x, None
     )
 
 
@@ -601,25 +558,7 @@ def barrier(axis: str | None = None, *, mesh: Mesh | None = None) -> None:
             transfer = mpi_transport.barrier(channel)
         return seq, transfer, check, {}, "library"
 
-    start = now() if OBSERVERS else 0.0
-    seq, transfer, check, _, _ = faults.issued(channel, "barrier", issue)
-    done = lambda _: None  # noqa: E731
-    again = _reissue(issue, mpi_transport)
-    _run(
-        channel,
-        "barrier",
-        seq,
-        transfer,
-        done,
-        False,
-        None,
-        None,
-        start,
-        check,
-        None,
-        "library",
-        again,
-    )
+    _started(channel, "barrier", issue, mpi_transport, lambda _: None, False, None)
 
 
 # Who takes a collective called on a traced tensor of the operator layer (inside
