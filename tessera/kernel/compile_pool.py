@@ -38,6 +38,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -142,15 +143,18 @@ def _core_times(text: str | None = None) -> dict[int, tuple[int, int]] | None:
             return None
     times = {}
     for line in text.splitlines():
-        name, _, rest = line.partition(" ")
-        if not name.startswith("cpu") or name == "cpu":
+        found = _CORE_LINE.match(line)  # one core's line (not the first, of them all)
+        if found is None:
             continue
         try:
-            ticks = [int(v) for v in rest.split()[:8]]
-            times[int(name[3:])] = (ticks[3] + ticks[4], sum(ticks))
+            ticks = [int(v) for v in found.group(2).split()[:8]]
+            times[int(found.group(1))] = (ticks[3] + ticks[4], sum(ticks))
         except (ValueError, IndexError):
             return None
     return times or None
+
+
+_CORE_LINE = re.compile(r"cpu(\d+)\s+(.*)")
 
 
 def compile_all(jobs: list, what: str) -> dict | None:
