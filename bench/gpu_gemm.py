@@ -34,6 +34,25 @@ def _linear_nt(x, w):
     return op.matmul(x, w.T)
 
 
+def _on_device(x):
+    return x.copy_to_host()
+
+
+def _from_torch(x):
+    return x.cpu().numpy()
+
+
+def _cases(calls: int, want):
+    """What makes one timed case: ``calls`` products, then one synchronisation, its result
+    read back to the host by ``host`` and checked against ``want``."""
+
+    def case(tool, fn, sync, host, atol):
+        timed = repeated(fn, sync, calls)
+        return Case(tool, timed, lambda: host(timed()), want, 1e-2, atol, inner=calls)
+
+    return case
+
+
 def _triton_gemm():
     """Triton's tiled GEMM (f16 in, f32 accumulate and out), or None without Triton."""
     if importlib.util.find_spec("triton") is None:
@@ -85,32 +104,28 @@ def _size(s: int, calls: int, quick: bool) -> list[Record]:
 
         return launch
 
-    def case(tool, fn, sync, host, atol):
-        timed = repeated(fn, sync, calls)
-        return Case(tool, timed, lambda: host(timed()), want, 1e-2, atol, inner=calls)
-
-    on_device, from_torch = (lambda x: x.copy_to_host()), (lambda x: x.cpu().numpy())
+    case = _cases(calls, want)
     cases = [
-        case("tessera tile kernel", tile_kernel(BLOCK), tessera.synchronize, on_device, 0.1),
+        case("tessera tile kernel", tile_kernel(BLOCK), tessera.synchronize, _on_device, 0.1),
         case(
             "tessera tile kernel 128x256",
             tile_kernel(WIDE),
             tessera.synchronize,
-            on_device,
+            _on_device,
             0.1,
         ),
-        case("tessera op.matmul", lambda: op.matmul(da, db), tessera.synchronize, on_device, 1.0),
+        case("tessera op.matmul", lambda: op.matmul(da, db), tessera.synchronize, _on_device, 1.0),
         case(
             "torch.matmul (f16 out)",
             lambda: torch.matmul(ta, tb),
             torch.cuda.synchronize,
-            from_torch,
+            _from_torch,
             1.0,
         ),
     ]
     if "out_dtype" in (torch.mm.__doc__ or ""):
         f32_out = lambda: torch.mm(ta, tb, out_dtype=torch.float32)  # noqa: E731
-        cases.append(case("torch.mm (f32 out)", f32_out, torch.cuda.synchronize, from_torch, 0.1))
+        cases.append(case("torch.mm (f32 out)", f32_out, torch.cuda.synchronize, _from_torch, 0.1))
     try:
         triton_gemm = _triton_gemm()
     except Exception as exc:  # noqa: BLE001 - a broken Triton is reported, not fatal
@@ -118,7 +133,7 @@ def _size(s: int, calls: int, quick: bool) -> list[Record]:
         triton_gemm = None
     if triton_gemm is not None:
         tri = lambda: triton_gemm(ta, tb, tc)  # noqa: E731
-        cases.append(case("triton", tri, torch.cuda.synchronize, from_torch, 0.1))
+        cases.append(case("triton", tri, torch.cuda.synchronize, _from_torch, 0.1))
     records = measure(NAME, "gemm f16 in, f32 acc", f"{s}^3", cases, quick, flops=2.0 * s**3)
     return records + _transposed(s, calls, quick, a, b.T.copy(), want)
 
@@ -136,19 +151,15 @@ def _transposed(s: int, calls: int, quick: bool, a, w, want) -> list[Record]:
         gemm_f16_nt[(s // bm, s // bn)](da, dw, dc, bm, bn, bk)
         return dc
 
-    def case(tool, fn, sync, host, atol):
-        timed = repeated(fn, sync, calls)
-        return Case(tool, timed, lambda: host(timed()), want, 1e-2, atol, inner=calls)
-
-    on_device, from_torch = (lambda x: x.copy_to_host()), (lambda x: x.cpu().numpy())
+    case = _cases(calls, want)
     cases = [
-        case("tessera tile kernel 128x256", tile_kernel, tessera.synchronize, on_device, 0.1),
-        case("tessera op.matmul", lambda: _linear_nt(da, dw), tessera.synchronize, on_device, 1.0),
+        case("tessera tile kernel 128x256", tile_kernel, tessera.synchronize, _on_device, 0.1),
+        case("tessera op.matmul", lambda: _linear_nt(da, dw), tessera.synchronize, _on_device, 1.0),
         case(
             "torch.matmul (f16 out)",
             lambda: torch.matmul(ta, tw.T),
             torch.cuda.synchronize,
-            from_torch,
+            _from_torch,
             1.0,
         ),
     ]
