@@ -254,6 +254,23 @@ def repeated(fn: Callable[[], object], sync: Callable[[], object], calls: int):
     return timed
 
 
+def gemm_sizes(bench: str, size: Callable, quick: bool) -> list[Record]:
+    """A GPU GEMM benchmark's records: ``size(s, calls, quick)`` for s = 1024 (and 4096
+    unless ``quick``), or none where there is no GPU or no PyTorch to compare with."""
+    import importlib.util
+    import sys
+
+    from tessera.kernel.targets.cuda.streams import gpu_usable
+
+    if not gpu_usable() or importlib.util.find_spec("torch") is None:
+        print(f"{bench}: no GPU (or no PyTorch) here, nothing measured", file=sys.stderr)
+        return []
+    records: list[Record] = []
+    for s in (1024,) if quick else (1024, 4096):
+        records += size(s, 3 if quick else 10, quick)
+    return records
+
+
 def standalone(bench: str, run: Callable[[bool], list[Record]]) -> None:
     """``python -m bench.<name> [--quick]``: run one benchmark, save and print it."""
     import sys

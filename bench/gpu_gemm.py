@@ -19,9 +19,8 @@ import numpy as np
 
 import tessera
 from tessera import graph, op
-from tessera.kernel.targets.cuda.streams import gpu_usable
 
-from .common import Case, Record, measure, repeated, standalone
+from .common import Case, Record, gemm_sizes, measure, repeated, standalone
 from .kernels import gemm_f16, gemm_f16_nt
 
 NAME = "gpu_gemm"
@@ -167,13 +166,7 @@ def _transposed(s: int, calls: int, quick: bool, a, w, want) -> list[Record]:
 
 
 def run(quick: bool) -> list[Record]:
-    if not gpu_usable() or importlib.util.find_spec("torch") is None:
-        print("gpu_gemm: no GPU (or no PyTorch) here, nothing measured", file=sys.stderr)
-        return []
-    records: list[Record] = []
-    for s in (1024,) if quick else (1024, 4096):
-        records += _size(s, 3 if quick else 10, quick)
-    return records
+    return gemm_sizes(NAME, _size, quick)
 
 
 if __name__ == "__main__":

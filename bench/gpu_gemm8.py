@@ -7,15 +7,13 @@ synchronisation. Without a GPU (or PyTorch) it records nothing and says so."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 
 import numpy as np
 
 import tessera
-from tessera.kernel.targets.cuda.streams import gpu_usable
 
-from .common import Case, Record, measure, repeated, standalone
+from .common import Case, Record, gemm_sizes, measure, repeated, standalone
 from .kernels import gemm_i8
 
 NAME = "gpu_gemm8"
@@ -64,13 +62,7 @@ def _size(s: int, calls: int, quick: bool) -> list[Record]:
 
 
 def run(quick: bool) -> list[Record]:
-    if not gpu_usable() or importlib.util.find_spec("torch") is None:
-        print("gpu_gemm8: no GPU (or no PyTorch) here, nothing measured", file=sys.stderr)
-        return []
-    records: list[Record] = []
-    for s in (1024,) if quick else (1024, 4096):
-        records += _size(s, 3 if quick else 10, quick)
-    return records
+    return gemm_sizes(NAME, _size, quick)
 
 
 if __name__ == "__main__":
