@@ -40,15 +40,21 @@ def rng():
 
 
 # The disk cache: the suite, and every subprocess it starts (they inherit the environment),
-# uses a fresh directory of its own, never the user's cache; it is removed at the end.
-_CACHE_DIR = tempfile.mkdtemp(prefix="tessera-test-cache-")
+# uses a fresh directory of its own, never the user's cache; it is removed at the end. A
+# run's pytest-xdist workers share their controller's (the cache is made for processes
+# that share it: a kernel one worker compiled, another loads).
+_SHARED_CACHE = "_TESSERA_TEST_CACHE_DIR"  # (not a TESSERA_* name: no setting)
+if "PYTEST_XDIST_WORKER" in os.environ and os.environ.get(_SHARED_CACHE):
+    _CACHE_DIR = os.environ[_SHARED_CACHE]
+else:
+    _CACHE_DIR = os.environ[_SHARED_CACHE] = tempfile.mkdtemp(prefix="tessera-test-cache-")
+    atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 os.environ["TESSERA_CACHE_DIR"] = _CACHE_DIR
 # Autotune sweeps compile in this process unless a test asks for workers: "auto" follows
 # the machine's load, and the suite's counts of compiles must not (test_compile_workers.py
 # sets its own counts)
 os.environ.setdefault("TESSERA_COMPILE_WORKERS", "1")
 refresh_settings()  # settings are read once; this one may have been read already
-atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -68,19 +74,56 @@ def cache_dir(tmp_path):
         yield tmp_path / "cache"
 
 
+def _distributed(config) -> bool:
+    """Whether this run hands its tests to pytest-xdist workers (or is one of them)."""
+    worker = hasattr(config, "workerinput") or "PYTEST_XDIST_WORKER" in os.environ
+    return worker or bool(getattr(config.option, "numprocesses", 0))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """A run of the whole suite goes to pytest-xdist's workers, one per core up to
+    ``MAX_WORKERS`` (the suite is mostly Numba compiling, one core a process), a file to a
+    worker; a run of chosen files or tests stays in this process. ``-n N`` (``-n 0``: no
+    workers) overrides. Without pytest-xdist everything runs here."""
+    if not config.pluginmanager.hasplugin("xdist") or SIMULATOR or _distributed(config):
+        return  # (a worker: its run's options came from the controller)
+    if config.option.numprocesses is None and not config.option.collectonly:
+        whole = all(os.path.isdir(arg) for arg in config.args) if config.args else True
+        config.option.numprocesses = min(_usable_cores(), MAX_WORKERS) if whole else 0
+        if config.option.numprocesses == 1:
+            config.option.numprocesses = 0
+    if config.option.numprocesses and config.option.dist in ("no", "load"):
+        config.option.dist = "loadfile"  # a file's tests share its module state
+        config.option.loadscopereorder = False  # the order set below: the longest first
+
+
+MAX_WORKERS = 8
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on every platform)
+        return os.cpu_count() or 1
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """The simulator's test only waits for its process (started when collection ends):
-    it runs last, so that this process runs the other tests meanwhile instead of idling
-    (on 2 cores the whole suite is about as long as this process's share)."""
+    """The simulator's test waits for its process. In one process it runs last, so that
+    this process runs the other tests meanwhile (the process was started when collection
+    ended); with workers it goes first, so that its worker starts the process at once and
+    the others run the rest beside it."""
     waiting = [item for item in items if item.path.name == "test_cuda_simulator.py"]
     if waiting:
-        items[:] = [item for item in items if item not in waiting] + waiting
+        others = [item for item in items if item not in waiting]
+        items[:] = waiting + others if _distributed(config) else others + waiting
 
 
 def pytest_collection_finish(session):
     """Start the simulator's run (tests/test_cuda_simulator.py) as soon as the suite is
-    collected, so that it runs beside the other tests instead of after them."""
-    if SIMULATOR or session.config.option.collectonly:
+    collected, so that it runs beside the other tests instead of after them (with
+    workers, its test starts it: it is the first to run)."""
+    if SIMULATOR or session.config.option.collectonly or _distributed(session.config):
         return
     if any(item.path.name == "test_cuda_simulator.py" for item in session.items):
         from test_cuda_simulator import pytestmark, start_simulator_run

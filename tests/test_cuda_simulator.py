@@ -38,6 +38,8 @@ def simulator_command() -> list[str]:
         "-k",
         "cuda",
         "--timeout=900",
+        "-p",  # in this process alone: the suite's own workers use the other cores
+        "no:xdist",
     ]
 
 
@@ -56,6 +58,7 @@ def start_simulator_run() -> tuple:
     return run, out, err
 
 
+@pytest.mark.timeout(1800)  # it waits for the whole run (1500 s at most, below)
 def test_kernel_suite_passes_on_the_cuda_simulator(request):
     run, out, err = getattr(request.config, "_simulator_run", None) or start_simulator_run()
     try:
