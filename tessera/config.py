@@ -237,13 +237,24 @@ SETTINGS: dict[str, Setting] = {
             "without one). docs/distributed.md, 'Fault policy'.",
         ),
         Setting(
+            "dist_heartbeat",
+            "TESSERA_DIST_HEARTBEAT",
+            "10",
+            None,
+            "Seconds between the heartbeats each rank sends the other members of its mesh "
+            "axes (a thread; needs MPI_THREAD_MULTIPLE): a member silent for 3 intervals is "
+            "lost, and a wait on it ends with RankLost instead of at the collective timeout. "
+            "0 or 'off': no heartbeats. docs/distributed.md, 'Faults'.",
+        ),
+        Setting(
             "dist_fault_inject",
             "TESSERA_DIST_FAULT_INJECT",
             "",
             None,
             "For tests: faults to inject, separated by ';': 'transport@seq=N[,rank=R][,axis=A]' "
             "(collective N fails in its transport), 'rank=R@seq=N:exit' (rank R ends its "
-            "process at collective N), 'rank=R@seq=N:stall' (rank R stops there for ever).",
+            "process at collective N), 'rank=R@seq=N:stall' (rank R stops there for ever), "
+            "'rank=R@seq=N:freeze' (rank R's process is stopped: no heartbeats).",
         ),
         Setting(
             "trace",

@@ -196,6 +196,14 @@ class RankExited(CollectiveTimeout):
     launcher ends the job, or the timeout does)."""
 
 
+class RankLost(CollectiveTimeout):
+    """A member of the axis sent no heartbeat for three intervals of
+    TESSERA_DIST_HEARTBEAT (10 s): its process is stopped, dead, hung with the
+    interpreter's lock held, or cut off, on this node or another. A wait on a collective
+    ends at its next check of the members (after 1 s, 4 s, 16 s, ...) instead of at
+    TESSERA_COLLECTIVE_TIMEOUT. ``missing`` names the lost ranks."""
+
+
 class TransportError(DistError):
     """A collective failed in the library that moves its data (an MPI error, or one
     injected with TESSERA_DIST_FAULT_INJECT), on every member of the axis alike: the

@@ -7,8 +7,9 @@ which the test sets. Each rank writes what it saw to ``<folder>/<mode>.rank<r>.t
   an async one, a barrier) run on Tessera's own algorithms with NumPy's results.
 * ``raise``: the same failure under the default policy: TransportError on every rank.
 * ``twice``: two failures under ``retry``: the second is a TransportError.
-* ``lost``: rank 1 exits or stalls at collective #2 (the test's injection): rank 0's
-  diagnosis (RankExited, or CollectiveTimeout naming a rank that does not answer).
+* ``lost``: rank 1 exits, stalls or freezes at collective #2 (the test's injection): rank
+  0's diagnosis (RankExited; CollectiveTimeout naming a rank that does not answer but
+  sends heartbeats; RankLost for one whose heartbeats stopped) and how long it took.
 """
 
 from __future__ import annotations
@@ -85,14 +86,20 @@ def twice(mesh, write) -> None:
 
 def lost(mesh, write) -> None:
     dist.all_reduce(values(mesh.rank), axis="x")
+    start = time.monotonic()
     try:
         dist.all_reduce(values(mesh.rank), axis="x")
         write("no error")
     except dist.RankExited as e:
         write(f"RankExited {e.missing}")
+    except dist.RankLost as e:
+        write(f"RankLost {e.missing}")
+        write(str(e))
     except dist.CollectiveTimeout as e:
         write(f"CollectiveTimeout {e.missing}")
         write(str(e))
+    write(f"after {time.monotonic() - start:.1f} s")
+    write(f"health {mesh.health()['x']['heartbeats']}")
     if mesh.rank == 0:
         sys.stdout.flush()
         os._exit(0)  # rank 1 stalls for ever: the job ends with this rank

@@ -16,7 +16,7 @@ from mpi_run import hydra_missing, mpi_missing, start_mpi
 import tessera
 from tessera import dist
 from tessera.errors import SettingError
-from tessera.mesh import faults
+from tessera.mesh import faults, heartbeat
 
 RUNS = {  # name: (mode, ranks, injected faults, other settings, launcher)
     "retry_all": ("retry", 2, "transport@seq=2", {}, ()),
@@ -26,6 +26,7 @@ RUNS = {  # name: (mode, ranks, injected faults, other settings, launcher)
     "twice": ("twice", 2, "transport@seq=2;transport@seq=5,rank=0", {}, ()),
     "exit": ("lost", 2, "rank=1@seq=2:exit", {}, ("-disable-auto-cleanup",)),
     "stall": ("lost", 2, "rank=1@seq=2:stall", {"TESSERA_COLLECTIVE_TIMEOUT": "3"}, ()),
+    "freeze": ("lost", 2, "rank=1@seq=2:freeze", {"TESSERA_DIST_HEARTBEAT": "0.25"}, ()),
 }
 
 
@@ -113,19 +114,61 @@ def test_retry_runs_once_an_axis_and_a_second_failure_raises(runs):
 
 def test_a_rank_that_exits_and_one_that_stalls_get_different_diagnoses(runs):
     exited, err = _lines(runs, "exit")
-    assert exited[0] == ["RankExited [1]"], err[-2000:]
+    assert exited[0][0] == "RankExited [1]", err[-2000:]
     stalled, err = _lines(runs, "stall")
     assert stalled[0][0] == "CollectiveTimeout [1]", err[-2000:]
-    assert "rank 1: no answer (computing, hung or dead)" in stalled[0][1]
+    assert "rank 1: no answer; its last heartbeat" in stalled[0][1]
+    assert "(alive: computing, or hung in code that does not wait on Tessera)" in stalled[0][1]
+
+
+def test_a_rank_whose_heartbeats_stop_is_lost_long_before_the_timeout(runs):
+    """Rank 1's process is stopped (SIGSTOP) at collective #2: no heartbeats (every 0.25 s
+    here), so rank 0's wait ends with RankLost at its first check of the members (after
+    1 s), not at the 60 s collective timeout."""
+    frozen, err = _lines(runs, "freeze")
+    lines = frozen[0]
+    assert lines[0] == "RankLost [1]", (lines, err[-2000:])
+    assert "ranks [1] sent no heartbeat for 3 intervals of 0.25 s" in lines[1]
+    assert "rank 1: no heartbeat for" in lines[1] and "(lost: stopped, dead" in lines[1]
+    assert float(lines[2].split()[1]) < 10, lines
+
+
+def test_health_shows_how_long_each_member_has_been_silent(runs):
+    frozen, err = _lines(runs, "freeze")
+    health = frozen[0][3]
+    assert health.startswith("health {'status': 'running', 'every': 0.25, 'silent': {1: "), health
+    silent = float(health.rsplit(": ", 1)[1].rstrip("}"))
+    assert silent > 0.75, health  # 3 intervals: lost
 
 
 # ------------------------------------------------------------------ a world of one
+@pytest.mark.parametrize("value", ["soon", "-1", "nan", "inf"])
+def test_a_bad_heartbeat_interval_is_an_error_when_a_mesh_is_made(value):
+    with tessera.config(dist_heartbeat=value), pytest.raises(SettingError) as e:
+        dist.Mesh(axes=("x",), shape=(1,))
+    assert "TESSERA_DIST_HEARTBEAT" in str(e.value) and "'off'" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "value, seconds", [("10", 10.0), ("0.25", 0.25), ("0", None), ("off", None)]
+)
+def test_the_heartbeat_interval_is_seconds_or_off(value, seconds):
+    with tessera.config(dist_heartbeat=value):
+        assert heartbeat.interval() == seconds
+
+
 def test_a_mesh_takes_its_fault_policy_from_the_setting_or_its_argument():
     assert dist.Mesh(axes=("x",), shape=(1,)).health()["x"]["policy"] == "raise"
     with tessera.config(dist_fault="retry"):
         mesh = dist.Mesh(axes=("x",), shape=(1,))
     assert mesh.health() == {
-        "x": {"policy": "retry", "path": "library", "failures": 0, "last_failure": None}
+        "x": {
+            "policy": "retry",
+            "path": "library",
+            "failures": 0,
+            "last_failure": None,
+            "heartbeats": {"status": "a single member", "every": None, "silent": {}},
+        }
     }
     assert dist.Mesh(axes=("x",), shape=(1,), fault="retry").fault == "retry"
 
@@ -153,6 +196,7 @@ def test_shrink_without_ulfm_is_an_error_at_mesh_creation_saying_what_is_missing
         ("transport@seq=3", [faults.Injection("transport", 3, None, None)]),
         ("transport@seq=2,rank=1,axis=dp", [faults.Injection("transport", 2, 1, "dp")]),
         ("rank=1@seq=3:exit", [faults.Injection("exit", 3, 1, None)]),
+        ("rank=1@seq=2:freeze", [faults.Injection("freeze", 2, 1, None)]),
         (
             "rank=0@seq=1:stall; transport@seq=4",
             [faults.Injection("stall", 1, 0, None), faults.Injection("transport", 4, None, None)],

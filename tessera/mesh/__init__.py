@@ -7,6 +7,7 @@ from ..errors import (
     DistError,
     FaultWarning,
     RankExited,
+    RankLost,
     TransportError,
 )
 from ..runtime.world import rank, size, world
@@ -31,6 +32,7 @@ __all__ = [
     "Parts",
     "Plan",
     "RankExited",
+    "RankLost",
     "ShardSpec",
     "ShardedTensor",
     "Topology",

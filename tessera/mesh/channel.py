@@ -45,10 +45,10 @@ import time
 import numpy as np
 
 from ..config import get as setting
-from ..errors import CollectiveMismatch, CollectiveTimeout, RankExited
+from ..errors import CollectiveMismatch, CollectiveTimeout, RankExited, RankLost
 from ..observe import failures
 from ..runtime import timed
-from . import faults, fingerprint, link_cost, liveness
+from . import faults, fingerprint, heartbeat, link_cost, liveness
 
 QUERY, REPLY, NOTICE = 7301, 7302, 7303  # tags on the control channel
 ANSWER_WINDOW_S = 1.0  # at most this long a timed-out rank waits for the members' answers
@@ -83,6 +83,7 @@ class Channel:
         self.p2p = comm.Dup() if self.size > 1 else comm  # send / recv (exchange.py)
         self.steps = comm.Dup() if self.size > 1 else comm  # Tessera's algorithms' messages
         self.p2p_started = 0  # point-to-point waits so far (their errors' numbers)
+        self.heartbeats = heartbeat.attach(comm, self.size, self.index)  # (collective)
         members = comm.allgather((world_rank, liveness.identity()))
         self.world_ranks = [rank for rank, _ in members]
         self.members = tuple(self.world_ranks)
@@ -407,10 +408,12 @@ class Channel:
         return [i for i, p in enumerate(self.processes) if liveness.exited(p, mine)]
 
     def check_members(self, kind: str, seq: int) -> None:
-        """RankExited (reported, as a timeout is) when a member on this node has exited:
-        the collective can never complete, so the wait ends now, not at the deadline."""
+        """RankExited (reported, as a timeout is) when a member on this node has exited,
+        RankLost when a member's heartbeats stopped (heartbeat.py): the collective can
+        never complete, so the wait ends now, not at the deadline."""
         gone = self._exited()
         if not gone:
+            self._check_heartbeats(kind, seq)
             return
         ranks = [self.world_ranks[i] for i in gone]
         pids = ", ".join(f"rank {self.world_ranks[i]}: pid {self.processes[i][1]}" for i in gone)
@@ -419,6 +422,29 @@ class Channel:
             f"{self.world_ranks[self.index]}: ranks {ranks} have exited ({pids}, on this "
             "node) without reaching it. The job cannot go on: an uncaught error ends it "
             "(Tessera aborts every rank). Their own output says why they exited.",
+            kind,
+            seq,
+            self.axis,
+            ranks,
+        )
+        timed.log.error("%s", error)
+        failures.report(error)
+        raise error
+
+    def _check_heartbeats(self, kind: str, seq: int) -> None:
+        lost = self.heartbeats.lost()
+        if not lost:
+            return
+        ranks = [self.world_ranks[i] for i in lost]
+        notes = "; ".join(
+            f"rank {self.world_ranks[i]}: {self.heartbeats.describe(i)}" for i in lost
+        )
+        error = RankLost(
+            f"{kind} #{seq} on axis '{self.axis}' cannot complete on rank "
+            f"{self.world_ranks[self.index]}: ranks {ranks} sent no heartbeat for "
+            f"{heartbeat.LOST_AFTER:g} intervals of {self.heartbeats.every:g} s "
+            f"(TESSERA_DIST_HEARTBEAT) ({notes}). The job cannot go on: an uncaught error "
+            "ends it (Tessera aborts every rank).",
             kind,
             seq,
             self.axis,
@@ -489,8 +515,11 @@ class Channel:
             rank = self.world_ranks[i]
             if answer is None:
                 missing.append(rank)
+                beats = self.heartbeats.describe(i)
                 if liveness.exited(self.processes[i], self.processes[self.index]):
                     notes.append(f"rank {rank}: exited (pid {self.processes[i][1]})")
+                elif beats is not None:
+                    notes.append(f"rank {rank}: no answer; {beats}")
                 else:
                     notes.append(f"rank {rank}: no answer (computing, hung or dead)")
             elif answer[0] < seq:

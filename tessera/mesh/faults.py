@@ -12,7 +12,7 @@ faults a test may inject.
 * **A transport failure** is an error of the library that moves a collective's data (an
   MPI error other than a message longer than its buffer, which is a mismatch), or one
   injected (``TESSERA_DIST_FAULT_INJECT``). A rank lost (exited, hung) is not one: the
-  waits' liveness checks and the timeout report those (``RankExited``,
+  waits' liveness checks, heartbeats and the timeout report those (``RankExited``, ``RankLost``,
   ``CollectiveTimeout``), whatever the policy.
 * **Agreement.** The member that meets the failure sends a notice to the others on the
   axis's control channel. A member waiting on that collective stops waiting; one that has
@@ -26,13 +26,15 @@ faults a test may inject.
   holds faults separated by ``;``: ``transport@seq=N`` (collective N of an axis fails in
   its transport; ``,rank=R`` on one rank only, ``,axis=A`` on one axis only),
   ``rank=R@seq=N:exit`` (rank R ends its process at collective N, no MPI_Finalize) and
-  ``rank=R@seq=N:stall`` (rank R stops there for ever).
+  ``rank=R@seq=N:stall`` (rank R stops there for ever, its heartbeats going on) and
+  ``rank=R@seq=N:freeze`` (rank R's process is stopped, SIGSTOP: no heartbeats).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import time
 import warnings
@@ -112,13 +114,14 @@ def check_policy(chosen: str, comm) -> None:
 # -------------------------------------------------------------------------- injection
 @dataclass(frozen=True)
 class Injection:
-    kind: str  # "transport", "exit", "stall"
+    kind: str  # "transport", "exit", "stall", "freeze"
     seq: int
     rank: int | None  # world rank; None: every rank
     axis: str | None  # None: every axis
 
 
 _parsed: dict[str, tuple[Injection, ...]] = {}
+RANK_FAULTS = ("exit", "stall", "freeze")
 
 
 def injections() -> tuple[Injection, ...]:
@@ -133,15 +136,17 @@ def injections() -> tuple[Injection, ...]:
 def _parse(part: str) -> Injection:
     wanted = (
         "TESSERA_DIST_FAULT_INJECT takes faults separated by ';', each "
-        "'transport@seq=N[,rank=R][,axis=A]', 'rank=R@seq=N:exit' or 'rank=R@seq=N:stall'"
+        "'transport@seq=N[,rank=R][,axis=A]' or 'rank=R@seq=N:exit|stall|freeze'"
     )
     what, at, where = part.partition("@")
     kind = "transport"
     if what.startswith("rank="):
         where, _, kind = where.partition(":")
         where = f"{where},{what}"
-        if kind not in ("exit", "stall"):
-            raise SettingError(f"{part!r}: a rank's fault ends in :exit or :stall; {wanted}")
+        if kind not in RANK_FAULTS:
+            raise SettingError(
+                f"{part!r}: a rank's fault ends in :exit, :stall or :freeze; {wanted}"
+            )
     elif what != "transport":
         raise SettingError(f"{part!r}: {wanted}")
     fields: dict[str, str] = {}
@@ -182,6 +187,13 @@ def at_begin(channel, seq: int) -> None:
             )
             while True:
                 time.sleep(3600)
+        if f.kind == "freeze":
+            log.error(
+                "rank %d freezes at collective #%d on axis '%s' (injected)", me, seq, channel.axis
+            )
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGSTOP)  # the whole process, its threads too
         channel.failed[seq] = TransportFailure(
             "a transport failure injected by TESSERA_DIST_FAULT_INJECT", me, True
         )
@@ -391,4 +403,24 @@ def health(channel) -> dict:
         "path": "broken" if channel.broken else "degraded" if channel.degraded else "library",
         "failures": channel.failures,
         "last_failure": channel.broken or channel.last_failure,
+        "heartbeats": heartbeats(channel),
+    }
+
+
+def heartbeats(channel) -> dict:
+    """The axis's heartbeats for ``mesh.health()``: ``status`` (``running``, or why there
+    are none), ``every`` (seconds, or None) and ``silent`` (per other member's world rank,
+    seconds since its last heartbeat; empty without heartbeats)."""
+    beats = channel.heartbeats
+    running = beats.status == "running"
+    if running:
+        beats.lost()  # (drains what came)
+    return {
+        "status": beats.status,
+        "every": beats.every,
+        "silent": {
+            rank: round(beats.silent_for(i), 3)
+            for i, rank in enumerate(channel.world_ranks)
+            if running and i != channel.index
+        },
     }
