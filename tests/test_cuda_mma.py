@@ -249,15 +249,15 @@ def test_generated_fragment_code_computes_acc_plus_a_at_b(kind, m, k, n, lanes, 
 def test_which_dots_take_tensor_cores():
     from tessera import dtypes as D
 
-    assert mma.instruction_for(D.f16, False, 64, 64, 32, 128) is mma.M16N8K16_F16
-    assert mma.instruction_for(D.bf16, False, 16, 8, 16, 32) is mma.M16N8K16_BF16
-    assert mma.instruction_for(D.f32, True, 16, 8, 8, 64) is mma.M16N8K8_TF32
-    assert mma.instruction_for(D.f32, False, 64, 64, 32, 128) is None  # FFMA
-    assert mma.instruction_for(D.f16, False, 16, 8, 8, 32) is None  # k not a multiple of 16
-    assert mma.instruction_for(D.f16, False, 24, 8, 16, 32) is None
-    assert mma.instruction_for(D.f16, False, 16, 12, 16, 32) is None
-    assert mma.instruction_for(D.f16, False, 16, 8, 16, 16) is None  # less than a warp
-    assert mma.instruction_for(D.f16, False, 16, 8, 16, 48) is None  # not whole warps
+    assert mma.instruction_for(D.f16, D.f16, False, 64, 64, 32, 128) is mma.M16N8K16_F16
+    assert mma.instruction_for(D.bf16, D.bf16, False, 16, 8, 16, 32) is mma.M16N8K16_BF16
+    assert mma.instruction_for(D.f32, D.f32, True, 16, 8, 8, 64) is mma.M16N8K8_TF32
+    assert mma.instruction_for(D.f32, D.f32, False, 64, 64, 32, 128) is None  # FFMA
+    assert mma.instruction_for(D.f16, D.f16, False, 16, 8, 8, 32) is None  # k not a multiple of 16
+    assert mma.instruction_for(D.f16, D.f16, False, 24, 8, 16, 32) is None
+    assert mma.instruction_for(D.f16, D.f16, False, 16, 12, 16, 32) is None
+    assert mma.instruction_for(D.f16, D.f16, False, 16, 8, 16, 16) is None  # less than a warp
+    assert mma.instruction_for(D.f16, D.f16, False, 16, 8, 16, 48) is None  # not whole warps
 
 
 # ----------------------------------------------------------------------------- kernels

@@ -351,7 +351,7 @@ def _mma_s8(*registers):
 
 @pytest.mark.parametrize("m, k, n, lanes", [(16, 32, 8, 32), (32, 64, 48, 64), (64, 32, 64, 128)])
 def test_emit_dot_multiplies_i8_tiles_on_m16n8k32_exactly(m, k, n, lanes, rng):
-    inst = mma.instruction_for(D.i8, False, m, n, k, lanes)
+    inst = mma.instruction_for(D.i8, D.i8, False, m, n, k, lanes)
     assert inst is mma.M16N8K32_S8
     x = rng.integers(-128, 128, (m, k)).astype(np.int8)
     y = rng.integers(-128, 128, (k, n)).astype(np.int8)
@@ -371,8 +371,8 @@ def test_emit_dot_multiplies_i8_tiles_on_m16n8k32_exactly(m, k, n, lanes, rng):
 
 
 def test_f8_tiles_outside_a_gemm_loop_keep_the_plain_path():
-    assert mma.instruction_for(D.f8e4m3, False, 64, 64, 64, 128) is None
-    assert mma.instruction_for(D.i8, False, 16, 8, 16, 32) is None  # k not a multiple of 32
+    assert mma.instruction_for(D.f8e4m3, D.f8e4m3, False, 64, 64, 64, 128) is None
+    assert mma.instruction_for(D.i8, D.i8, False, 16, 8, 16, 32) is None  # k not a multiple of 32
 
 
 @kernel(tile=(128,), shared=48 * KiB)

@@ -114,6 +114,12 @@ def _scatter(dst, index, t, mask):
 
 _DOT_INPUTS = {D.f16: D.f32, D.bf16: D.f32, D.f32: D.f32, D.f64: D.f64, D.i8: D.i32}
 _DOT_INPUTS.update({D.f8e4m3: D.f32, D.f8e5m2: D.f32})  # products exact in f32
+# (a's dtype, b's) -> the result's: one dtype, or 8-bit integers of either sign (u8 x i8:
+# quantized activations by weights), or the two 8-bit floats (e4m3 x e5m2: FP8 training's
+# backward products)
+DOT_PAIRS = {(d, d): out for d, out in _DOT_INPUTS.items()}
+DOT_PAIRS.update({(D.u8, D.u8): D.i32, (D.u8, D.i8): D.i32, (D.i8, D.u8): D.i32})
+DOT_PAIRS.update({(D.f8e4m3, D.f8e5m2): D.f32, (D.f8e5m2, D.f8e4m3): D.f32})
 
 
 def _dot(a, b, acc, allow_tf32):
@@ -124,13 +130,14 @@ def _dot(a, b, acc, allow_tf32):
             f"tile.dot of {a.shape} and {b.shape}: the inner dims {a.shape[1]} and "
             f"{b.shape[0]} differ"
         )
-    if a.dtype != b.dtype or a.dtype not in _DOT_INPUTS:
+    result = DOT_PAIRS.get((a.dtype, b.dtype))
+    if result is None:
         raise RuleError(
-            f"tile.dot takes two f16, bf16, f8e4m3, f8e5m2, f32, f64 or i8 tiles of one "
-            "dtype, not "
+            "tile.dot takes two f16, bf16, f32, f64, i8, u8, f8e4m3 or f8e5m2 tiles of one "
+            "dtype, an i8 and a u8 tile, or an f8e4m3 and an f8e5m2 tile, not "
             f"{a.dtype.name} and {b.dtype.name}"
         )
-    out = Block(_DOT_INPUTS[a.dtype], (a.shape[0], b.shape[1]))
+    out = Block(result, (a.shape[0], b.shape[1]))
     if acc is not None and acc != out:
         raise RuleError(
             f"the accumulator must be {out.dtype.name}{list(out.shape)}, not "

@@ -24,8 +24,10 @@ from .. import ir
 from ..ir import ArrayType, TileType
 
 # operand dtype -> the accumulator dtype a register path keeps
-REGISTER_ACCUMULATORS = {D.f16: D.f32, D.bf16: D.f32, D.f64: D.f64, D.i8: D.i32}
+REGISTER_ACCUMULATORS = {D.f16: D.f32, D.bf16: D.f32, D.f64: D.f64, D.i8: D.i32, D.u8: D.i32}
 REGISTER_ACCUMULATORS.update(dict.fromkeys(D.FP8, D.f32))
+# A's and B's dtypes where they differ: 8-bit integers of either sign, the two 8-bit floats
+MIXED = {(D.u8, D.i8), (D.i8, D.u8), (D.f8e4m3, D.f8e5m2), (D.f8e5m2, D.f8e4m3)}
 
 
 @dataclass(frozen=True)
@@ -41,9 +43,10 @@ class GemmLoop:
     m: int
     n: int
     k: int
-    dtype: D.DType  # of A and B
+    dtype: D.DType  # of A (and of B, but for the MIXED pairs)
     b_nk: bool = False  # B stored N x K: its block (BN, BK) loaded at (col0, k), used as .T
     a_km: bool = False  # A stored K x M: its block (BK, BM) loaded at (k, row0), used as .T
+    b_dtype: D.DType | None = None  # B's where it differs from A's (a MIXED pair)
 
 
 def names(e: ir.Expr) -> set[str]:
@@ -142,12 +145,15 @@ def find(loop: ir.For, kir: ir.KernelIR) -> GemmLoop | None:
     held = {var, a, b, acc, *moved}
     if held & (names(row0) | names(col0)):
         return None
-    dtype = kir.var_types[A].dtype
-    if kir.var_types[Bn].dtype is not dtype or not _only_in_loop(kir, loop, held - {acc}):
+    dtype, b_dtype = kir.var_types[A].dtype, kir.var_types[Bn].dtype
+    if b_dtype is not dtype and (dtype, b_dtype) not in MIXED:
+        return None
+    if not _only_in_loop(kir, loop, held - {acc}):
         return None
     if a_km and dtype.itemsize == 1:  # (no target runs 8-bit A stored K x M in registers)
         return None
-    return GemmLoop(loop, a, b, acc, A, Bn, row0, col0, bm, bn, bk, dtype, b_nk, a_km)
+    mixed = b_dtype if b_dtype is not dtype else None
+    return GemmLoop(loop, a, b, acc, A, Bn, row0, col0, bm, bn, bk, dtype, b_nk, a_km, mixed)
 
 
 def _only_in_loop(kir: ir.KernelIR, loop: ir.For, held: set[str]) -> bool:

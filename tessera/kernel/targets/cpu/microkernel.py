@@ -103,12 +103,15 @@ def dot_tiles():
                 for t, v in zip(signature.args[:4], args[:4])
             ]
             acc = signature.args[0].dtype
-            _emit(builder, arrays, context.get_data_type(acc), shape, zero, acc.bitwidth // 8)
+            # how an integer operand widens: by its sign (u8 operands zero-extend)
+            signed = tuple(getattr(t.dtype, "signed", True) for t in signature.args[2:4])
+            itemsize = acc.bitwidth // 8
+            _emit(builder, arrays, context.get_data_type(acc), shape, zero, itemsize, signed)
             return context.get_dummy_value()
 
         return sig, codegen
 
-    def _emit(builder, arrays, acc_t, shape, zero, itemsize):
+    def _emit(builder, arrays, acc_t, shape, zero, itemsize, signed):
         dest, init, a, b = arrays
         m, n, k = shape
         is_float = isinstance(acc_t, (llir.FloatType, llir.DoubleType))
@@ -120,22 +123,24 @@ def dot_tiles():
         def element(ptr, row, col, cols):
             return builder.gep(ptr, [builder.add(builder.mul(row, const(cols)), col)])
 
-        def widen(value):  # an input element as the accumulator's type
+        def widen(value, sign):  # an input element as the accumulator's type
             if value.type == acc_t:
                 return value
             if is_float:
                 return builder.fpext(value, acc_t)
-            return builder.sext(value, acc_t)
+            return builder.sext(value, acc_t) if sign else builder.zext(value, acc_t)
 
-        def load_vector(ptr, width):
+        def load_vector(ptr, width, sign):
             vt = llir.VectorType(ptr.type.pointee, width) if width > 1 else ptr.type.pointee
             raw = builder.load(builder.bitcast(ptr, vt.as_pointer()), align=1)
             if width == 1:
-                return widen(raw)
+                return widen(raw, sign)
             if raw.type.element == acc_t:
                 return raw
             out = llir.VectorType(acc_t, width)
-            return builder.fpext(raw, out) if is_float else builder.sext(raw, out)
+            if is_float:
+                return builder.fpext(raw, out)
+            return builder.sext(raw, out) if sign else builder.zext(raw, out)
 
         def splat(value, width):
             if width == 1:
@@ -169,16 +174,21 @@ def dot_tiles():
                                 start = llir.Constant(vt, [0] * width if width > 1 else 0)
                             else:
                                 col = builder.add(j, const(v * width))
-                                start = load_vector(element(init, row, col, n), width)
+                                start = load_vector(element(init, row, col, n), width, True)
                             builder.store(start, accs[r][v])
                     with cgutils.for_range(builder, const(k)) as kloop:
                         kk = kloop.index
                         bs = [
-                            load_vector(element(b, kk, builder.add(j, const(v * width)), n), width)
+                            load_vector(
+                                element(b, kk, builder.add(j, const(v * width)), n),
+                                width,
+                                signed[1],
+                            )
                             for v in range(vectors)
                         ]
                         for r in range(rows):
-                            x = widen(builder.load(element(a, builder.add(i, const(r)), kk, k)))
+                            x = builder.load(element(a, builder.add(i, const(r)), kk, k))
+                            x = widen(x, signed[0])
                             x = splat(x, width)
                             for v in range(vectors):
                                 c = builder.load(accs[r][v])

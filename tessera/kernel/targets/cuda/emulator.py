@@ -30,16 +30,10 @@ import ml_dtypes
 import numpy as np
 
 from ...layout import WARP
+from . import mma
 from .isa import banks
 from .isa.ldmatrix import Ldmatrix
-from .isa.mma_sync import (
-    M8N8K4_F64,
-    M16N8K16_BF16,
-    M16N8K16_F16,
-    M16N8K32_E4M3,
-    M16N8K32_E5M2,
-    M16N8K32_S8,
-)
+from .isa.mma_sync import M8N8K4_F64, M16N8K16_BF16, M16N8K16_F16
 from .mainloop import Operands, emit
 
 CHUNK = 16
@@ -340,9 +334,7 @@ class BlockEmulator:
             "_ldsm4t": lambda a: self.ldmatrix(a, True),
             "_mma_f16": lambda *r: self.mma(M16N8K16_F16, *r),
             "_mma_bf16": lambda *r: self.mma(M16N8K16_BF16, *r),
-            "_mma_s8": lambda *r: self.mma(M16N8K32_S8, *r),
-            "_mma_e4m3": lambda *r: self.mma(M16N8K32_E4M3, *r),
-            "_mma_e5m2": lambda *r: self.mma(M16N8K32_E5M2, *r),
+            **{inst.name: functools.partial(self.mma, inst.isa) for inst in mma.EIGHT_BIT},
             "_ld8": self.ld8,
             "_st8": self.st8,
             "_lds32": self.lds32,
@@ -411,22 +403,24 @@ _DECODE = {  # an A/B element's bits (as uint32) -> its value, by PTX type
     "f16": lambda bits: bits.astype(np.uint16).view(np.float16),
     "bf16": lambda bits: (bits << np.uint32(16)).view(np.float32),
     "s8": lambda bits: bits.astype(np.uint8).view(np.int8),
+    "u8": lambda bits: bits.astype(np.uint8),
     "e4m3": lambda bits: bits.astype(np.uint8).view(ml_dtypes.float8_e4m3fn),
     "e5m2": lambda bits: bits.astype(np.uint8).view(ml_dtypes.float8_e5m2),
 }
 _D_TYPES = {"f32": np.float32, "s32": np.int32}
 
 
-def _elements(regs: np.ndarray, isa) -> np.ndarray:
-    """.b32 registers (threads, r) of ``isa.per_register`` elements each → (threads,
-    per_register * r) float64 values, the lowest-numbered element in the low bits."""
+def _elements(regs: np.ndarray, isa, ptx_type: str) -> np.ndarray:
+    """.b32 registers (threads, r) of ``isa.per_register`` elements each of PTX type
+    ``ptx_type`` → (threads, per_register * r) float64 values, the lowest-numbered element
+    in the low bits."""
     regs = regs.astype(np.uint32)
     per = isa.per_register
     width = 32 // per
     mask = np.uint32((1 << width) - 1)
     parts = [(regs >> np.uint32(width * i)) & mask for i in range(per)]
     bits = np.stack(parts, 2).reshape(regs.shape[0], -1)
-    return _DECODE[isa.a_type](bits).astype(np.float64)
+    return _DECODE[ptx_type](bits).astype(np.float64)
 
 
 def warp_mma(isa, regs: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -434,8 +428,8 @@ def warp_mma(isa, regs: np.ndarray, c: np.ndarray) -> np.ndarray:
     float64) → D (32, 4): the products (exact in float64) summed with C in float64 and
     rounded once to f32 (``.f32``), or wrapped to 32 bits (``.s32``, no ``.satfinite``;
     i8 sums are exact in float64)."""
-    a = _matrix(isa.a, _elements(regs[:, :4], isa))
-    b = _matrix(isa.b, _elements(regs[:, 4:6], isa))
+    a = _matrix(isa.a, _elements(regs[:, :4], isa, isa.a_type))
+    b = _matrix(isa.b, _elements(regs[:, 4:6], isa, isa.b_type))
     result = a @ b + _matrix(isa.c, c)
     rows, cols = _positions(isa.c)
     d = result[rows, cols]

@@ -265,7 +265,7 @@ def _dot(cg, call, site):
     inst = None
     if cg.tensor_cores:
         tf32 = allow_tf32 is not None and bool(allow_tf32.value)
-        inst = mma.instruction_for(a.type.dtype, tf32, m, n, k, cg.lanes)
+        inst = mma.instruction_for(a.type.dtype, b.type.dtype, tf32, m, n, k, cg.lanes)
     if inst is not None:
         mma.emit_dot(cg, inst, x, y, init, dest, (m, k, n))
     else:

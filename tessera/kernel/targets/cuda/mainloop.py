@@ -81,21 +81,28 @@ _INSTRUCTIONS = {
     "bf16": mma.M16N8K16_BF16,
     "f64": mma.M8N8K4_F64,
     "i8": mma.M16N8K32_S8,
+    "u8": mma.M16N8K32_U8,
     "f8e4m3": mma.M16N8K32_E4M3,
     "f8e5m2": mma.M16N8K32_E5M2,
 }
 
 
 def _instruction(plan: Mainloop) -> mma.Instruction:
+    if plan.b_dtype is not None:  # 8-bit operands of two dtypes
+        return mma.BY_DTYPES[plan.dtype.name, plan.b_dtype.name]
     return _INSTRUCTIONS[plan.dtype.name]
 
 
 def fragments(plan: Mainloop) -> dict:
-    """What the loop multiplies on, as ``k.metadata()``'s ``fragments`` reports it."""
+    """What the loop multiplies on, as ``k.metadata()``'s ``fragments`` reports it
+    (``dtype_in``: the operands' dtype, or A's and B's as ``"u8 x i8"``)."""
     inst = _instruction(plan)
+    dtype_in = plan.dtype.name
+    if plan.b_dtype is not None:
+        dtype_in = f"{dtype_in} x {plan.b_dtype.name}"
     return {
         "mma": f"m{inst.m}n{inst.n}k{inst.k}",
-        "dtype_in": plan.dtype.name,
+        "dtype_in": dtype_in,
         "dtype_acc": plan.acc_dtype_name,
     }
 

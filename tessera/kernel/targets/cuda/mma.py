@@ -62,12 +62,42 @@ M16N8K16_BF16 = _instruction(mma_sync.M16N8K16_BF16, "_mma_pack_bf16", "_mma_bf1
 M16N8K8_TF32 = _instruction(mma_sync.M16N8K8_TF32, "_mma_to_tf32", "_mma_tf32")
 # DMMA, used by the register main loop (mainloop.py): f64 operands need no packing
 M8N8K4_F64 = _instruction(mma_sync.M8N8K4_F64, "", "_mma_f64")
+
+
 # 8-bit operands: the register main loop (mainloop.py) loads their bytes as they are
 # stored: i8 (sm_80+), f8e4m3 and f8e5m2 (sm_89+); emit_dot packs i8 tiles' values (f8
 # tiles hold f32 values, rounded only where stored: they keep the plain path there)
-M16N8K32_S8 = _instruction(mma_sync.M16N8K32_S8, "_mma_pack_s8", "_mma_s8")
-M16N8K32_E4M3 = _instruction(mma_sync.M16N8K32_E4M3, "", "_mma_e4m3")
-M16N8K32_E5M2 = _instruction(mma_sync.M16N8K32_E5M2, "", "_mma_e5m2")
+def _eight_bit(isa: mma_sync.Mma) -> Instruction:
+    """An 8-bit form's instruction, named for its operand types (``_mma_s8``,
+    ``_mma_u8s8``, ``_mma_e4m3e5m2``: B's type only where it differs from A's); integer
+    tiles' values are packed into bytes (``_mma_pack_s8``: their low bytes, either sign)."""
+    types = isa.a_type + (isa.b_type if isa.b_type != isa.a_type else "")
+    return _instruction(isa, "_mma_pack_s8" if isa.d_type == "s32" else "", f"_mma_{types}")
+
+
+EIGHT_BIT = tuple(_eight_bit(isa) for isa in mma_sync.EIGHT_BIT)
+(
+    M16N8K32_S8,
+    M16N8K32_U8,
+    M16N8K32_U8S8,
+    M16N8K32_S8U8,
+    M16N8K32_E4M3,
+    M16N8K32_E5M2,
+    M16N8K32_E4M3_E5M2,
+    M16N8K32_E5M2_E4M3,
+) = EIGHT_BIT
+# 8-bit operand dtypes (A's, B's) -> their instruction (the integer ones also outside a
+# GEMM loop: tile_dot)
+BY_DTYPES = {
+    ("i8", "i8"): M16N8K32_S8,
+    ("u8", "u8"): M16N8K32_U8,
+    ("u8", "i8"): M16N8K32_U8S8,
+    ("i8", "u8"): M16N8K32_S8U8,
+    ("f8e4m3", "f8e4m3"): M16N8K32_E4M3,
+    ("f8e5m2", "f8e5m2"): M16N8K32_E5M2,
+    ("f8e4m3", "f8e5m2"): M16N8K32_E4M3_E5M2,
+    ("f8e5m2", "f8e4m3"): M16N8K32_E5M2_E4M3,
+}
 _PACKING = {  # the PTX converting f32 values into one .b32 register of A or B
     "_mma_pack_f16": "cvt.rn.f16x2.f32",
     "_mma_pack_bf16": "cvt.rn.bf16x2.f32",
@@ -81,15 +111,18 @@ _PACK_BYTES = (
 
 
 def instruction_for(
-    dtype: D.DType, allow_tf32: bool, m: int, n: int, k: int, lanes: int
+    dtype: D.DType, b_dtype: D.DType, allow_tf32: bool, m: int, n: int, k: int, lanes: int
 ) -> Instruction | None:
-    """The ``mma.sync`` a ``tile.dot`` of ``(m, k) @ (k, n)`` runs on (f16, bf16, i8; f32
-    with ``allow_tf32``), or None where it takes the plain path: other dtypes, f32 without
-    ``allow_tf32``, shapes that are not whole instruction tiles, or a group that is not
-    whole warps."""
+    """The ``mma.sync`` a ``tile.dot`` of ``(m, k) @ (k, n)`` of a ``dtype`` by a
+    ``b_dtype`` tile runs on (f16, bf16, 8-bit integers of either sign; f32 with
+    ``allow_tf32``), or None where it takes the plain path: other dtypes (8-bit float
+    tiles hold f32 values), f32 without ``allow_tf32``, shapes that are not whole
+    instruction tiles, or a group that is not whole warps."""
     if lanes < WARP or lanes % WARP:
         return None
-    inst = {D.f16: M16N8K16_F16, D.bf16: M16N8K16_BF16, D.i8: M16N8K32_S8}.get(dtype)
+    inst = {D.f16: M16N8K16_F16, D.bf16: M16N8K16_BF16}.get(dtype) if b_dtype is dtype else None
+    if dtype in (D.i8, D.u8) and b_dtype in (D.i8, D.u8):
+        inst = BY_DTYPES[dtype.name, b_dtype.name]
     if dtype == D.f32 and allow_tf32:
         inst = M16N8K8_TF32
     if inst is None or m % inst.m or n % inst.n or k % inst.k:
@@ -313,7 +346,7 @@ def _mma_f64(ptx: str):
 def namespace() -> dict:
     """Names the generated CUDA code uses for tensor-core ``tile.dot``."""
     names = {M8N8K4_F64.name: _mma_f64(M8N8K4_F64.ptx)}
-    for inst in (M16N8K32_S8, M16N8K32_E4M3, M16N8K32_E5M2):
+    for inst in EIGHT_BIT:
         names[inst.name] = _mma_sync(inst.ptx, integer=inst.d_type == "s32")
     names[M16N8K32_S8.pack] = _pack_bytes()
     for inst in (M16N8K16_F16, M16N8K16_BF16, M16N8K8_TF32):

@@ -21,6 +21,7 @@ inline-PTX names replaced by twins written from the PTX ISA tables:
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -30,15 +31,9 @@ from ... import launch
 from ...layout import WARP
 from ...pipeline import specialise
 from .. import TARGETS, semantics
+from . import mma
 from .emulator import _ldmatrix_table, _matrix, _positions, prmt, warp_mma
-from .isa.mma_sync import (
-    M8N8K4_F64,
-    M16N8K16_BF16,
-    M16N8K16_F16,
-    M16N8K32_E4M3,
-    M16N8K32_E5M2,
-    M16N8K32_S8,
-)
+from .isa.mma_sync import M8N8K4_F64, M16N8K16_BF16, M16N8K16_F16
 from .program import CudaProgram, simulating
 
 RENDEZVOUS_S = 60.0  # a warp whose threads do not all arrive: divergent code
@@ -252,9 +247,7 @@ class Twins:
             "_ldsm4t": lambda a: self.ldmatrix(a, True),
             "_mma_f16": lambda *r: self.mma16(M16N8K16_F16, *r),
             "_mma_bf16": lambda *r: self.mma16(M16N8K16_BF16, *r),
-            "_mma_s8": lambda *r: self.mma16(M16N8K32_S8, *r),
-            "_mma_e4m3": lambda *r: self.mma16(M16N8K32_E4M3, *r),
-            "_mma_e5m2": lambda *r: self.mma16(M16N8K32_E5M2, *r),
+            **{inst.name: functools.partial(self.mma16, inst.isa) for inst in mma.EIGHT_BIT},
             "_ld8": self.ld8,
             "_st8": self.st8,
             "_lds32": self.lds32,

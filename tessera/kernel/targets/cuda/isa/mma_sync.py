@@ -120,8 +120,13 @@ class Mma:
 
     @property
     def a_type(self) -> str:
-        """The PTX type of A's and B's elements (``f16``, ``s8``, ``e4m3``, ...)."""
+        """The PTX type of A's elements (``f16``, ``s8``, ``u8``, ``e4m3``, ...)."""
         return self.ptx.split(".")[-3]
+
+    @property
+    def b_type(self) -> str:
+        """The PTX type of B's elements (A's but for the mixed 8-bit forms)."""
+        return self.ptx.split(".")[-2]
 
     @property
     def d_type(self) -> str:
@@ -174,6 +179,16 @@ M8N8K4_F64 = Mma(
 M16N8K32_S8 = Mma(
     "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", A_16x32_B8, B_32x8_B8, C_16x8, 4
 )
+# the unsigned and mixed-sign integer forms (sm_80+): the same fragments
+M16N8K32_U8 = Mma(
+    "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32", A_16x32_B8, B_32x8_B8, C_16x8, 4
+)
+M16N8K32_U8S8 = Mma(
+    "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32", A_16x32_B8, B_32x8_B8, C_16x8, 4
+)
+M16N8K32_S8U8 = Mma(
+    "mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32", A_16x32_B8, B_32x8_B8, C_16x8, 4
+)
 # sm_89+ (PTX ISA 8.4): f8 operands, f32 accumulation
 M16N8K32_E4M3 = Mma(
     "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", A_16x32_B8, B_32x8_B8, C_16x8, 4
@@ -181,6 +196,21 @@ M16N8K32_E4M3 = Mma(
 M16N8K32_E5M2 = Mma(
     "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32", A_16x32_B8, B_32x8_B8, C_16x8, 4
 )
-EIGHT_BIT = (M16N8K32_S8, M16N8K32_E4M3, M16N8K32_E5M2)
+M16N8K32_E4M3_E5M2 = Mma(
+    "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32", A_16x32_B8, B_32x8_B8, C_16x8, 4
+)
+M16N8K32_E5M2_E4M3 = Mma(
+    "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e4m3.f32", A_16x32_B8, B_32x8_B8, C_16x8, 4
+)
+EIGHT_BIT = (
+    M16N8K32_S8,
+    M16N8K32_U8,
+    M16N8K32_U8S8,
+    M16N8K32_S8U8,
+    M16N8K32_E4M3,
+    M16N8K32_E5M2,
+    M16N8K32_E4M3_E5M2,
+    M16N8K32_E5M2_E4M3,
+)
 
 ALL = (M16N8K16_F16, M16N8K16_BF16, M16N8K8_TF32, M8N8K4_F64, *EIGHT_BIT)

@@ -63,6 +63,7 @@ SHAPES = {
     D.bf16: Shape(16, 8, 16, 2, 16),
     D.f64: Shape(8, 8, 4, 8, 8),
     D.i8: Shape(16, 8, 32, 1, 32),
+    D.u8: Shape(16, 8, 32, 1, 32),
     D.f8e4m3: Shape(16, 8, 32, 1, 32),
     D.f8e5m2: Shape(16, 8, 32, 1, 32),
 }
@@ -128,6 +129,7 @@ class Mainloop:
     epilogue: Epilogue | None = None  # what runs on the registers around the loop
     b_nk: bool = False  # B stored N x K (multiplied as b.T): staged as BN rows of BK
     a_km: bool = False  # A stored K x M (multiplied as a.T): staged as BK rows of BM
+    b_dtype: D.DType | None = None  # B's where it differs from A's (gemm_loops.MIXED)
 
     @property
     def shape(self) -> Shape:
@@ -242,7 +244,7 @@ def match(
     """The plan for ``loop``, or None where it is not the main loop this path runs
     (``fp8``: the architecture has f8 ``mma.sync``)."""
     g = gemm_loops.find(loop, kir) if threads % WARP == 0 else None
-    if g is None or not runs(g.dtype, fp8):
+    if g is None or not runs(g.dtype, fp8) or not runs(g.b_dtype or g.dtype, fp8):
         return None
     bm, bn, bk, dtype = g.m, g.n, g.k, g.dtype
     shape = SHAPES[dtype]
@@ -262,7 +264,7 @@ def match(
     stages = max(2, prefetch + 1) if prefetch is not None else default_stages
     return Mainloop(
         loop, g.a, g.b, g.acc, g.A, g.B, g.row0, g.col0, bm, bn, bk, dtype, threads, *grid, stages,
-        b_nk=g.b_nk, a_km=g.a_km,
+        b_nk=g.b_nk, a_km=g.a_km, b_dtype=g.b_dtype,
     )  # fmt: skip
 
 
