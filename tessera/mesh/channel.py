@@ -417,34 +417,38 @@ class Channel:
             return
         ranks = [self.world_ranks[i] for i in gone]
         pids = ", ".join(f"rank {self.world_ranks[i]}: pid {self.processes[i][1]}" for i in gone)
-        error = RankExited(
-            f"{kind} #{seq} on axis '{self.axis}' cannot complete on rank "
-            f"{self.world_ranks[self.index]}: ranks {ranks} have exited ({pids}, on this "
-            "node) without reaching it. The job cannot go on: an uncaught error ends it "
-            "(Tessera aborts every rank). Their own output says why they exited.",
+        self._cannot_complete(
+            RankExited,
             kind,
             seq,
-            self.axis,
             ranks,
+            f"have exited ({pids}, on this node) without reaching it",
+            " Their own output says why they exited.",
         )
-        timed.log.error("%s", error)
-        failures.report(error)
-        raise error
 
     def _check_heartbeats(self, kind: str, seq: int) -> None:
         lost = self.heartbeats.lost()
         if not lost:
             return
-        ranks = [self.world_ranks[i] for i in lost]
         notes = "; ".join(
             f"rank {self.world_ranks[i]}: {self.heartbeats.describe(i)}" for i in lost
         )
-        error = RankLost(
+        self._cannot_complete(
+            RankLost,
+            kind,
+            seq,
+            [self.world_ranks[i] for i in lost],
+            f"sent no heartbeat for {heartbeat.LOST_AFTER:g} intervals of "
+            f"{self.heartbeats.every:g} s (TESSERA_DIST_HEARTBEAT) ({notes})",
+        )
+
+    def _cannot_complete(self, error_type, kind, seq, ranks, why: str, tail: str = ""):
+        """Raise (and report, as a timeout is) ``error_type``: collective ``seq`` cannot
+        complete, as members ``ranks`` (world ranks) ``why``."""
+        error = error_type(
             f"{kind} #{seq} on axis '{self.axis}' cannot complete on rank "
-            f"{self.world_ranks[self.index]}: ranks {ranks} sent no heartbeat for "
-            f"{heartbeat.LOST_AFTER:g} intervals of {self.heartbeats.every:g} s "
-            f"(TESSERA_DIST_HEARTBEAT) ({notes}). The job cannot go on: an uncaught error "
-            "ends it (Tessera aborts every rank).",
+            f"{self.world_ranks[self.index]}: ranks {ranks} {why}. The job cannot go on: an "
+            f"uncaught error ends it (Tessera aborts every rank).{tail}",
             kind,
             seq,
             self.axis,
