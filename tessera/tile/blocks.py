@@ -258,7 +258,8 @@ dot = _tile(
     "a:tile b:tile acc:tile=None allow_tf32:flag=False",
     _dot,
     "`acc + a @ b` for 2-d tiles (M, K) and (K, N): f16/bf16/f8e4m3/f8e5m2/f32 in, f32 out; "
-    "f64 in, f64 out; i8 in, i32 out.",
+    "f64 in, f64 out; i8/u8 in, i32 out; also u8 × i8, i8 × u8 (i32) and f8e4m3 × f8e5m2 "
+    "either way (f32).",
     collective=True,
     grouped_only=True,
 )
