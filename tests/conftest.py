@@ -98,7 +98,7 @@ def pytest_cmdline_main(config):
         config.option.loadscopereorder = False  # the order set below: the longest first
 
 
-MAX_WORKERS = 8
+MAX_WORKERS = 4  # each holds its compiled kernels (1-2 GB); mpiexec tests add ranks
 
 
 def _usable_cores() -> int:
