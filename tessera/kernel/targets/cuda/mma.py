@@ -65,7 +65,8 @@ M8N8K4_F64 = _instruction(mma_sync.M8N8K4_F64, "", "_mma_f64")
 
 
 # 8-bit operands: the register main loop (mainloop.py) loads their bytes as they are
-# stored: i8 (sm_80+), f8e4m3 and f8e5m2 (sm_89+); emit_dot packs i8 tiles' values (f8
+# stored: i8 and u8 (sm_80+), f8e4m3 and f8e5m2 (sm_89+), one of each sign or format
+# too; emit_dot packs integer tiles' values (f8
 # tiles hold f32 values, rounded only where stored: they keep the plain path there)
 def _eight_bit(isa: mma_sync.Mma) -> Instruction:
     """An 8-bit form's instruction, named for its operand types (``_mma_s8``,
@@ -76,28 +77,12 @@ def _eight_bit(isa: mma_sync.Mma) -> Instruction:
 
 
 EIGHT_BIT = tuple(_eight_bit(isa) for isa in mma_sync.EIGHT_BIT)
-(
-    M16N8K32_S8,
-    M16N8K32_U8,
-    M16N8K32_U8S8,
-    M16N8K32_S8U8,
-    M16N8K32_E4M3,
-    M16N8K32_E5M2,
-    M16N8K32_E4M3_E5M2,
-    M16N8K32_E5M2_E4M3,
-) = EIGHT_BIT
+_DTYPE_NAMES = {"s8": "i8", "u8": "u8", "e4m3": "f8e4m3", "e5m2": "f8e5m2"}  # by PTX type
 # 8-bit operand dtypes (A's, B's) -> their instruction (the integer ones also outside a
-# GEMM loop: tile_dot)
-BY_DTYPES = {
-    ("i8", "i8"): M16N8K32_S8,
-    ("u8", "u8"): M16N8K32_U8,
-    ("u8", "i8"): M16N8K32_U8S8,
-    ("i8", "u8"): M16N8K32_S8U8,
-    ("f8e4m3", "f8e4m3"): M16N8K32_E4M3,
-    ("f8e5m2", "f8e5m2"): M16N8K32_E5M2,
-    ("f8e4m3", "f8e5m2"): M16N8K32_E4M3_E5M2,
-    ("f8e5m2", "f8e4m3"): M16N8K32_E5M2_E4M3,
-}
+# GEMM loop: instruction_for)
+BY_DTYPES = {(_DTYPE_NAMES[i.a_type], _DTYPE_NAMES[i.b_type]): i for i in EIGHT_BIT}
+M16N8K32_S8, M16N8K32_U8 = BY_DTYPES["i8", "i8"], BY_DTYPES["u8", "u8"]
+M16N8K32_E4M3, M16N8K32_E5M2 = BY_DTYPES["f8e4m3", "f8e4m3"], BY_DTYPES["f8e5m2", "f8e5m2"]
 _PACKING = {  # the PTX converting f32 values into one .b32 register of A or B
     "_mma_pack_f16": "cvt.rn.f16x2.f32",
     "_mma_pack_bf16": "cvt.rn.bf16x2.f32",
