@@ -157,6 +157,13 @@ def test_the_heartbeat_interval_is_seconds_or_off(value, seconds):
         assert heartbeat.interval() == seconds
 
 
+def test_heartbeats_go_to_every_member_of_a_small_axis_and_to_the_neighbours_of_a_large_one():
+    assert heartbeat.peers(4, 1) == (0, 2, 3)
+    assert heartbeat.peers(heartbeat.ALL_PEERS_UP_TO, 0) == tuple(range(1, 64))
+    assert heartbeat.peers(1024, 0) == (1, 1023)
+    assert heartbeat.peers(1024, 500) == (499, 501)
+
+
 def test_a_mesh_takes_its_fault_policy_from_the_setting_or_its_argument():
     assert dist.Mesh(axes=("x",), shape=(1,)).health()["x"]["policy"] == "raise"
     with tessera.config(dist_fault="retry"):

@@ -410,7 +410,8 @@ def health(channel) -> dict:
 def heartbeats(channel) -> dict:
     """The axis's heartbeats for ``mesh.health()``: ``status`` (``running``, or why there
     are none), ``every`` (seconds, or None) and ``silent`` (per other member's world rank,
-    seconds since its last heartbeat; empty without heartbeats)."""
+    seconds since its last heartbeat, for the members it exchanges them with; empty without
+    heartbeats)."""
     beats = channel.heartbeats
     running = beats.status == "running"
     if running:
@@ -421,6 +422,6 @@ def heartbeats(channel) -> dict:
         "silent": {
             rank: round(beats.silent_for(i), 3)
             for i, rank in enumerate(channel.world_ranks)
-            if running and i != channel.index
+            if running and i in beats.peers
         },
     }

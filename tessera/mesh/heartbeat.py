@@ -6,7 +6,10 @@ member may be computing (it answers when it next waits on Tessera), hung in a lo
 dead on another node, or cut off from the network. So every process with a channel of two
 or more members runs one daemon thread that, every ``TESSERA_DIST_HEARTBEAT`` seconds (10;
 ``off`` stops them), sends one byte to each other member of each of its channels, on a
-communicator of the channel's own, and receives theirs. A member whose heartbeats stopped
+communicator of the channel's own, and receives theirs (on an axis of more than
+``ALL_PEERS_UP_TO`` members only to and from its two neighbours along the axis: each
+rank's messages, and the connections the MPI library makes for them, stay few on a large
+job; a wait then tells only its neighbours' liveness). A member whose heartbeats stopped
 for ``LOST_AFTER`` intervals is **lost**: its process is stopped, dead, hung with the
 interpreter's lock held, or cut off. A wait ends as soon as a member it waits on is lost
 (``RankLost``, at the wait's next check of the members: after 1 s, 4 s, 16 s, ...) instead
@@ -33,6 +36,7 @@ from ..errors import SettingError
 
 TAG = 7306  # on a channel's heartbeat communicator
 LOST_AFTER = 3.0  # intervals without a heartbeat that make a member lost
+ALL_PEERS_UP_TO = 64  # members of an axis that all exchange heartbeats; above, neighbours
 NEVER = "off"
 
 
@@ -65,6 +69,7 @@ class Beats:
         self.every = every  # seconds between heartbeats, None when there are none
         now = time.monotonic()
         self.last = [now] * size  # the mesh's creation heard from everyone
+        self.peers = peers(size, index)  # the members heartbeats go to and come from
         self._out = [bytearray(1) for _ in range(size)]  # a send's buffer outlives it
         self._sending: list = [None] * size  # per member, the send in flight (or None)
         self.status = why_not or "running"  # "running", or why there are none
@@ -74,9 +79,7 @@ class Beats:
         member that receives nothing gets no pile of them)."""
         from mpi4py import MPI
 
-        for i in range(self.size):
-            if i == self.index:
-                continue
+        for i in self.peers:
             pending = self._sending[i]
             if pending is not None and not pending.Test():
                 continue
@@ -111,11 +114,12 @@ class Beats:
             self.status = f"stopped: {exc}"
             return []
         limit = LOST_AFTER * self.every
-        return [i for i in range(self.size) if self.silent_for(i) > limit]
+        return [i for i in self.peers if self.silent_for(i) > limit]
 
     def describe(self, i: int) -> str | None:
-        """Member ``i``'s heartbeats in words, for a timeout's message (None: none run)."""
-        if self.every is None or self.status != "running":
+        """Member ``i``'s heartbeats in words, for a timeout's message (None: none run, or
+        none with ``i``)."""
+        if self.every is None or self.status != "running" or i not in self.peers:
             return None
         silent = self.silent_for(i)
         if silent > LOST_AFTER * self.every:
@@ -124,6 +128,15 @@ class Beats:
             f"its last heartbeat {silent:.1f} s ago (alive: computing, or hung in code that "
             "does not wait on Tessera)"
         )
+
+
+def peers(size: int, index: int) -> tuple[int, ...]:
+    """The members (indices) that member ``index`` of an axis of ``size`` exchanges
+    heartbeats with: every other one up to ALL_PEERS_UP_TO members, else its two
+    neighbours along the axis (a ring)."""
+    if size <= ALL_PEERS_UP_TO:
+        return tuple(i for i in range(size) if i != index)
+    return tuple(sorted({(index - 1) % size, (index + 1) % size}))
 
 
 _beats: list[Beats] = []
