@@ -74,6 +74,9 @@ def cache_dir(tmp_path):
         yield tmp_path / "cache"
 
 
+MAX_WORKERS = 4  # each holds its compiled kernels (1-2 GB); mpiexec tests add ranks
+
+
 def _distributed(config) -> bool:
     """Whether this run hands its tests to pytest-xdist workers (or is one of them)."""
     worker = hasattr(config, "workerinput") or "PYTEST_XDIST_WORKER" in os.environ
@@ -95,10 +98,7 @@ def pytest_cmdline_main(config):
             config.option.numprocesses = 0
     if config.option.numprocesses and config.option.dist in ("no", "load"):
         config.option.dist = "loadfile"  # a file's tests share its module state
-        config.option.loadscopereorder = False  # the order set below: the longest first
-
-
-MAX_WORKERS = 4  # each holds its compiled kernels (1-2 GB); mpiexec tests add ranks
+        config.option.loadscopereorder = False  # collection order (the simulator's first)
 
 
 def _usable_cores() -> int:
