@@ -7,6 +7,8 @@ which the test sets. Each rank writes what it saw to ``<folder>/<mode>.rank<r>.t
   an async one, a barrier) run on Tessera's own algorithms with NumPy's results.
 * ``raise``: the same failure under the default policy: TransportError on every rank.
 * ``twice``: two failures under ``retry``: the second is a TransportError.
+* ``mismatch``: the ranks make a mesh with different heartbeat intervals: a SettingError
+  on every rank.
 * ``lost``: rank 1 exits, stalls or freezes at collective #2 (the test's injection): rank
   0's diagnosis (RankExited; CollectiveTimeout naming a rank that does not answer but
   sends heartbeats; RankLost for one whose heartbeats stopped) and how long it took.
@@ -21,7 +23,9 @@ import warnings
 
 import numpy as np
 
+import tessera
 from tessera import dist
+from tessera.errors import SettingError
 
 
 def values(rank: int, n: int = 12) -> np.ndarray:
@@ -105,20 +109,30 @@ def lost(mesh, write) -> None:
         os._exit(0)  # rank 1 stalls for ever: the job ends with this rank
 
 
+def mismatch(write) -> None:
+    """Rank 0 asks for heartbeats every 10 s, the others every 5 s."""
+    try:
+        with tessera.config(dist_heartbeat="10" if dist.rank() == 0 else "5"):
+            dist.Mesh(axes=("x",), shape=(dist.size(),))
+        write("no error")
+    except SettingError as e:
+        write(f"SettingError {e}")
+
+
 MODES = {"retry": retry, "raise": raised, "twice": twice, "lost": lost}
 
 
 def main(mode: str, folder: str) -> None:
-    fault = "retry" if mode in ("retry", "twice") else None
-    mesh = dist.Mesh(axes=("x",), shape=(dist.size(),), fault=fault)
-    path = f"{folder}/{mode}.rank{mesh.rank}.txt"
-    with open(path, "w") as f:
+    with open(f"{folder}/{mode}.rank{dist.rank()}.txt", "w") as f:
 
         def write(line: str) -> None:
             f.write(line + "\n")
             f.flush()
 
-        MODES[mode](mesh, write)
+        if mode == "mismatch":
+            return mismatch(write)
+        fault = "retry" if mode in ("retry", "twice") else None
+        MODES[mode](dist.Mesh(axes=("x",), shape=(dist.size(),), fault=fault), write)
 
 
 if __name__ == "__main__":

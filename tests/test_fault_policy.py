@@ -27,6 +27,7 @@ RUNS = {  # name: (mode, ranks, injected faults, other settings, launcher)
     "exit": ("lost", 2, "rank=1@seq=2:exit", {}, ("-disable-auto-cleanup",)),
     "stall": ("lost", 2, "rank=1@seq=2:stall", {"TESSERA_COLLECTIVE_TIMEOUT": "3"}, ()),
     "freeze": ("lost", 2, "rank=1@seq=2:freeze", {"TESSERA_DIST_HEARTBEAT": "0.25"}, ()),
+    "mismatch": ("mismatch", 2, "", {}, ()),
 }
 
 
@@ -131,6 +132,16 @@ def test_a_rank_whose_heartbeats_stop_is_lost_long_before_the_timeout(runs):
     assert "ranks [1] sent no heartbeat for 3 intervals of 0.25 s" in lines[1]
     assert "rank 1: no heartbeat for" in lines[1] and "(lost: stopped, dead" in lines[1]
     assert float(lines[2].split()[1]) < 10, lines
+
+
+def test_ranks_with_different_heartbeat_intervals_are_an_error_on_every_rank(runs):
+    texts, err = _lines(runs, "mismatch")
+    said = (
+        "SettingError the members of a mesh axis have different TESSERA_DIST_HEARTBEAT "
+        "values (index 0: 10.0; index 1: 5.0)"
+    )
+    for lines in texts:
+        assert lines[0].startswith(said), (lines, err[-2000:])
 
 
 def test_health_shows_how_long_each_member_has_been_silent(runs):

@@ -147,16 +147,26 @@ _thread: list[threading.Thread] = []
 
 def attach(comm, size: int, index: int) -> Beats:
     """The heartbeats of a channel being made on ``comm`` (collective: every member calls
-    it as the channel is made); starts this process's heartbeat thread on first use."""
+    it as the channel is made, with the same TESSERA_DIST_HEARTBEAT, else a SettingError
+    on every member); starts this process's heartbeat thread on first use."""
     every = interval()
     if size == 1:
         return Beats(comm, size, index, None, "a single member")
     from mpi4py import MPI
 
+    threads = MPI.Query_thread() >= MPI.THREAD_MULTIPLE
+    everyone = comm.allgather((every, threads))  # one setting on every member, checked
+    if len({e for e, _ in everyone}) > 1:
+        values = "; ".join(f"index {i}: {e or 'off'}" for i, (e, _) in enumerate(everyone))
+        raise SettingError(
+            f"the members of a mesh axis have different TESSERA_DIST_HEARTBEAT values "
+            f"({values}): give every rank the same (a member that sends none would be taken "
+            "for lost)"
+        )
     why_not = None
     if every is None:
         why_not = "off (TESSERA_DIST_HEARTBEAT)"
-    elif MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+    elif not all(t for _, t in everyone):  # (a member that cannot send them: none at all)
         why_not = "off: the MPI library was not started with MPI_THREAD_MULTIPLE"
     beats = Beats(comm.Dup(), size, index, None if why_not else every, why_not)
     if why_not is None:
