@@ -7,6 +7,7 @@ loops take them, and each instruction text assembled by ptxas. No GPU needed."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 from test_cuda_mma8 import _block, _Lines, _pack_bytes, _run, _warp_range
 
-from tessera import KiB, f8e4m3, f8e5m2, f32, group_id, i8, i32, kernel, mut, tile, u8
+from tessera import KiB, f32, group_id, i32, kernel, mut, tile
 from tessera import dtypes as D
 from tessera.errors import TesseraError
 from tessera.kernel.targets.cuda import emulator, mma
@@ -37,43 +38,19 @@ def _ints(rng, name, shape):
 
 
 # ----------------------------------------------------------------------------- every target
-@kernel(tile=(16,), shared=16 * KiB)
-def u8_by_i8(a: u8[19, 40], b: i8[40, 37], c: mut[i32[19, 37]]):
-    tile.store_block(
-        c,
-        (0, 0),
-        tile.dot(tile.load_block(a, (0, 0), (19, 40)), tile.load_block(b, (0, 0), (40, 37))),
-    )
+@functools.cache
+def product(a_name: str, b_name: str, m: int, k: int, n: int):
+    """A kernel storing one ``tile.dot`` of an (m, k) ``a_name`` tile by a (k, n)
+    ``b_name`` one."""
+    a_t, b_t = getattr(D, a_name), getattr(D, b_name)
+    c_t = i32 if a_name in ("i8", "u8") else f32
 
+    @kernel(tile=(16,), shared=16 * KiB)
+    def dot(a: a_t[m, k], b: b_t[k, n], c: mut[c_t[m, n]]):
+        x, y = tile.load_block(a, (0, 0), (m, k)), tile.load_block(b, (0, 0), (k, n))
+        tile.store_block(c, (0, 0), tile.dot(x, y))
 
-@kernel(tile=(16,), shared=16 * KiB)
-def i8_by_u8(a: i8[19, 40], b: u8[40, 37], c: mut[i32[19, 37]]):
-    tile.store_block(
-        c,
-        (0, 0),
-        tile.dot(tile.load_block(a, (0, 0), (19, 40)), tile.load_block(b, (0, 0), (40, 37))),
-    )
-
-
-@kernel(tile=(16,), shared=16 * KiB)
-def u8_by_u8(a: u8[19, 40], b: u8[40, 37], c: mut[i32[19, 37]]):
-    tile.store_block(
-        c,
-        (0, 0),
-        tile.dot(tile.load_block(a, (0, 0), (19, 40)), tile.load_block(b, (0, 0), (40, 37))),
-    )
-
-
-@kernel(tile=(16,), shared=16 * KiB)
-def e4m3_by_e5m2(a: f8e4m3[16, 32], b: f8e5m2[32, 24], c: mut[f32[16, 24]]):
-    tile.store_block(
-        c,
-        (0, 0),
-        tile.dot(tile.load_block(a, (0, 0), (16, 32)), tile.load_block(b, (0, 0), (32, 24))),
-    )
-
-
-KERNELS = {("u8", "i8"): u8_by_i8, ("i8", "u8"): i8_by_u8, ("u8", "u8"): u8_by_u8}
+    return dot
 
 
 @pytest.mark.parametrize("pair", PAIRS)
@@ -81,7 +58,7 @@ def test_8_bit_integers_of_either_sign_multiply_into_exact_i32(target, pair, rng
     """Values of 128 and more in a u8 tile stay positive (zero-extended, not sign-)."""
     a, b = _ints(rng, pair[0], (19, 40)), _ints(rng, pair[1], (40, 37))
     c = np.zeros((19, 37), np.int32)
-    KERNELS[pair][1](a, b, c)
+    product(*pair, 19, 40, 37)[1](a, b, c)
     assert np.array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
 
 
@@ -90,7 +67,7 @@ def test_f8e4m3_by_f8e5m2_is_exact_in_f32(target, rng):
     a = (rng.integers(-16, 17, (16, 32)) / 4).astype(E4M3)
     b = (rng.integers(-8, 9, (32, 24)) / 2).astype(E5M2)
     c = np.zeros((16, 24), np.float32)
-    e4m3_by_e5m2[1](a, b, c)
+    product("f8e4m3", "f8e5m2", 16, 32, 24)[1](a, b, c)
     assert np.array_equal(c, a.astype(np.float64) @ b.astype(np.float64))
 
 
@@ -177,26 +154,23 @@ def test_a_tile_dot_outside_a_gemm_loop_runs_the_pairs_m16n8k32(pair, rng):
 
 
 # ----------------------------------------------------------------------------- which loops
-@kernel(tile=(128,))
-def u8_i8_gemm(A: u8[M, K], B: i8[K, N], C: mut[i32[M, N]]):
-    m0, n0 = group_id(0) * 64, group_id(1) * 64
-    acc = tile.zeros((64, 64), i32)
-    for k0 in tile.range(0, K, 64):
-        a = tile.load_block(A, (m0, k0), (64, 64))
-        b = tile.load_block(B, (k0, n0), (64, 64))
-        acc = tile.dot(a, b, acc)
-    tile.store_block(C, (m0, n0), acc)
+@functools.cache
+def gemm(a_name: str, b_name: str):
+    """A 64 x 64-block GEMM loop of an ``a_name`` A by a ``b_name`` B."""
+    a_t, b_t = getattr(D, a_name), getattr(D, b_name)
+    acc_t = i32 if a_name in ("i8", "u8") else f32
 
+    @kernel(tile=(128,))
+    def loop(A: a_t[M, K], B: b_t[K, N], C: mut[acc_t[M, N]]):
+        m0, n0 = group_id(0) * 64, group_id(1) * 64
+        acc = tile.zeros((64, 64), acc_t)
+        for k0 in tile.range(0, K, 64):
+            a = tile.load_block(A, (m0, k0), (64, 64))
+            b = tile.load_block(B, (k0, n0), (64, 64))
+            acc = tile.dot(a, b, acc)
+        tile.store_block(C, (m0, n0), acc)
 
-@kernel(tile=(128,))
-def e4m3_e5m2_gemm(A: f8e4m3[M, K], B: f8e5m2[K, N], C: mut[f32[M, N]]):
-    m0, n0 = group_id(0) * 64, group_id(1) * 64
-    acc = tile.zeros((64, 64), f32)
-    for k0 in tile.range(0, K, 64):
-        a = tile.load_block(A, (m0, k0), (64, 64))
-        b = tile.load_block(B, (k0, n0), (64, 64))
-        acc = tile.dot(a, b, acc)
-    tile.store_block(C, (m0, n0), acc)
+    return loop
 
 
 def _args(a_dtype, b_dtype, acc_dtype):
@@ -209,7 +183,7 @@ def _args(a_dtype, b_dtype, acc_dtype):
 
 @NO_PTX
 def test_a_u8_by_i8_gemm_loop_is_the_register_main_loop_on_m16n8k32():
-    source = u8_i8_gemm.inspect(
+    source = gemm("u8", "i8").inspect(
         "cuda", *_args(np.uint8, np.int8, np.int32), grid=(2, 2), arch="sm_80"
     )
     assert "# register GEMM main loop: 64x64 i32 accumulator in registers" in source
@@ -219,14 +193,16 @@ def test_a_u8_by_i8_gemm_loop_is_the_register_main_loop_on_m16n8k32():
 @NO_PTX
 @pytest.mark.parametrize("arch, registers", [("sm_80", False), ("sm_89", True)])
 def test_an_e4m3_by_e5m2_gemm_loop_takes_tensor_cores_from_sm_89_on(arch, registers):
-    source = e4m3_e5m2_gemm.inspect("cuda", *_args(E4M3, E5M2, np.float32), grid=(2, 2), arch=arch)
+    source = gemm("f8e4m3", "f8e5m2").inspect(
+        "cuda", *_args(E4M3, E5M2, np.float32), grid=(2, 2), arch=arch
+    )
     assert ("# register GEMM main loop: 64x64 f32 accumulator" in source) is registers
     assert ("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32" in source) is registers
 
 
 @NO_PTX
 def test_the_u8_by_i8_loop_assembles_without_spills_and_reports_its_operands():
-    meta = u8_i8_gemm.metadata(*_args(np.uint8, np.int8, np.int32), grid=(2, 2), arch="sm_80")
+    meta = gemm("u8", "i8").metadata(*_args(np.uint8, np.int8, np.int32), grid=(2, 2), arch="sm_80")
     assert meta["fragments"]["dtype_in"] == "u8 x i8" and meta["fragments"]["mma"] == "m16n8k32"
     assert meta["spill_bytes"] == 0
 
