@@ -52,6 +52,9 @@ class TileType:
     dtype: DType
     shape: tuple[int, ...]
     weak: bool = False  # never: kept so that code reading ``t.weak`` works on every type
+    # where a target keeps the value (layout.Placement), set by a target's layout pass on
+    # a copy of the IR (targets/cuda/passes/layouts.py); not part of the type's identity
+    layout: object = field(default=None, compare=False)
 
     @property
     def size(self) -> int:
@@ -61,7 +64,8 @@ class TileType:
         return n
 
     def __repr__(self) -> str:
-        return f"tile {self.dtype.name}[{', '.join(map(str, self.shape))}]"
+        text = f"tile {self.dtype.name}[{', '.join(map(str, self.shape))}]"
+        return text if self.layout is None else f"{text} #{self.layout}"
 
 
 Type = ScalarType | ArrayType | TileType

@@ -20,8 +20,14 @@ warp tile, from one instruction's fragment, an *atom*, that the target states:
 targets/cuda/isa/mma_sync.py), :func:`slice` (reduction results) and :func:`shared`
 (staging buffers, XOR swizzle of 16-byte chunks). Conversions between layouts are
 kernel/layout_convert.py; the fixed reduction tree over a layout is
-kernel/layout_reduce.py. Target-neutral and NumPy-only; code generation does not use
-layouts yet (docs/targets.md, "Layouts").
+kernel/layout_reduce.py. Target-neutral and NumPy-only.
+
+A :class:`Placement` says where a target keeps one tile value of a kernel: its home
+(registers, shared memory, a staging ring, or computed from indices where read), the
+layout's kind and, for power-of-two tiles, its linear layout. The CUDA target's layout
+pass (targets/cuda/passes/layouts.py) gives every tile value one, checked against the code
+it generates; ``k.inspect("layouts")`` prints the typed IR with them (docs/targets.md,
+"Layouts").
 """
 
 from __future__ import annotations
@@ -385,3 +391,43 @@ def shared(shape, element_bytes: int, swizzle: Swizzle | None = None) -> LinearL
             col = swizzle.chunk(row, 0) * vector if swizzle is not None else 0
             offset.append(_unit(rank, axis, row)[:-1] + (col,))
     return LinearLayout(shape, (("offset", tuple(offset)),))
+
+
+HOMES = ("registers", "shared", "staged", "computed")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a target keeps one tile value. ``home``: ``registers`` (spread over the
+    group's threads as ``layout`` says), ``shared`` (one copy in the group's shared
+    memory), ``staged`` (never a whole value: blocks of it pass through a ring of shared
+    stages into instruction fragments) or ``computed`` (arithmetic on element indices,
+    evaluated where read). ``kind`` names the layout (``blocked``, ``mma_acc``,
+    ``slice``, ``mma_operand(A)``, ``shared``, ...); ``layout`` is its linear layout where
+    the tile's dimensions are powers of two (else None); ``registers`` the 32-bit
+    registers a thread holds of it, ``shared_bytes`` its bytes in shared memory; ``note``
+    says how it got there in words (why it is in shared memory, which instruction)."""
+
+    home: str
+    kind: str
+    layout: LinearLayout | None = None
+    registers: int = 0
+    shared_bytes: int = 0
+    note: str = ""
+
+    def __post_init__(self):
+        if self.home not in HOMES:
+            raise ValueError(f"home must be one of {', '.join(HOMES)}, not {self.home!r}")
+
+    def __str__(self) -> str:
+        return self.kind
+
+    def as_dict(self) -> dict:
+        """The placement as plain data (``k.metadata()["tiles"]``)."""
+        return {
+            "home": self.home,
+            "layout": self.kind,
+            "registers_per_thread": self.registers,
+            "shared_bytes": self.shared_bytes,
+            "note": self.note,
+        }

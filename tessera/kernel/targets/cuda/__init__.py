@@ -87,6 +87,8 @@ class CudaTarget(Target):
         program = program.for_args(call_args)  # the variant a launch with them runs
         if name == "cuda":
             return program.source
+        if name == "layouts":
+            return program.layouts()
         if program.simulated:
             raise TesseraError(
                 f"k.inspect({name!r}) under numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1): "
@@ -189,7 +191,7 @@ CUDA = CudaTarget(
     "cuda",
     "NVIDIA GPUs, through numba-cuda",
     lowerings=LOWERINGS,
-    stages=("cuda", "ptx", "cubin", "sass", "meta"),
+    stages=("cuda", "layouts", "ptx", "cubin", "sass", "meta"),
     dump_stages=("meta",),
     device_arrays=True,
 )

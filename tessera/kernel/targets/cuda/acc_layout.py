@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ... import layout as L
 from . import mma
 
 
@@ -66,6 +67,35 @@ class AccLayout:
             f"_mwm * {self.warp_m} + (({row_reg}) // {k}) * {self.inst.m} + _mg"
             f" + (({row_reg}) % {k}) * {step}"
         )
+
+
+def linear(layout: AccLayout, shape: tuple[int, int]) -> L.LinearLayout:
+    """The registers of an accumulator tile of ``shape`` as a linear layout: the
+    instruction's C fragment tiled by :func:`kernel.layout.mma_acc` over the warp tiles
+    (warps ``shape / (warp_m, warp_n)``, column warps fastest, as the generated code's
+    ``_mwm``/``_mwn``), register ``per * _mj + i`` as :func:`register_loops` numbers
+    them; interleaved pieces permute the columns of each span of ``interleave`` pieces
+    (piece ``p``'s column ``c`` is column ``interleave * c + p``)."""
+    warps = (shape[0] // layout.warp_m, shape[1] // layout.warp_n)
+    acc = L.mma_acc(layout.inst.c.atom(), shape, warps)
+    il = layout.interleave
+    if il == 1:
+        return acc
+    n, span = layout.inst.n, layout.inst.n * il
+
+    def column(x: int) -> int:
+        piece, c = (x % span) // n, x % n
+        return x - x % span + il * c + piece
+
+    dims = tuple((name, tuple((b[0], column(b[1])) for b in bases)) for name, bases in acc.dims)
+    return L.LinearLayout(acc.shape, dims)
+
+
+def row_linear(layout: AccLayout, shape: tuple[int, int]) -> L.LinearLayout:
+    """A row register tile of an accumulator of ``shape`` (one value per row of a
+    thread's elements, :func:`row_loops`' order): :func:`kernel.layout.slice` of
+    :func:`linear` along the columns."""
+    return L.slice(linear(layout, shape), 1)
 
 
 def _element_code(layout: AccLayout) -> tuple[str, str, str]:

@@ -43,25 +43,36 @@ def register_name(base: str) -> str:
     return "r" + base
 
 
-def candidates(kir: ir.KernelIR, types: dict, lanes: int, exempt: set, excluded) -> set:
+def candidates(
+    kir: ir.KernelIR, types: dict, lanes: int, exempt: set, excluded, why: dict | None = None
+) -> set:
     """The tile variables that start as register tiles: sizes a multiple of the group's
     threads, at most TILE_VALUES a thread, not handled elsewhere (``exempt``: the
     register loops' tiles) or found to need shared memory (``excluded``), the largest
     dropped while their 32-bit registers a thread (two for a 64-bit value) exceed
-    REGISTER_VALUES."""
-    if not kir.grouped:
-        return set()
+    REGISTER_VALUES. ``why`` (a dict) gets the reason of each other tile, in words."""
+    why = {} if why is None else why
     words = {}  # tile -> 32-bit registers a thread
     for v, t in types.items():
         if not isinstance(t, TileType) or v in exempt or v in excluded:
             continue
         size = math.prod(t.shape)
-        if size and size % lanes == 0 and size // lanes <= TILE_VALUES:
+        if not kir.grouped:
+            why[v] = "a flat kernel's tiles stay in shared memory"
+        elif not size or size % lanes:
+            why[v] = f"its {size} elements do not split evenly over the group's {lanes} threads"
+        elif size // lanes > TILE_VALUES:
+            per = size // lanes
+            why[v] = f"{per} values a thread, more than the {TILE_VALUES} a register tile holds"
+        else:
             itemsize = np.dtype(ctor(t.dtype).removeprefix("np.")).itemsize
             words[v] = size // lanes * max(1, itemsize // 4)
     chosen = sorted(words, key=lambda v: (words[v], v))
     while chosen and sum(words[v] for v in chosen) > REGISTER_VALUES:
-        chosen.pop()
+        why[chosen.pop()] = (
+            f"the group's register tiles would take more than {REGISTER_VALUES} registers a "
+            "thread (the largest stay in shared memory)"
+        )
     return set(chosen)
 
 
@@ -133,11 +144,11 @@ def _private(line: str, names: dict) -> bool:
 IN_PLACE = "  # reduced in its own registers"  # (reduce_tile: read by nothing after)
 
 
-def misplaced(source: str, names: dict) -> set:
+def misplaced(source: str, names: dict) -> dict:
     """The register tiles (register names) that ``source`` accesses anywhere other than
     at ``[_kk]``, their declaration or a reduction in their own registers: they need
-    shared memory."""
-    found = set()
+    shared memory. Each with the first such line of ``source``."""
+    found = {}
     for name in names:
         for m in re.finditer(r"\b" + re.escape(name) + r"\b(?=(.{0,40}))", source):
             rest = m.group(1)
@@ -146,9 +157,22 @@ def misplaced(source: str, names: dict) -> set:
                 or rest.startswith(" = cuda.local.array(")
                 or rest.startswith(IN_PLACE)
             ):
-                found.add(name)
+                start = source.rfind("\n", 0, m.start()) + 1
+                end = source.find("\n", m.start())
+                found[name] = source[start : end if end >= 0 else len(source)].strip()
                 break
     return found
+
+
+_LINE = re.compile(r"# line (\d+)")
+
+
+def moved_reason(line: str, lines_above: str = "") -> str:
+    """Why a tile left the registers, in words, from the generated ``line`` that accessed
+    it (its kernel source line is the comment on it, or on the lines above it)."""
+    at = _LINE.search(line) or (_LINE.findall(lines_above) or [None])[-1]
+    where = f"line {at.group(1) if isinstance(at, re.Match) else at}" if at else "the kernel"
+    return f"{where} reads or writes it at elements other threads hold"
 
 
 def declarations(cg) -> list[str]:
@@ -209,10 +233,15 @@ def generated(make):
     """(the codegen, its source) of ``make(excluded)``, tried with fewer register tiles
     until every register tile is accessed only at its threads' elements."""
     excluded: set = set()
+    moved: dict = {}  # tile variable -> why it left the registers
     while True:
         cg = make(frozenset(excluded))
         source = cg.generate()
         wrong = misplaced(source, cg.blocked_vars)
         if not wrong:
+            cg.moved = moved
             return cg, source
+        for name, line in wrong.items():
+            above = source[: source.find(line)]
+            moved[cg.blocked_vars[name]] = moved_reason(line, above[-2000:])
         excluded |= {cg.blocked_vars[name] for name in wrong}

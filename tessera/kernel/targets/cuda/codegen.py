@@ -154,8 +154,10 @@ class CudaCodegen(RegisterTiles, SourceEmitter):
         )
         # element-wise tiles in registers (blocked_tiles.py), but those an earlier try of
         # this kernel found to need shared memory (``excluded``)
+        self.not_registers: dict[str, str] = {}  # tile -> why it is no register tile
+        self.moved: dict[str, str] = {}  # ... why an earlier try moved it (generated())
         self.blocked = blocked_tiles.candidates(
-            kir, self.types, self.lanes, self.unstaged, excluded
+            kir, self.types, self.lanes, self.unstaged, excluded, self.not_registers
         )
         self.blocked_vars = {  # register name -> tile variable
             blocked_tiles.register_name(SourceEmitter.name(self, v)): v for v in self.blocked

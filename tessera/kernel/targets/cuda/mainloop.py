@@ -73,7 +73,7 @@ def accumulator(ops: Operands) -> str:
 def layout(plan: Mainloop) -> AccLayout:
     """Where the loop's accumulator registers sit in the block."""
     interleave = BYTE_GROUP if plan.shape.element == 1 and not plan.b_nk else 1
-    return AccLayout(_instruction(plan), plan.warp_m, plan.warp_n, interleave)
+    return AccLayout(instruction(plan), plan.warp_m, plan.warp_n, interleave)
 
 
 _INSTRUCTIONS = {
@@ -87,7 +87,7 @@ _INSTRUCTIONS = {
 }
 
 
-def _instruction(plan: Mainloop) -> mma.Instruction:
+def instruction(plan: Mainloop) -> mma.Instruction:
     if plan.b_dtype is not None:  # 8-bit operands of two dtypes
         return mma.BY_DTYPES[plan.dtype.name, plan.b_dtype.name]
     return _INSTRUCTIONS[plan.dtype.name]
@@ -96,7 +96,7 @@ def _instruction(plan: Mainloop) -> mma.Instruction:
 def fragments(plan: Mainloop) -> dict:
     """What the loop multiplies on, as ``k.metadata()``'s ``fragments`` reports it
     (``dtype_in``: the operands' dtype, or A's and B's as ``"u8 x i8"``)."""
-    inst = _instruction(plan)
+    inst = instruction(plan)
     dtype_in = plan.dtype.name
     if plan.b_dtype is not None:
         dtype_in = f"{dtype_in} x {plan.b_dtype.name}"
@@ -165,7 +165,7 @@ class WholeTiles:
 
 def emit(out, plan: Mainloop, ops: Operands) -> None:
     """Append the loop's source to ``out`` (an emitter: ``emit(line)``, ``indent``)."""
-    inst = _instruction(plan)
+    inst = instruction(plan)
     S, elem = plan.stages, plan.shape.element
     bm, bn, bk, wm, wn = plan.m, plan.n, plan.k, plan.warp_m, plan.warp_n
     row_a, row_b = plan.a_row_bytes, plan.b_row_bytes
@@ -431,7 +431,7 @@ def rotates(plan: Mainloop) -> bool:
     number of k16 steps whose accumulators already take the block to one an SM (the 128 x
     256 block: a 128 x 128 one keeps its second block an SM, under whose register cap the
     second buffer would spill)."""
-    steps = plan.k // _instruction(plan).k
+    steps = plan.k // instruction(plan).k
     return (
         ROTATE and plan.shape.element == 2 and steps % 2 == 0
         and plan.accumulators > TWO_BLOCKS_ACCUMULATORS

@@ -34,11 +34,12 @@ from . import (
     stage_copy,
 )
 from . import driver as driver_module
-from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen
+from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen, padded
 from .compile_job import build_cubin, entry_symbol, kernel_function, parse_arch, spill_bytes
 from .compile_job import symbol_name as symbol_name
 from .launcher import DirectLauncher, storage_dtype
 from .occupancy import occupancy
+from .passes import layouts
 from .passes.launch_shape import blocks_per_sm
 from .passes.mainloop import FP8_ARCH
 from .runtime import cuda_module, simulating
@@ -225,6 +226,8 @@ class CudaProgram:
         self.min_blocks = blocks_per_sm(codegen.mainloops.values(), codegen.row_loops, self.threads)
         self.align_params = codegen.align_params
         self.shared_arrays = codegen.shared_arrays
+        # where each tile lives (passes/layouts.py: k.inspect("layouts"), metadata "tiles")
+        self.placements = layouts.placements(codegen, padded)
         self.dynamic_shared_bytes = codegen.dynamic_shared_bytes  # known once generated
         dynamic = spec.kir.dynamic_alloc  # tshared.dynamic: its bytes come with the launch
         self.dynamic_size = (
@@ -614,4 +617,9 @@ class CudaProgram:
         meta.update(seed_keys(self.kir, group, resources, stages, self.async_copies))
         if self.fragments is not None:
             meta["fragments"] = self.fragments
+        meta["tiles"] = {v: p.as_dict() for v, p in sorted(self.placements.items())}
         return meta
+
+    def layouts(self) -> str:
+        """``k.inspect("layouts")``: the typed IR with each tile's placement."""
+        return layouts.describe(self.kir, self.placements, self.threads, self.shared_arrays)

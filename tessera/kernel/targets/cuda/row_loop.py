@@ -36,13 +36,13 @@ from .passes.row_loop import ACC, INDEX, PACKED, REDUCTIONS, ROW, STAGED, STAGED
 COMBINE = {"sum": None, "max": "_max32", "min": "_min32"}
 
 
-def _instruction(plan) -> mma.Instruction:
+def instruction(plan) -> mma.Instruction:
     return mma.M16N8K16_F16 if plan.dtype.name == "f16" else mma.M16N8K16_BF16
 
 
 def emit(cg, plan, ring: str, staging: str) -> None:
     """Append the loop (and what comes before it) to ``cg``, a CudaCodegen."""
-    inst = _instruction(plan)
+    inst = instruction(plan)
     wm, S = plan.warp_m, plan.stages
     mt_count = wm // 16
     layout = lambda width: AccLayout(inst, wm, width)  # noqa: E731

@@ -36,6 +36,11 @@ def _xor(row_bytes: int, down_columns: bool) -> Swizzle:
     return swizzle_down_columns(row_bytes) if down_columns else swizzle_for(row_bytes)
 
 
+def stage_swizzle(element: int, row_bytes: int, down_columns: bool = False) -> Swizzle:
+    """The swizzle :func:`swizzle` codes, as data (8-byte rows: ``chunk ^ 2 (row % 4)``)."""
+    return Swizzle(1, 4, 2) if element == 8 else _xor(row_bytes, down_columns)
+
+
 @dataclass(frozen=True)
 class Block:
     """One staged block: ``name`` tags the generated code's variables of its array
