@@ -241,6 +241,7 @@ class CudaProgram:
         )
         self.filename = codegen.source_file("cuda")
         self._function = None
+        self._builds: dict = {}  # (signature, arch) -> build()'s PTX, cubin and report
         self._kernel = None  # the simulator's numba-cuda dispatcher
         self._launcher: DirectLauncher | None = None
         self.entry_name: str | None = None  # the cubin's entry symbol, once loaded
@@ -311,13 +312,19 @@ class CudaProgram:
     def build(self, signature: tuple, arch: str) -> tuple[list, bytes, str]:
         """(PTX codes, cubin, ptxas's report) for ``arch`` (NVVM and nvJitLink; needs no
         GPU). A kernel that asks for two blocks an SM (launch_shape.blocks_per_sm) is
-        compiled again for one where ptxas spills under that register cap."""
+        compiled again for one where ptxas spills under that register cap. Kept per
+        signature and arch: ``k.inspect("ptx")``, ``"sass"``, ``k.metadata()`` and a
+        launch of one specialisation share one compile."""
+        found = self._builds.get((signature, arch))
+        if found is not None:
+            return found
         cc = parse_arch(arch)
         shared_memory.check(self.kir, self.shared_arrays, shared_memory.limit_for(cc), arch)
         spill_bound = self.launch_bound(1) if self.min_blocks > 1 else None
-        return build_cubin(
+        found = self._builds[signature, arch] = build_cubin(
             self.python_function(), signature, arch, self.launch_bound(), spill_bound
         )
+        return found
 
     def launch_shape(self, grid: tuple[int, ...]) -> tuple[int, int]:
         """(blocks, threads per block) of a launch over ``grid``."""
