@@ -37,7 +37,7 @@ def product(a: f32[M, K], b: f32[K, N], c: mut[f32[M, N]]):
     m0 = group_id(0) * 128
     n0 = group_id(1) * 128
     acc = tile.zeros((128, 128), f32)
-    for k0 in tile.range(0, K, 32):
+    for k0 in range(0, K, 32):  # (not tile.range: the f32 register main loop would take it)
         acc = tile.dot(
             tile.load_block(a, (m0, k0), (128, 32)), tile.load_block(b, (k0, n0), (32, 128)), acc
         )

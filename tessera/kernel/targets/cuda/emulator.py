@@ -86,6 +86,8 @@ class BlockEmulator:
             (
                 "ldmatrix",
                 "ldmatrix_conflicts",
+                "lds128",
+                "lds128_conflicts",
                 "lds64",
                 "lds64_conflicts",
                 "lds32",
@@ -94,6 +96,7 @@ class BlockEmulator:
                 "cp16_conflicts",
                 "mma",
                 "st16",
+                "st32",
                 "st64",
             ),
             0,
@@ -221,6 +224,39 @@ class BlockEmulator:
         self.stats["lds32"] += 1
         return self.smem[addr[:, None] + np.arange(4)].copy().view(np.uint32)[:, 0]
 
+    def ld32(self, src, ok) -> np.ndarray:
+        ok = np.broadcast_to(np.asarray(ok, bool), (self.threads,))
+        data, off = self._global(src, 4, ok)
+        out = np.zeros(self.threads, np.uint32)
+        out[ok] = data[off[:, None] + np.arange(4)].copy().view(np.uint32)[:, 0]
+        return out
+
+    def st32(self, dst, bits) -> None:
+        dst = np.broadcast_to(np.asarray(dst, np.int64), (self.threads,))
+        if np.any(dst % 4):
+            raise EmulatorError("misaligned 4-byte shared store")
+        chunks = self._chunks(dst)
+        self._write_check(chunks, "st.shared")
+        bits = np.broadcast_to(np.asarray(bits, np.uint32), (self.threads,)).copy()
+        self.smem[dst[:, None] + np.arange(4)] = bits.view(np.uint8).reshape(-1, 4)
+        self.state[chunks] = DONE
+        self.done_epoch[chunks] = self.epoch
+        self.stats["st32"] += 1
+
+    def lds_f32(self, addr, count: int) -> tuple:
+        """``ld.shared.v4.f32`` / ``.v2.f32``: ``count`` f32 values a lane."""
+        addr = np.broadcast_to(np.asarray(addr, np.int64), (self.threads,))
+        nbytes = 4 * count
+        if np.any(addr % nbytes):
+            raise EmulatorError(f"misaligned {nbytes}-byte shared load")
+        self._read_check(self._chunks(addr))
+        for w in range(self.threads // WARP):
+            lanes = slice(w * WARP, (w + 1) * WARP)
+            self.stats[f"lds{8 * nbytes}_conflicts"] += banks.extra_wavefronts(addr[lanes], nbytes)
+        self.stats[f"lds{8 * nbytes}"] += 1
+        values = self.smem[addr[:, None] + np.arange(nbytes)].copy().view(np.float32)
+        return tuple(values[:, i] for i in range(count))
+
     def ld64(self, src, ok) -> np.ndarray:
         ok = np.broadcast_to(np.asarray(ok, bool), (self.threads,))
         data, off = self._global(src, 8, ok)
@@ -343,12 +379,34 @@ class BlockEmulator:
             "_lds64": self.lds64,
             "_ld64": self.ld64,
             "_st64": self.st64,
+            "_ld32": self.ld32,
+            "_st32": self.st32,
+            "_lds128f": lambda a: self.lds_f32(a, 4),
+            "_lds64f": lambda a: self.lds_f32(a, 2),
+            "_ffma": _ffma,
             "_cp_commit": self.commit,
             "_cp_wait_all": lambda: self.wait(0),
         }
         for n in range(1, 8):
             names[f"_cp_wait{n}"] = functools.partial(self.wait, n)
         return names
+
+
+def _ffma(a, b, c) -> np.ndarray:
+    """``fma.rn.f32`` of every lane, rounded once: own_math.numpy_fma_f32's method (an
+    exact f64 product, the two-sum's error, the sum rounded to odd, then to f32) on
+    arrays."""
+    product = np.asarray(a, np.float32).astype(np.float64) * np.asarray(b, np.float32)
+    addend = np.asarray(c, np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = product + addend
+        v = s - product
+        error = (product - (s - v)) + (addend - v)
+        bits = np.atleast_1d(s).view(np.int64)
+        odd = np.isfinite(s) & (error != 0) & (bits % 2 == 0)
+        up = (error > 0) == (s > 0)  # away from zero: the magnitude's bits grow
+        s = np.where(odd, (bits + np.where(up, 1, -1)).view(np.float64), s)
+    return s.astype(np.float32)
 
 
 @functools.cache

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from .. import pysource
 from . import mma, stage_copy
-from .acc_layout import AccLayout, register_loops
+from .acc_layout import UNROLLED_PIECES, AccLayout, register_loops
 from .passes.launch_shape import TWO_BLOCKS_ACCUMULATORS
 from .passes.mainloop import WARP, Mainloop
 
@@ -80,6 +80,7 @@ _INSTRUCTIONS = {
     "f16": mma.M16N8K16_F16,
     "bf16": mma.M16N8K16_BF16,
     "f64": mma.M8N8K4_F64,
+    "f32": mma.FFMA_M16N8K4,
     "i8": mma.M16N8K32_S8,
     "u8": mma.M16N8K32_U8,
     "f8e4m3": mma.M16N8K32_E4M3,
@@ -100,8 +101,10 @@ def fragments(plan: Mainloop) -> dict:
     dtype_in = plan.dtype.name
     if plan.b_dtype is not None:
         dtype_in = f"{dtype_in} x {plan.b_dtype.name}"
+    # (f32: no tensor cores, fma.rn.f32 in m16n8k4 steps laid as mma's: "fma")
+    unit = "fma" if inst is mma.FFMA_M16N8K4 else "mma"
     return {
-        "mma": f"m{inst.m}n{inst.n}k{inst.k}",
+        unit: f"m{inst.m}n{inst.n}k{inst.k}",
         "dtype_in": dtype_in,
         "dtype_acc": plan.acc_dtype_name,
     }
@@ -201,6 +204,8 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
     if elem == 8:  # the swizzle of the rows a lane's fragments come from (row % 4 is the lane's)
         e(f"_mswa = {'_mq * 2' if km else '(_mg % 4) * 2'}")
         e(f"_mswb = {'(_mg % 4) * 2' if nk else '_mq * 2'}")
+    if elem == 4:  # f32: a lane's A rows are groupID + 8j, whose swizzle (period 8) is one
+        e(f"_mswa = {stage_copy.swizzle(4, row_a, '_mg', '0')}")
     a, b = ops.A, ops.B
     e(f"_mra = {ops.row0}")
     e(f"_mra = _mra if -{bm} < _mra < {a}.shape[{1 if km else 0}] else np.int64(-{bm})")
@@ -241,6 +246,9 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
         copies_of = 2 if rotated else 1
         e(f"_mga = cuda.local.array({copies_of * 4 * (wm // inst.m)}, np.uint32)")
         e(f"_mgb = cuda.local.array({copies_of * 4 * (wn // 16)}, np.uint32)")
+    if elem == 4:  # a lane's A values of a k4 step (4 of each of its rows), B's of a k
+        e(f"_mav = cuda.local.array({8 * (wm // inst.m)}, np.float32)")
+        e(f"_mbv = cuda.local.array({(8 if nk else 2) * (wn // inst.n)}, np.float32)")
     e(f"_mk0, _mk1, _mk2 = {ops.start}, {ops.stop}, {ops.step}")
     e(f"_mkt = np.int64({pysource.trip_count('_mk0', '_mk1', '_mk2')})")
     steps = bk // inst.k
@@ -409,6 +417,8 @@ def _fragments(out, plan: Mainloop, inst, acc: str) -> None:
     """The products of k step ``_mkk`` of the stage at ``_mrs``."""
     if plan.shape.element <= 2:
         _fragments_16(out, plan, inst, acc)
+    elif plan.shape.element == 4:
+        _fragments_32(out, plan, inst, acc)
     else:
         _fragments_64(out, plan, inst, acc)
 
@@ -585,6 +595,53 @@ def _fragments_64(out, plan: Mainloop, inst, acc: str) -> None:
         for nt in range(nt_count):
             c = ", ".join(f"{acc}[{2 * (mt * nt_count + nt) + r}]" for r in range(2))
             out.emit(f"{c} = {inst.name}(_mfa{mt}, _mfb{nt}, {c})")
+
+
+def _fragments_32(out, plan: Mainloop, inst, acc: str) -> None:
+    """One k4 step of the f32 loop (mma.FFMA_M16N8K4, no tensor cores): a lane's A values
+    — rows groupID + 8 j of its warp tile, four k of one 16-byte chunk, one
+    ``ld.shared.v4.f32`` a row; the rows' swizzle spreads a warp's 8 rows over 8 chunks:
+    no bank conflicts — then for each k its B values (columns 2 threadID and + 1 of each
+    n8 tile: one ``ld.shared.v2.f32``; B stored N x K: one 16-byte load of four k a
+    column, before the k loop) and one ``fma.rn.f32`` for each accumulator element."""
+    wm, wn, row_a, row_b = plan.warp_m, plan.warp_n, plan.a_row_bytes, plan.b_row_bytes
+    mt_count, nt_count = wm // inst.m, wn // inst.n
+    e = out.emit
+    four = ", ".join(f"_mav[4 * _mmr + {r}]" for r in range(4))
+    e(f"for _mmr in range({2 * mt_count}):  # A: the lane's row groupID + 8 _mmr, k4")
+    row = f"(_mwm * {wm} + 8 * _mmr + _mg) * {row_a}"
+    e(f"    {four} = _lds128f(_mrs + {row} + ((_mkk ^ _mswa) * 16))")
+    b0 = f"_mrs + {plan.a_bytes}"
+    if plan.b_nk:  # B stored N x K: the lane's columns are rows of the stage
+        four = ", ".join(f"_mbv[4 * _mnc + {r}]" for r in range(4))
+        e(f"for _mnc in range({2 * nt_count}):  # B (N x K): column 2 threadID + _mnc, k4")
+        n = f"_mwn * {wn} + 8 * (_mnc // 2) + 2 * _mq + _mnc % 2"
+        chunk = stage_copy.swizzle(4, row_b, "2 * _mq + _mnc % 2", "_mkk")
+        e(f"    {four} = _lds128f({b0} + ({n}) * {row_b} + {chunk} * 16)")
+    jobs = mt_count * nt_count
+    for kq in range(inst.k):  # (the step's k written out)
+        if not plan.b_nk:
+            two = "_mbv[2 * _mnt], _mbv[2 * _mnt + 1]"
+            e(f"for _mnt in range({nt_count}):  # B: columns 2 threadID, + 1 of n8 tile _mnt")
+            chunk = stage_copy.swizzle(
+                4, row_b, f"4 * _mkk + {kq}", f"_mwn * {wn // 4} + 2 * _mnt + _mq // 2"
+            )
+            at = f"{b0} + (4 * _mkk + {kq}) * {row_b} + {chunk} * 16 + (_mq % 2) * 8"
+            e(f"    {two} = _lds64f({at})")
+            b_value = "_mbv[2 * (_mj % {nt}) + {c}]"
+        else:
+            b_value = "_mbv[4 * (2 * (_mj % {nt}) + {c}) + {kq}]"
+        # m16n8 tiles _mj, at most UNROLLED_PIECES a loop (NVVM unrolls those: registers),
+        # the four elements of each written out
+        for first in range(0, jobs, UNROLLED_PIECES):
+            count = min(UNROLLED_PIECES, jobs - first)
+            e(f"for _mjj in range({count}):  # k {kq} of m16n8 tiles {first}..")
+            e(f"    _mj = _mjj + {first}" if first else "    _mj = _mjj")
+            for i in range(4):
+                a = f"_mav[4 * (2 * (_mj // {nt_count}) + {i // 2}) + {kq}]"
+                b = b_value.format(nt=nt_count, c=i % 2, kq=kq)
+                c = f"{acc}[4 * _mj + {i}]"
+                e(f"    {c} = _ffma({a}, {b}, {c})")
 
 
 def _accumulator(out, plan: Mainloop, acc: str, tile: str, load: bool) -> None:

@@ -64,6 +64,23 @@ M16N8K8_TF32 = _instruction(mma_sync.M16N8K8_TF32, "_mma_to_tf32", "_mma_tf32")
 M8N8K4_F64 = _instruction(mma_sync.M8N8K4_F64, "", "_mma_f64")
 
 
+# f32 without TF32 (GPU.md §2: register-blocked FFMA from conflict-free shared memory): no
+# tensor-core instruction. The f32 main loop (mainloop.py) has each thread accumulate, by
+# fma.rn.f32, exactly the elements m16n8's C fragment gives it: A's rows groupID and
+# groupID + 8 (four k of one 16-byte chunk, the same in every lane of a quad) times B's
+# columns 2 threadID and 2 threadID + 1. So its accumulator layout, epilogue and layouts
+# are the tensor-core loops'; these fragments say what a lane reads of A and B per k4 step.
+A_16x4_F32 = mma_sync.Fragment(
+    (16, 4), (1, 0), (0, 0), tuple((8 * (i >> 2), i & 3) for i in range(8))
+)
+B_4x8_F32 = mma_sync.Fragment((4, 8), (0, 0), (0, 2), tuple((i >> 1, i & 1) for i in range(8)))
+FFMA_M16N8K4 = _instruction(
+    mma_sync.Mma("fma.rn.m16n8k4.f32.f32.f32.f32", A_16x4_F32, B_4x8_F32, mma_sync.C_16x8, 1),
+    "",
+    "_ffma",
+)
+
+
 # 8-bit operands: the register main loop (mainloop.py) loads their bytes as they are
 # stored: i8 and u8 (sm_80+), f8e4m3 and f8e5m2 (sm_89+), one of each sign or format
 # too; emit_dot packs integer tiles' values (f8

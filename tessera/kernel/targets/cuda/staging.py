@@ -15,6 +15,9 @@ CUDA C++ kernels do: ``_saddr(array)`` is a shared array's 32-bit shared-window 
   byte permute that transposes B's words into fragments);
 * for f64 operands: ``_ld64(src, ok)`` / ``_st64(dst, bits)`` (8-byte element copies) and
   ``_lds64(addr)`` (``ld.shared.f64``: DMMA fragments, one element per lane);
+* for f32 operands (no tensor cores): ``_ld32(src, ok)`` / ``_st32(dst, bits)`` (element
+  copies), ``_lds128f(addr)`` / ``_lds64f(addr)`` (``ld.shared.v4.f32`` / ``.v2.f32``: four
+  or two values) and ``_ffma(a, b, c)`` (``fma.rn.f32``);
 * ``_shfl_xor(value, mask)``: ``shfl.sync.bfly`` over the whole warp (row reductions);
   ``_max32``/``_min32`` (the language's max and min of f32) and ``_select(c, a, b)`` as
   LLVM selects, so a reduction tree is straight-line code.
@@ -148,8 +151,10 @@ def _load(bits: int):
     from numba.cuda.extending import intrinsic
 
     narrow = bits <= 16
-    reg, move, width = ("h", "mov.u16", 16) if narrow else ("l", "mov.b64", 64)
-    result = types.uint32 if narrow else types.int64
+    reg, move, width = {16: ("h", "mov.u16", 16), 32: ("r", "mov.b32", 32)}.get(
+        max(bits, 16), ("l", "mov.b64", 64)
+    )
+    result = types.uint32 if bits <= 32 else types.int64
     text = f"{{ .reg .pred %p; setp.ne.b32 %p, $2, 0; {move} $0, 0;\n @%p ld.u{bits} $0, [$1]; }}"
 
     @intrinsic
@@ -181,8 +186,8 @@ def _store(bits: int):
     from numba.cuda.extending import intrinsic
 
     narrow = bits <= 16
-    reg, width = ("h", 16) if narrow else ("l", 64)
-    kind = types.uint32 if narrow else types.int64
+    reg, width = {16: ("h", 16), 32: ("r", 32)}.get(max(bits, 16), ("l", 64))
+    kind = types.uint32 if bits <= 32 else types.int64
 
     @intrinsic
     def store(typingctx, dst, value):
@@ -221,6 +226,34 @@ def _lds64():
         return types.float64(address), codegen
 
     return lds64
+
+
+def _lds_f32(count: int):
+    """``_lds128f(addr)`` / ``_lds64f(addr)``: ``ld.shared.v4.f32`` / ``.v2.f32``, four or
+    two consecutive f32 values of shared memory (16- or 8-byte aligned) as a tuple: the
+    f32 main loop's A and B values."""
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    outs = ", ".join(f"${i}" for i in range(count))
+    text = f"ld.shared.v{count}.f32 {{{outs}}}, [${count}];"
+    constraints = ",".join(["=f"] * count) + ",r,~{memory}"
+    result = types.UniTuple(types.float32, count)
+
+    @intrinsic
+    def lds(typingctx, address):
+        def codegen(context, builder, signature, args):
+            a = context.cast(builder, args[0], signature.args[0], types.uint32)
+            values = ir.LiteralStructType([ir.FloatType()] * count)
+            out = _asm(builder, values, [ir.IntType(32)], text, constraints, [a])
+            return context.make_tuple(
+                builder, result, [builder.extract_value(out, i) for i in range(count)]
+            )
+
+        return result(address), codegen
+
+    return lds
 
 
 def _lds32():
@@ -327,6 +360,14 @@ def _select():
     return select
 
 
+def _ffma():
+    """``_ffma(a, b, c)``: ``a * b + c`` of f32 rounded once (libdevice's ``fmaf``:
+    ``fma.rn.f32``), the f32 main loop's products."""
+    from numba.cuda import libdevice
+
+    return libdevice.fmaf
+
+
 @functools.cache
 def namespace() -> dict:
     """The names generated register loops use (numba-cuda intrinsics, built on first use)."""
@@ -349,4 +390,9 @@ def namespace() -> dict:
         "_lds64": _lds64(),
         "_ld64": _load(64),
         "_st64": _store(64),
+        "_ld32": _load(32),
+        "_st32": _store(32),
+        "_lds128f": _lds_f32(4),
+        "_lds64f": _lds_f32(2),
+        "_ffma": _ffma(),
     }

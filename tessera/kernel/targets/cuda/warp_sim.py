@@ -32,7 +32,7 @@ from ...layout import WARP
 from ...pipeline import specialise
 from .. import TARGETS, semantics
 from . import mma
-from .emulator import _ldmatrix_table, _matrix, _positions, prmt, warp_mma
+from .emulator import _ffma, _ldmatrix_table, _matrix, _positions, prmt, warp_mma
 from .isa.mma_sync import M8N8K4_F64, M16N8K16_BF16, M16N8K16_F16
 from .program import CudaProgram, simulating
 
@@ -182,6 +182,17 @@ class Twins:
     def lds32(self, address) -> np.uint32:
         return self.memory.read(int(address), 4).view(np.uint32)[0]
 
+    def ld32(self, src, ok) -> np.uint32:
+        return self.memory.read(int(src), 4).view(np.uint32)[0] if ok else np.uint32(0)
+
+    def st32(self, dst, bits) -> None:
+        self.memory.write(int(dst), np.array([int(bits) & 0xFFFFFFFF], np.uint32).view(np.uint8))
+
+    def lds_f32(self, address, count: int) -> tuple:
+        if int(address) % (4 * count):
+            raise WarpSimError(f"misaligned {4 * count}-byte shared load")
+        return tuple(self.memory.read(int(address), 4 * count).view(np.float32))
+
     # ----------------------------------------------------------------- collectives
     def ldmatrix(self, address, trans: bool) -> tuple:
         def compute(addresses):
@@ -251,6 +262,11 @@ class Twins:
             "_ld8": self.ld8,
             "_st8": self.st8,
             "_lds32": self.lds32,
+            "_ld32": self.ld32,
+            "_st32": self.st32,
+            "_lds128f": lambda a: self.lds_f32(a, 4),
+            "_lds64f": lambda a: self.lds_f32(a, 2),
+            "_ffma": lambda a, b, c: np.float32(_ffma(a, b, c)[0]),
             "_prmt": lambda a, b, selector: np.uint32(prmt(a, b, selector)),
             "_mma_f64": self.mma64,
             "_shfl_xor": self.shfl_xor,

@@ -66,6 +66,9 @@ SHAPES = {
     D.u8: Shape(16, 8, 32, 1, 32),
     D.f8e4m3: Shape(16, 8, 32, 1, 32),
     D.f8e5m2: Shape(16, 8, 32, 1, 32),
+    # f32 without TF32: fma.rn.f32 laid as m16n8's accumulator, k4 steps of one 16-byte
+    # chunk of A's rows (mma.FFMA_M16N8K4)
+    D.f32: Shape(16, 8, 4, 4, 8),
 }
 FP8_ARCH = (8, 9)  # mma.sync with .e4m3/.e5m2 operands: sm_89 (Ada) and newer
 
@@ -76,7 +79,9 @@ def runs(dtype: D.DType, fp8: bool) -> bool:
     return dtype in SHAPES and (fp8 or dtype not in D.FP8)
 
 
-ACCUMULATORS = gemm_loops.REGISTER_ACCUMULATORS
+# (f32 accumulators are not gemm_loops.REGISTER_ACCUMULATORS: the language's shared
+# budget still counts them, as every target but this loop keeps them in shared memory)
+ACCUMULATORS = {**gemm_loops.REGISTER_ACCUMULATORS, D.f32: D.f32}
 
 
 @dataclass(frozen=True)
@@ -247,6 +252,8 @@ def match(
     if g is None or not runs(g.dtype, fp8) or not runs(g.b_dtype or g.dtype, fp8):
         return None
     bm, bn, bk, dtype = g.m, g.n, g.k, g.dtype
+    if dtype == D.f32 and (g.a_km or _tf32(loop)):  # (TF32 asked: the plain path's mma)
+        return None
     shape = SHAPES[dtype]
     acc_dtype = ACCUMULATORS[dtype]
     acc_t = kir.var_types.get(g.acc)
@@ -266,6 +273,13 @@ def match(
         loop, g.a, g.b, g.acc, g.A, g.B, g.row0, g.col0, bm, bn, bk, dtype, threads, *grid, stages,
         b_nk=g.b_nk, a_km=g.a_km, b_dtype=g.b_dtype,
     )  # fmt: skip
+
+
+def _tf32(loop: ir.For) -> bool:
+    """Whether the loop's ``tile.dot`` asks for TF32 (``allow_tf32=True``)."""
+    call = ir.prim_call(loop.body[-1])
+    flag = call.args[3] if call is not None and len(call.args) > 3 else None
+    return isinstance(flag, ir.Const) and bool(flag.value)
 
 
 def offsets_in_chunks(plan: Mainloop, kir: ir.KernelIR) -> bool:
