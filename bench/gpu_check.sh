@@ -13,7 +13,7 @@ export TESSERA_CACHE_DIR="$(mktemp -d)"
   python -c "import numpy, numba, numba_cuda, llvmlite; print('numpy', numpy.__version__, 'numba', numba.__version__, 'llvmlite', llvmlite.__version__)"
   python -m tessera.cli info 2>&1 | head -30
 } > "$OUT/env.txt" 2>&1
-GPU_TESTS=${GPU_TESTS:-"tests/test_cuda_gpu.py tests/test_cuda_reduction_tree.py tests/test_gpu_paths.py tests/test_dist_gpu.py tests/test_cuda_direct_launch.py tests/test_cuda_plain_dot.py tests/test_cuda_shared_limit.py tests/test_aot_gpu.py tests/test_ops_aliasing.py tests/test_gpu_8bit.py"}
+GPU_TESTS=${GPU_TESTS:-"tests/test_cuda_gpu.py tests/test_cuda_reduction_tree.py tests/test_gpu_paths.py tests/test_dist_gpu.py tests/test_cuda_direct_launch.py tests/test_cuda_plain_dot.py tests/test_cuda_shared_limit.py tests/test_aot_gpu.py tests/test_ops_aliasing.py tests/test_gpu_8bit.py tests/test_cuda_f32_mainloop.py"}
 # the tests compile dozens of kernels: in parallel where pytest-xdist is installed
 XDIST=$(python -c "import xdist" 2>/dev/null && echo "-n ${TEST_WORKERS:-8}")
 timeout "${TEST_S:-180}" python -m pytest -q -rfE -p no:cacheprovider $XDIST $GPU_TESTS 2>&1 | tee "$OUT/tests.log"

@@ -6,7 +6,8 @@ out_dtype=torch.float32)`` where this PyTorch has it, and Triton's
 textbook tiled GEMM where Triton is installed; then ``x @ w.T`` with ``w`` stored N x K (a
 linear layer's weights): the tile kernel ``bench.kernels.gemm_f16_nt`` (the main loop
 reading ``w`` as stored), a ``@graph.module`` calling ``op.matmul(x, w.T)`` and
-``torch.matmul(x, w.T)``. Every result is checked against float64 on
+``torch.matmul(x, w.T)``; then f32 without TF32 (``bench.kernels.gemm_f32``, the f32
+register main loop; ``op.matmul``; cuBLAS's SGEMM). Every result is checked against float64 on
 fresh data; each timed run is ``calls`` products followed by one synchronisation. Without
 a GPU (or PyTorch) it records nothing and says so."""
 
@@ -21,7 +22,7 @@ import tessera
 from tessera import graph, op
 
 from .common import Case, Record, gemm_sizes, measure, repeated, standalone
-from .kernels import gemm_f16, gemm_f16_nt
+from .kernels import gemm_f16, gemm_f16_nt, gemm_f32
 
 NAME = "gpu_gemm"
 BLOCK = (128, 128, 32)  # the tile kernel's block: 8 warps of 64 x 32 (BM, BN, BK)
@@ -134,7 +135,7 @@ def _size(s: int, calls: int, quick: bool) -> list[Record]:
         tri = lambda: triton_gemm(ta, tb, tc)  # noqa: E731
         cases.append(case("triton", tri, torch.cuda.synchronize, _from_torch, 0.1))
     records = measure(NAME, "gemm f16 in, f32 acc", f"{s}^3", cases, quick, flops=2.0 * s**3)
-    return records + _transposed(s, calls, quick, a, b.T.copy(), want)
+    return records + _transposed(s, calls, quick, a, b.T.copy(), want) + _f32(s, calls, quick)
 
 
 def _transposed(s: int, calls: int, quick: bool, a, w, want) -> list[Record]:
@@ -163,6 +164,37 @@ def _transposed(s: int, calls: int, quick: bool, a, w, want) -> list[Record]:
         ),
     ]
     return measure(NAME, "gemm x @ w.T, w stored N x K", f"{s}^3", cases, quick, flops=2.0 * s**3)
+
+
+def _f32(s: int, calls: int, quick: bool) -> list[Record]:
+    """f32 in, f32 out, no TF32 anywhere: the tile kernel ``gemm_f32`` (the f32 register
+    main loop), ``op.matmul`` and cuBLAS's SGEMM (``torch.mm`` with TF32 off)."""
+    import torch
+    from numba import cuda
+
+    rng = np.random.default_rng(s + 1)
+    a = rng.standard_normal((s, s)).astype(np.float32)
+    b = rng.standard_normal((s, s)).astype(np.float32)
+    want = a.astype(np.float64) @ b
+    da, db, dc = cuda.to_device(a), cuda.to_device(b), cuda.device_array((s, s), np.float32)
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    torch.backends.cuda.matmul.allow_tf32 = False  # cuBLAS's SGEMM, as the kernels compute
+
+    def tile_kernel():
+        bm, bn, bk = BLOCK
+        gemm_f32[(s // bm, s // bn)](da, db, dc, bm, bn, bk)
+        return dc
+
+    case = _cases(calls, want)
+    atol = 1e-3 * np.sqrt(s)
+    cases = [
+        case("tessera tile kernel", tile_kernel, tessera.synchronize, _on_device, atol),
+        case("tessera op.matmul", lambda: op.matmul(da, db), tessera.synchronize, _on_device, atol),
+        case(
+            "torch.mm (SGEMM)", lambda: torch.mm(ta, tb), torch.cuda.synchronize, _from_torch, atol
+        ),
+    ]
+    return measure(NAME, "gemm f32 (no TF32)", f"{s}^3", cases, quick, flops=2.0 * s**3)
 
 
 def run(quick: bool) -> list[Record]:

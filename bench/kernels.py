@@ -236,6 +236,26 @@ def gemm_f16_nt(
     tile.store_block(C, (m0, n0), acc)
 
 
+@kernel(tile=(256,), shared=200 * KiB)
+def gemm_f32(
+    A: f32[M, K],
+    B: f32[K, N],
+    C: mut[f32[M, N]],
+    BM: constexpr,
+    BN: constexpr,
+    BK: constexpr,
+):
+    """C = A @ B in f32 (no TF32): on sm_80+ the CUDA target's f32 register main loop
+    (fma.rn.f32 from swizzled shared stages), one BM x BN block of C per group."""
+    m0, n0 = group_id(0) * BM, group_id(1) * BN
+    acc = tile.zeros((BM, BN), f32)
+    for k0 in tile.range(0, K, BK):
+        a = tile.load_block(A, (m0, k0), (BM, BK))
+        b = tile.load_block(B, (k0, n0), (BK, BN))
+        acc = tile.dot(a, b, acc)
+    tile.store_block(C, (m0, n0), acc)
+
+
 @kernel(tile=(256,), shared=64 * KiB)
 def gemm_i8(
     A: i8[M, K],

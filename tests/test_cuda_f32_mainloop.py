@@ -19,6 +19,7 @@ from tessera import KiB, f32, group_id, kernel, mut, tile
 from tessera import dtypes as D
 from tessera.kernel.targets.cuda import emulator, sass, warp_sim
 from tessera.kernel.targets.cuda.passes.mainloop import SHAPES, Mainloop, warp_grid
+from tessera.kernel.targets.cuda.streams import gpu_usable
 from tessera.kernel.targets.own_math import numpy_fma_f32
 
 REGISTER_PATHS = pytest.mark.skipif(
@@ -233,3 +234,28 @@ def test_the_f32_main_loop_is_ffma_from_vector_shared_loads_in_sass(rng):
     meta = sgemm.metadata(a, b, c, grid=(2, 2), arch="sm_90")
     assert meta["spill_bytes"] == 0
     assert meta["fragments"] == {"fma": "m16n8k4", "dtype_in": "f32", "dtype_acc": "f32"}
+
+
+# ----------------------------------------------------------------------------- on a GPU
+ON_GPU = pytest.mark.skipif(not gpu_usable(), reason="needs an NVIDIA GPU")
+
+
+@ON_GPU
+def test_f32_gemms_on_the_gpu_match_float64_at_ragged_sizes(rng):
+    """Edges in every dimension (the last k tile overhangs K), a view 4 bytes off its
+    alignment (element copies), and the linear layer's N x K weights with its epilogue."""
+    from numba import cuda
+
+    a, b = _args(rng, 300, 260, 100)
+    big = rng.standard_normal((300, 101)).astype(np.float32)
+    db = cuda.to_device(b)
+    for dx, x in ((cuda.to_device(a), a), (cuda.to_device(big)[:, 1:], big[:, 1:])):
+        c = cuda.device_array((300, 260), np.float32)
+        sgemm[(3, 3)](dx, db, c)
+        np.testing.assert_allclose(c.copy_to_host(), x.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    x, w = _args(rng, 200, 130, 70, nt=True)
+    bias = rng.standard_normal(130).astype(np.float32)
+    out = np.zeros((200, 130), np.float32)
+    sgemm_nt[(4, 3)](x, w, bias, out)
+    want = np.maximum(x.astype(np.float64) @ w.T + bias, 0)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)
