@@ -14,6 +14,7 @@ import re
 
 import numpy as np
 import pytest
+from test_cuda_gemm_transposed import _block
 
 from tessera import KiB, f32, group_id, kernel, mut, tile
 from tessera import dtypes as D
@@ -131,15 +132,6 @@ def _plan(bm=64, bn=64, bk=16, threads=128, stages=3, b_nk=False):
         None, "a", "b", "acc", "A", "B", None, None, bm, bn, bk, D.f32, threads, wm, wn, stages,
         b_nk=b_nk,
     )  # fmt: skip
-
-
-def _block(X, r0, c0, rows, cols) -> np.ndarray:
-    out = np.zeros((rows, cols))
-    r_lo, r_hi = max(r0, 0), min(r0 + rows, X.shape[0])
-    c_lo, c_hi = max(c0, 0), min(c0 + cols, X.shape[1])
-    if r_lo < r_hi and c_lo < c_hi:
-        out[r_lo - r0 : r_hi - r0, c_lo - c0 : c_hi - c0] = X[r_lo:r_hi, c_lo:c_hi]
-    return out
 
 
 def _check(plan, A, B, row0, col0, start, stop, rng, **variant):
