@@ -58,11 +58,11 @@ def start_simulator_run() -> tuple:
     return run, out, err
 
 
-@pytest.mark.timeout(1800)  # it waits for the whole run (1500 s at most, below)
+@pytest.mark.timeout(2400)  # it waits for the whole run (2100 s at most, below)
 def test_kernel_suite_passes_on_the_cuda_simulator(request):
     run, out, err = getattr(request.config, "_simulator_run", None) or start_simulator_run()
     try:
-        run.wait(timeout=1500)
+        run.wait(timeout=2100)
     except subprocess.TimeoutExpired:
         run.kill()
         run.wait()
