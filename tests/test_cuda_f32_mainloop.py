@@ -113,6 +113,7 @@ def test_an_f32_gemm_loop_is_a_register_main_loop_on_ffma(rng):
     assert "_ldsm4" not in source and "_mma_" not in source
     text = sgemm.inspect("layouts", a, b, c, grid=(2, 2), arch="sm_90")
     assert re.search(r"^  acc: f32\[128, 128\] in registers, mma_acc, 64 registers", text, re.M)
+    assert re.search(r"^  b: f32\[32, 128\] staged, .* by 8-byte shared loads$", text, re.M)
 
 
 @REGISTER_PATHS

@@ -111,6 +111,9 @@ def _mainloop(out: dict, p, types: dict) -> None:
             how = "4-byte shared loads and byte permutes"
         elif t.dtype.itemsize == 8:
             how = "8-byte shared loads"
+        elif t.dtype.itemsize == 4:  # the f32 loop: four k of a row, or two columns of a k
+            wide = operand == "A" or p.b_nk
+            how = "16-byte shared loads" if wide else "8-byte shared loads"
         note = f"read as mma_operand({operand}) by {how}"
         out[tile] = _staged(t, t.dtype.itemsize, p.stages, note, down)
     later = ep.shared if ep is not None else frozenset({p.acc})
