@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") == "1",
     reason="AOT makes real cubins; numba-cuda's simulator compiles nothing",
 )
-GEMM = dict(BM=64, BN=128, BK=32)  # its acc and y: 128 values a thread, in shared memory
+GEMM = dict(BM=64, BN=128, BK=32)  # the f32 register main loop: 4 warps, a 4-stage ring
 
 
 @functools.cache
@@ -163,7 +163,7 @@ def test_shared_memory_over_48_kib_is_opted_in_once():
     assert optins == [f"cuFuncSetAttribute {spec.entry} 8 {spec.shared}"]
     launches = [c for c in calls if c.startswith(f"cuLaunchKernel {spec.entry}")]
     assert len(launches) == 2
-    assert f"grid 6 1 1 block 64 1 1 shared {spec.shared} stream default" in launches[0]
+    assert f"grid 6 1 1 block 128 1 1 shared {spec.shared} stream default" in launches[0]
 
 
 def test_a_gpu_of_a_newer_minor_takes_the_cubin_of_its_major():
@@ -214,5 +214,5 @@ def test_the_images_metadata_is_what_k_metadata_reports():
     meta = K.linear_relu.metadata(*args, grid=(2, 3), arch="sm_90")
     for key in ("name", "arch", "group", "tile", "resources", "epilogue", "occupancy"):
         assert gemm.metadata[key] == meta[key], key
-    assert meta["tile"] == {"M": 64, "N": 128, "K": 32}  # f32: no tensor-core ring
+    assert meta["tile"] == {"M": 64, "N": 128, "K": 32, "stages": 4}  # the f32 main loop's ring
     assert gemm.metadata["grid"] == "per launch" and meta["grid"] == [2, 3]
