@@ -224,24 +224,28 @@ class BlockEmulator:
         self.stats["lds32"] += 1
         return self.smem[addr[:, None] + np.arange(4)].copy().view(np.uint32)[:, 0]
 
-    def ld32(self, src, ok) -> np.ndarray:
+    def ld_wide(self, src, ok, dtype) -> np.ndarray:
+        """``_ld32``/``_ld64``: an element of ``dtype``'s width (its bits) where ``ok``."""
         ok = np.broadcast_to(np.asarray(ok, bool), (self.threads,))
-        data, off = self._global(src, 4, ok)
-        out = np.zeros(self.threads, np.uint32)
-        out[ok] = data[off[:, None] + np.arange(4)].copy().view(np.uint32)[:, 0]
+        n = np.dtype(dtype).itemsize
+        data, off = self._global(src, n, ok)
+        out = np.zeros(self.threads, dtype)
+        out[ok] = data[off[:, None] + np.arange(n)].copy().view(dtype)[:, 0]
         return out
 
-    def st32(self, dst, bits) -> None:
+    def st_wide(self, dst, bits, dtype) -> None:
+        """``_st32``/``_st64``: ``st.shared`` of an element of ``dtype``'s width."""
         dst = np.broadcast_to(np.asarray(dst, np.int64), (self.threads,))
-        if np.any(dst % 4):
-            raise EmulatorError("misaligned 4-byte shared store")
+        n = np.dtype(dtype).itemsize
+        if np.any(dst % n):
+            raise EmulatorError(f"misaligned {n}-byte shared store")
         chunks = self._chunks(dst)
         self._write_check(chunks, "st.shared")
-        bits = np.broadcast_to(np.asarray(bits, np.uint32), (self.threads,)).copy()
-        self.smem[dst[:, None] + np.arange(4)] = bits.view(np.uint8).reshape(-1, 4)
+        bits = np.broadcast_to(np.asarray(bits, dtype), (self.threads,)).copy()
+        self.smem[dst[:, None] + np.arange(n)] = bits.view(np.uint8).reshape(-1, n)
         self.state[chunks] = DONE
         self.done_epoch[chunks] = self.epoch
-        self.stats["st32"] += 1
+        self.stats[f"st{8 * n}"] += 1
 
     def lds_f32(self, addr, count: int) -> tuple:
         """``ld.shared.v4.f32`` / ``.v2.f32``: ``count`` f32 values a lane."""
@@ -256,25 +260,6 @@ class BlockEmulator:
         self.stats[f"lds{8 * nbytes}"] += 1
         values = self.smem[addr[:, None] + np.arange(nbytes)].copy().view(np.float32)
         return tuple(values[:, i] for i in range(count))
-
-    def ld64(self, src, ok) -> np.ndarray:
-        ok = np.broadcast_to(np.asarray(ok, bool), (self.threads,))
-        data, off = self._global(src, 8, ok)
-        out = np.zeros(self.threads, np.int64)
-        out[ok] = data[off[:, None] + np.arange(8)].copy().view(np.int64)[:, 0]
-        return out
-
-    def st64(self, dst, bits) -> None:
-        dst = np.broadcast_to(np.asarray(dst, np.int64), (self.threads,))
-        if np.any(dst % 8):
-            raise EmulatorError("misaligned 8-byte shared store")
-        chunks = self._chunks(dst)
-        self._write_check(chunks, "st.shared")
-        bits = np.broadcast_to(np.asarray(bits, np.int64), (self.threads,)).copy()
-        self.smem[dst[:, None] + np.arange(8)] = bits.view(np.uint8).reshape(-1, 8)
-        self.state[chunks] = DONE
-        self.done_epoch[chunks] = self.epoch
-        self.stats["st64"] += 1
 
     def lds64(self, addr) -> np.ndarray:
         addr = np.broadcast_to(np.asarray(addr, np.int64), (self.threads,))
@@ -377,10 +362,10 @@ class BlockEmulator:
             "_prmt": prmt,
             "_mma_f64": self.mma_f64,
             "_lds64": self.lds64,
-            "_ld64": self.ld64,
-            "_st64": self.st64,
-            "_ld32": self.ld32,
-            "_st32": self.st32,
+            "_ld64": functools.partial(self.ld_wide, dtype=np.int64),
+            "_st64": functools.partial(self.st_wide, dtype=np.int64),
+            "_ld32": functools.partial(self.ld_wide, dtype=np.uint32),
+            "_st32": functools.partial(self.st_wide, dtype=np.uint32),
             "_lds128f": lambda a: self.lds_f32(a, 4),
             "_lds64f": lambda a: self.lds_f32(a, 2),
             "_ffma": _ffma,

@@ -162,13 +162,16 @@ class Twins:
     def st16(self, dst, bits) -> None:
         self.memory.write(int(dst), np.array([int(bits) & 0xFFFF], np.uint16).view(np.uint8))
 
-    def ld64(self, src, ok) -> np.int64:
-        if not ok:
-            return np.int64(0)
-        return self.memory.read(int(src), 8).view(np.int64)[0]
+    def ld_wide(self, src, ok, dtype):
+        """``_ld32``/``_ld64``: an element of ``dtype``'s width (its bits) where ``ok``."""
+        n = np.dtype(dtype).itemsize
+        return self.memory.read(int(src), n).view(dtype)[0] if ok else dtype(0)
 
-    def st64(self, dst, bits) -> None:
-        self.memory.write(int(dst), np.array([int(bits)], np.int64).view(np.uint8))
+    def st_wide(self, dst, bits, dtype) -> None:
+        """``_st32``/``_st64``: the low bits of ``bits`` in ``dtype``'s width."""
+        n = np.dtype(dtype).itemsize
+        value = int(bits) & ((1 << (8 * n)) - 1)
+        self.memory.write(int(dst), np.array([value], np.uint64).view(np.uint8)[:n])
 
     def lds64(self, address) -> np.float64:
         return self.memory.read(int(address), 8).view(np.float64)[0]
@@ -181,12 +184,6 @@ class Twins:
 
     def lds32(self, address) -> np.uint32:
         return self.memory.read(int(address), 4).view(np.uint32)[0]
-
-    def ld32(self, src, ok) -> np.uint32:
-        return self.memory.read(int(src), 4).view(np.uint32)[0] if ok else np.uint32(0)
-
-    def st32(self, dst, bits) -> None:
-        self.memory.write(int(dst), np.array([int(bits) & 0xFFFFFFFF], np.uint32).view(np.uint8))
 
     def lds_f32(self, address, count: int) -> tuple:
         if int(address) % (4 * count):
@@ -251,8 +248,8 @@ class Twins:
             "_cp16": self.cp16,
             "_ld16": self.ld16,
             "_st16": self.st16,
-            "_ld64": self.ld64,
-            "_st64": self.st64,
+            "_ld64": functools.partial(self.ld_wide, dtype=np.int64),
+            "_st64": functools.partial(self.st_wide, dtype=np.int64),
             "_lds64": self.lds64,
             "_ldsm4": lambda a: self.ldmatrix(a, False),
             "_ldsm4t": lambda a: self.ldmatrix(a, True),
@@ -262,8 +259,8 @@ class Twins:
             "_ld8": self.ld8,
             "_st8": self.st8,
             "_lds32": self.lds32,
-            "_ld32": self.ld32,
-            "_st32": self.st32,
+            "_ld32": functools.partial(self.ld_wide, dtype=np.uint32),
+            "_st32": functools.partial(self.st_wide, dtype=np.uint32),
             "_lds128f": lambda a: self.lds_f32(a, 4),
             "_lds64f": lambda a: self.lds_f32(a, 2),
             "_ffma": lambda a, b, c: np.float32(_ffma(a, b, c)[0]),
