@@ -48,13 +48,14 @@ def _pow2(shape) -> bool:
     return all(n > 0 and n & (n - 1) == 0 for n in shape)
 
 
+def _itemsize(t: TileType) -> int:
+    """Bytes of one value of ``t`` in its compute representation (f16 tiles hold f32)."""
+    return np.dtype(ctor(t.dtype).removeprefix("np.")).itemsize
+
+
 def _words(t: TileType) -> int:
-    """32-bit registers one value of ``t`` takes (in its compute representation)."""
-    return max(1, np.dtype(ctor(t.dtype).removeprefix("np.")).itemsize // 4)
-
-
-def _bytes(t: TileType, padded) -> int:
-    return math.prod(padded(t)) * np.dtype(ctor(t.dtype).removeprefix("np.")).itemsize
+    """32-bit registers one value of ``t`` takes."""
+    return max(1, _itemsize(t) // 4)
 
 
 def _acc(acc: AccLayout, t: TileType, shape, note: str) -> Placement:
@@ -133,7 +134,7 @@ def _also_shared(place: Placement, t: TileType) -> Placement:
         place.kind,
         place.layout,
         place.registers,
-        math.prod(t.shape) * np.dtype(ctor(t.dtype).removeprefix("np.")).itemsize,
+        math.prod(t.shape) * _itemsize(t),
         f"{place.note}; {from_}",
     )
 
@@ -211,7 +212,8 @@ def placements(cg, padded) -> dict[str, Placement]:
     for v, t in types.items():
         if isinstance(t, TileType) and v not in out:
             why = cg.moved.get(v) or cg.not_registers.get(v) or "kept whole for the group"
-            out[v] = Placement("shared", "shared", None, 0, _bytes(t, padded), why)
+            nbytes = math.prod(padded(t)) * _itemsize(t)
+            out[v] = Placement("shared", "shared", None, 0, nbytes, why)
     return out
 
 
