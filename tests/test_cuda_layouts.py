@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_cuda_blocked_tiles import transposed_sum
 
 from tessera import f16, f32, group_id, kernel, mut, tile
 from tessera.dtypes import f32 as F32
@@ -35,13 +36,6 @@ REGISTER_PATHS = pytest.mark.skipif(
     os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or importlib.util.find_spec("numba.cuda") is None,
     reason="the register paths are generated for sm_80+ without numba-cuda's simulator",
 )
-
-
-@kernel(tile=(128,))
-def transposed_sum(x: f32[m, n], y: mut[f32[m, n]]):
-    a = tile.load_block(x, (0, 0), (16, 16))
-    b = a * 2.0
-    tile.store_block(y, (0, 0), a.T + b)
 
 
 @kernel(tile=(64,))
