@@ -27,7 +27,9 @@ def _size(s: int, calls: int, quick: bool) -> list[Record]:
     rng = np.random.default_rng(s)
     a = rng.integers(-128, 128, (s, s)).astype(np.int8)
     b = rng.integers(-128, 128, (s, s)).astype(np.int8)
-    want = a.astype(np.int64) @ b.astype(np.int64)  # |sums| < 2**31 up to s = 2**17
+    # exact through float64 BLAS: every partial sum is an integer below 2**14 * s, far under
+    # 2**53 (NumPy's int64 product has no BLAS and takes minutes at 4096^3)
+    want = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.int64)
     da, db, dc = cuda.to_device(a), cuda.to_device(b), cuda.device_array((s, s), np.int32)
     bm, bn, bk = BLOCK
 
