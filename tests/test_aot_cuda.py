@@ -212,7 +212,12 @@ def test_the_images_metadata_is_what_k_metadata_reports():
     a, b = np.zeros((100, 72), np.float32), np.zeros((72, 150), np.float32)
     args = (a, b, np.zeros(150, np.float32), np.zeros((100, 150), np.float32), *GEMM.values())
     meta = K.linear_relu.metadata(*args, grid=(2, 3), arch="sm_90")
-    for key in ("name", "arch", "group", "tile", "resources", "epilogue", "occupancy"):
+    for key in ("name", "arch", "group", "tile", "epilogue", "occupancy"):
         assert gemm.metadata[key] == meta[key], key
+    # registers aside: the image holds both steady loops and chooses at run time, a launch
+    # from Python compiles the one its arrays allow (B's 600-byte rows: the general one)
+    image, launch = gemm.metadata["resources"], meta["resources"]
+    assert image["smem_per_cta"] == launch["smem_per_cta"] and image["spill_bytes"] == 0
+    assert launch["spill_bytes"] == 0 and 0 < launch["regs_per_thread"] <= 255
     assert meta["tile"] == {"M": 64, "N": 128, "K": 32, "stages": 4}  # the f32 main loop's ring
     assert gemm.metadata["grid"] == "per launch" and meta["grid"] == [2, 3]

@@ -114,6 +114,8 @@ def test_an_f32_gemm_loop_is_a_register_main_loop_on_ffma(rng):
     text = sgemm.inspect("layouts", a, b, c, grid=(2, 2), arch="sm_90")
     assert re.search(r"^  acc: f32\[128, 128\] in registers, mma_acc, 64 registers", text, re.M)
     assert re.search(r"^  b: f32\[32, 128\] staged, .* by 8-byte shared loads$", text, re.M)
+    assert re.search(r"^  b: .*rows as they are \(no swizzle", text, re.M)  # a warp reads 32 bytes
+    assert re.search(r"^  a: .*16-byte chunk c of a row stored at c \^", text, re.M)
 
 
 @REGISTER_PATHS
@@ -227,6 +229,22 @@ def test_the_f32_main_loop_is_ffma_from_vector_shared_loads_in_sass(rng):
     meta = sgemm.metadata(a, b, c, grid=(2, 2), arch="sm_90")
     assert meta["spill_bytes"] == 0
     assert meta["fragments"] == {"fma": "m16n8k4", "dtype_in": "f32", "dtype_acc": "f32"}
+
+
+@NO_SASS
+def test_a_k4_step_of_the_f32_loop_spends_few_integer_instructions_on_addresses(rng):
+    """B stored K x N is staged unswizzled (a warp reads 32 bytes of one row), so a k4
+    step's shared offsets are a running base plus constants: the step's loop body is its
+    256 FFMA and 24 LDS and a few dozen others (an XOR an access made it ~108)."""
+    a, b = _args(rng)
+    c = np.zeros((256, 256), np.float32)
+    text = sgemm.inspect("sass", a, b, c, grid=(2, 2), arch="sm_90")
+    (step,) = [
+        x for x in sass.loops(text) if sass.counts(x)["FFMA"] and not sass.counts(x)["LDGSTS"]
+    ]
+    ops = sass.counts(step)
+    assert ops["FFMA"] == 256 and ops["LDS"] == 24
+    assert sum(ops.values()) - 256 - 24 <= 48, ops
 
 
 # ----------------------------------------------------------------------------- on a GPU

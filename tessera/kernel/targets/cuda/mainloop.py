@@ -119,7 +119,13 @@ def blocks(plan: Mainloop, A: str, B: str) -> tuple[stage_copy.Block, stage_copy
         block_a = stage_copy.Block("a", A, plan.m, plan.k, elem)
     if plan.b_nk:  # B stored N x K: staged as it is, rows of BK (as an M x K A's)
         return block_a, stage_copy.Block("b", B, plan.n, plan.k, elem)
-    return block_a, stage_copy.Block("b", B, plan.k, plan.n, elem, down_columns=elem == 1)
+    # f32 B stored K x N: a warp reads 32 bytes of one row a load (no bank conflicts, and a
+    # warp's copies write whole rows), so its rows stay as they are and a k step's B
+    # offsets are a running base plus constants (an XOR an access cost the loop ~40 %
+    # more integer instructions than FMAs)
+    return block_a, stage_copy.Block(
+        "b", B, plan.k, plan.n, elem, down_columns=elem == 1, swizzled=elem != 4
+    )
 
 
 def launch_chunks(plan: Mainloop, offsets_in_chunks: bool) -> bool:
@@ -606,6 +612,7 @@ def _fragments_32(out, plan: Mainloop, inst, acc: str) -> None:
     column, before the k loop) and one ``fma.rn.f32`` for each accumulator element."""
     wm, wn, row_a, row_b = plan.warp_m, plan.warp_n, plan.a_row_bytes, plan.b_row_bytes
     mt_count, nt_count = wm // inst.m, wn // inst.n
+    block_b = blocks(plan, "", "")[1]
     e = out.emit
     four = ", ".join(f"_mav[4 * _mmr + {r}]" for r in range(4))
     e(f"for _mmr in range({2 * mt_count}):  # A: the lane's row groupID + 8 _mmr, k4")
@@ -623,9 +630,7 @@ def _fragments_32(out, plan: Mainloop, inst, acc: str) -> None:
         if not plan.b_nk:
             two = "_mbv[2 * _mnt], _mbv[2 * _mnt + 1]"
             e(f"for _mnt in range({nt_count}):  # B: columns 2 threadID, + 1 of n8 tile _mnt")
-            chunk = stage_copy.swizzle(
-                4, row_b, f"4 * _mkk + {kq}", f"_mwn * {wn // 4} + 2 * _mnt + _mq // 2"
-            )
+            chunk = block_b.chunk(f"4 * _mkk + {kq}", f"_mwn * {wn // 4} + 2 * _mnt + _mq // 2")
             at = f"{b0} + (4 * _mkk + {kq}) * {row_b} + {chunk} * 16 + (_mq % 2) * 8"
             e(f"    {two} = _lds64f({at})")
             b_value = "_mbv[2 * (_mj % {nt}) + {c}]"

@@ -52,6 +52,23 @@ class Block:
     cols: int
     element: int  # bytes
     down_columns: bool = False  # read a byte at a time down columns (swizzle_down_columns)
+    # rows as they are: for a block whose readers never meet a bank conflict unswizzled
+    # (the f32 loop's K x N B: a warp reads 32 bytes of one row), so that its shared
+    # offsets are a running base plus constants, not an XOR an access
+    swizzled: bool = True
+
+    @property
+    def swizzle(self) -> Swizzle | None:
+        """The stage's swizzle as data (None: rows as they are)."""
+        if not self.swizzled:
+            return None
+        return stage_swizzle(self.element, self.row_bytes, self.down_columns)
+
+    def chunk(self, row: str, chunk: str) -> str:
+        """The code of the stored chunk of logical ``chunk`` in ``row``."""
+        if not self.swizzled:
+            return f"({chunk})"
+        return swizzle(self.element, self.row_bytes, row, chunk, self.down_columns)
 
     @property
     def row_bytes(self) -> int:
@@ -113,10 +130,7 @@ def _chunk_rows(block: Block, threads: int) -> int | None:
     if threads % chunks or (block.rows * chunks) % threads:
         return None
     rows = threads // chunks
-    if block.element == 8:
-        period = 4
-    else:
-        period = _xor(block.row_bytes, block.down_columns).period
+    period = block.swizzle.period if block.swizzle is not None else 1
     return rows if rows % period == 0 else None
 
 
@@ -137,7 +151,7 @@ def chunk_setup(out, block: Block, threads: int, fixed: str, moving: str) -> boo
     chunks = block.cols // ce
     e(f"_mx{n}r = _lane // {chunks}  # this thread's row and chunk of the block's copies")
     e(f"_mx{n}c = _lane % {chunks}")
-    swz = swizzle(elem, block.row_bytes, f"_mx{n}r", f"_mx{n}c", block.down_columns)
+    swz = block.chunk(f"_mx{n}r", f"_mx{n}c")
     e(f"_mx{n}o = _mx{n}r * {block.row_bytes} + {swz} * 16  # its first chunk in a stage")
     e(f"_mx{n}p = {rows} * _ms{n}0  # the array's bytes between two passes")
     if moving == "cols":  # rows fixed: which passes are inside is known now
@@ -277,7 +291,7 @@ def copy(
     e(f"_mok = {inside}")
     e(
         f"_cp16({base} + _mr * {block.row_bytes} + "
-        f"{swizzle(elem, block.row_bytes, '_mr', '_mc8', block.down_columns)} * 16, "
+        f"{block.chunk('_mr', '_mc8')} * 16, "
         f"_mb{n} + _mok * (_mgr * _ms{n}0 + _mgc * {elem}), _mok * 16)"
     )
     out.indent -= 2
@@ -298,7 +312,7 @@ def _element_copy(out, block: Block, threads, base, row0, col0, inside, bits) ->
     e(f"_mgr = {row0} + _mr")
     e(f"_mgc = {col0} + _mcc")
     e(f"_mok = {inside}")
-    chunk = swizzle(elem, block.row_bytes, "_mr", f"_mcc // {ce}", block.down_columns)
+    chunk = block.chunk("_mr", f"_mcc // {ce}")
     e(
         f"_st{bits}({base} + _mr * {block.row_bytes} + {chunk} * 16 + (_mcc % {ce}) * {elem}, "
         f"_ld{bits}(_mb{n} + _mok * (_mgr * _ms{n}0 + _mgc * _ms{n}1), _mok))"

@@ -67,11 +67,12 @@ def _acc(acc: AccLayout, t: TileType, shape, note: str) -> Placement:
     return Placement("registers", "slice", row_linear(acc, shape), acc.row_regs, 0, note)
 
 
-def _staged(t: TileType, element: int, stages: int, note: str, down: bool = False) -> Placement:
-    """A block passing through a ring of ``stages`` swizzled shared stages (``down``: of
-    bytes read down its columns)."""
+def _staged(
+    t: TileType, element: int, stages: int, note: str, swizzle: Swizzle | None
+) -> Placement:
+    """A block passing through a ring of ``stages`` shared stages, its rows' 16-byte chunks
+    XOR-swizzled by ``swizzle`` (None: rows as they are)."""
     rows, cols = t.shape
-    swizzle = stage_swizzle(element, cols * element, down)
     layout = None
     if _pow2(t.shape):
         try:
@@ -88,7 +89,9 @@ def _staged(t: TileType, element: int, stages: int, note: str, down: bool = Fals
     )
 
 
-def _swizzle_text(sw: Swizzle) -> str:
+def _swizzle_text(sw: Swizzle | None) -> str:
+    if sw is None:
+        return "rows as they are (no swizzle: its reads meet no bank conflict)"
     term = (
         f"(row // {sw.per_phase}) % {sw.max_phase}" if sw.per_phase > 1 else f"row % {sw.max_phase}"
     )
@@ -103,7 +106,10 @@ def _mainloop(out: dict, p, types: dict) -> None:
     ep = p.epilogue
     shape = types[p.acc].shape
     acc_note = f"{name}: warp tiles of {p.warp_m} x {p.warp_n}, {p.warps_m} x {p.warps_n} warps"
-    for tile, operand, stored in ((p.a, "A", p.a_km), (p.b, "B", p.b_nk)):
+    staged = mainloop.blocks(p, "A", "B")
+    for tile, operand, stored, block in zip(
+        (p.a, p.b), "AB", (p.a_km, p.b_nk), staged, strict=True
+    ):
         t = types[tile]
         # how the fragments are read (mainloop.py): A K x M and B K x N transposed
         how = "ldmatrix.x4.trans" if stored == (operand == "A") else "ldmatrix.x4"
@@ -116,7 +122,7 @@ def _mainloop(out: dict, p, types: dict) -> None:
             wide = operand == "A" or p.b_nk
             how = "16-byte shared loads" if wide else "8-byte shared loads"
         note = f"read as mma_operand({operand}) by {how}"
-        out[tile] = _staged(t, t.dtype.itemsize, p.stages, note, down)
+        out[tile] = _staged(t, t.dtype.itemsize, p.stages, note, block.swizzle)
     later = ep.shared if ep is not None else frozenset({p.acc})
     for tile in sorted((ep.registers if ep is not None else frozenset()) | {p.acc}):
         t = types[tile]
@@ -160,7 +166,8 @@ def _row_loop(out: dict, p, types: dict) -> None:
             )
             out[tile] = Placement("registers", "mma_operand(A)", layout, regs, 0, f"{note}; {how}")
         elif kind == STAGED:
-            out[tile] = _staged(t, 2, p.stages, "read as mma_operand(B) by ldmatrix")
+            note = "read as mma_operand(B) by ldmatrix"
+            out[tile] = _staged(t, 2, p.stages, note, stage_swizzle(2, t.shape[1] * 2))
         elif kind == STAGED_T:
             source = ir.user_name(p.sources[tile])
             how = f"{source}'s stages read transposed as mma_operand(B) by ldmatrix"
