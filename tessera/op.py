@@ -23,7 +23,9 @@ import numpy as _np
 
 from . import dtypes as _dtypes
 from . import rng as _rng
+from .arrays import device_info as _device_info
 from .arrays import is_device_array as _is_device_array
+from .arrays import layout_class as _layout_class
 from .errors import CaptureWarning as _CaptureWarning
 from .observe.tracebacks import entry_point as _entry_point
 from .ops import fft as _fft
@@ -50,8 +52,45 @@ def matmul(a, b, tile_shape=None):
     a_shape, b_shape = tuple(getattr(a, "shape", ())), tuple(getattr(b, "shape", ()))
     if len(a_shape) > 2 and len(b_shape) == 2:
         rows = reshape(a, (-1, a_shape[-1]))
-        return reshape(_apply("matmul", [rows, b], attrs), (*a_shape[:-1], b_shape[1]))
+        return reshape(_product(rows, b, attrs), (*a_shape[:-1], b_shape[1]))
+    return _product(a, b, attrs)
+
+
+def _product(a, b, attrs: dict):
+    """The product of ``a`` and ``b``; an array that is the transpose of a stored one
+    (``w.T`` of an N x K ``w``) is read as stored, as a traced ``w.T`` is (the tile loads
+    read its blocks transposed), not as a strided array copied element by element."""
+    if not isinstance(a, _Tensor) and not isinstance(b, _Tensor):
+        trans_a, trans_b = _stored_transposed(a), _stored_transposed(b)
+        if trans_a or trans_b:
+            product = _transposed_product(trans_a, trans_b, tuple(attrs.items()))
+            return product(a.T if trans_a else a, b.T if trans_b else b)
     return _apply("matmul", [a, b], attrs)
+
+
+def _stored_transposed(x) -> bool:
+    """Whether ``x`` is a matrix whose transpose is C-contiguous (and it is not)."""
+    if isinstance(x, _np.ndarray):
+        shape, strides, itemsize = x.shape, x.strides, x.itemsize
+    else:
+        info = _device_info(x) if _is_device_array(x) else None
+        if info is None:
+            return False
+        _, shape, strides, dtype = info
+        itemsize = dtype.itemsize
+    return len(shape) == 2 and _layout_class(shape, strides, itemsize) == "F"
+
+
+def _transposed(x, flag: bool):
+    return transpose(x) if flag else x
+
+
+@functools.cache
+def _transposed_product(trans_a: bool, trans_b: bool, attrs: tuple) -> _Module:
+    def product(a, b):
+        return _apply("matmul", [_transposed(a, trans_a), _transposed(b, trans_b)], dict(attrs))
+
+    return _Module(product, name="op_matmul")
 
 
 # The most elements one block of a product may hold (the BM x BN accumulator and the
