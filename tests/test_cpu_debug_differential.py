@@ -230,7 +230,7 @@ def run(k, target: str, x: np.ndarray, lanes: int) -> np.ndarray:
 
 
 @settings(
-    max_examples=25,
+    max_examples=12,  # each compiles twice (~7 s on a 2-core machine); derandomized
     deadline=None,
     derandomize=True,
     database=None,

@@ -5,6 +5,7 @@ wrapping, and 16-bit floats (computed in f32, rounded once when stored)."""
 from __future__ import annotations
 
 import math
+import os
 
 import ml_dtypes
 import numpy as np
@@ -212,10 +213,20 @@ def all_values(np_type, with_signalling_nans=False):
     return v
 
 
+def for_target(x: np.ndarray) -> np.ndarray:
+    """``x`` whole, or under numba-cuda's simulator (a Python thread an element: minutes
+    for 65,536) every 7th pattern and every NaN and infinity: the simulator runs the plain
+    path's code, which the exhaustive runs on the other targets check pattern by pattern."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        return x
+    keep = (np.arange(x.size) % 7 == 0) | ~np.isfinite(x.astype(np.float32))
+    return np.ascontiguousarray(x[keep])
+
+
 @pytest.mark.parametrize("name", ["f16", "bf16"])
 def test_half_copy_and_arithmetic_round_once(target, name):
     k, np_type = HALF_KERNELS[name]
-    x = all_values(np_type)
+    x = for_target(all_values(np_type))
     y, z = np.zeros_like(x), np.zeros_like(x)
     k[x.size](x, y, z)
     np.testing.assert_array_equal(bits(y), bits(x))
@@ -229,6 +240,7 @@ def test_half_copy_and_arithmetic_round_once(target, name):
 def test_f16_copy_preserves_every_bit_pattern(target):
     x = all_values(np.float16, with_signalling_nans=True)
     assert x.size == 1 << 16
+    x = for_target(x)
     y, z = np.zeros_like(x), np.zeros_like(x)
     half_ops[x.size](x, y, z)
     np.testing.assert_array_equal(bits(y), bits(x))
@@ -236,7 +248,7 @@ def test_f16_copy_preserves_every_bit_pattern(target):
 
 def test_bf16_copy_preserves_signalling_nan_bits(target):
     k, np_type = HALF_KERNELS["bf16"]
-    x = all_values(np_type, with_signalling_nans=True)
+    x = for_target(all_values(np_type, with_signalling_nans=True))
     y, z = np.zeros_like(x), np.zeros_like(x)
     k[x.size](x, y, z)
     np.testing.assert_array_equal(bits(y), bits(x))

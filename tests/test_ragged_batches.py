@@ -49,7 +49,7 @@ def _packed(arrays) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_grouped_gemm_over_problems_of_different_m_n_and_k_matches_each_product(target, rng):
-    shapes = [(5, 40, 24), (40, 7, 3), (0, 8, 8), (17, 33, 50), (3, 0, 5), (9, 9, 0)]
+    shapes = [(5, 24, 24), (24, 7, 3), (0, 8, 8), (17, 20, 50), (3, 0, 5), (9, 9, 0)]
     a_list = [rng.standard_normal((m, k)).astype(np.float32) for m, _, k in shapes]
     b_list = [rng.standard_normal((k, n)).astype(np.float32) for _, n, k in shapes]
     a, a_starts = _packed(a_list)
