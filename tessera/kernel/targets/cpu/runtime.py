@@ -109,9 +109,15 @@ def _definitions() -> dict:
     f8_bits, f8_value_bits = _SEMANTICS.f8_bits, _SEMANTICS.f8_value_bits
 
     def f8_conversions(ebits: int, mbits: int, finite: bool):
+        # every code's float32 bits, a constant table (exact: f8_value_bits itself), so a
+        # conversion is one load instead of a branchy decode that loop nests inline
+        table = np.array(
+            [f8_value_bits(code, ebits, mbits, finite) for code in range(256)], np.uint32
+        )
+
         @numba.njit(**_JIT)
         def to_f32(code):
-            return bits_f32(f8_value_bits(code, ebits, mbits, finite))
+            return bits_f32(table[np.uint8(code)])
 
         @numba.njit(**_JIT)
         def from_f32(value):
