@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import integers, own_math
 from ..semantics import F8_FORMATS as _SEMANTICS_FORMATS
+from ..semantics import f8_value_bits as _f8_value_bits  # (plain Python: a table's)
 from ..semantics import jitted
 from . import atomics, microkernel
 
@@ -112,7 +113,7 @@ def _definitions() -> dict:
         # every code's float32 bits, a constant table (exact: f8_value_bits itself), so a
         # conversion is one load instead of a branchy decode that loop nests inline
         table = np.array(
-            [f8_value_bits(code, ebits, mbits, finite) for code in range(256)], np.uint32
+            [_f8_value_bits(code, ebits, mbits, finite) for code in range(256)], np.uint32
         )
 
         @numba.njit(**_JIT)
