@@ -1,7 +1,8 @@
 """Row-wise ops on a GPU (GPU.md §3, §7): ``op.softmax`` over the last axis of f32
 matrices, one group per row, side by side with ``torch.softmax`` in the same process;
 a layer norm written as tiles (bench/kernels.py ``layernorm_rows``: its tiles in
-registers) beside ``torch.nn.functional.layer_norm``.
+registers) and ``op.layernorm`` (the operator layer's row kernel) beside
+``torch.nn.functional.layer_norm``.
 Both read device arrays and write new ones; each timed run is ``calls`` calls followed by
 one synchronisation, reported per call, checked against float64. Without a GPU (or
 PyTorch) it records nothing and says so."""
@@ -81,6 +82,13 @@ def _layernorm(calls: int, quick: bool) -> list[Record]:
         tessera.synchronize()
         return dy
 
+    def operator():  # the operator layer's row kernel (one group a row)
+        out = None
+        for _ in range(calls):
+            out = op.layernorm(dx, dw, db, 1e-5)
+        tessera.synchronize()
+        return out
+
     def theirs():
         out = None
         for _ in range(calls):
@@ -90,6 +98,15 @@ def _layernorm(calls: int, quick: bool) -> list[Record]:
 
     cases = [
         Case("tessera", ours, lambda: ours().copy_to_host(), want, 1e-4, 1e-5, inner=calls),
+        Case(
+            "tessera op.layernorm",
+            operator,
+            lambda: operator().copy_to_host(),
+            want,
+            1e-4,
+            1e-5,
+            inner=calls,
+        ),
         Case("torch", theirs, lambda: theirs().cpu().numpy(), want, 1e-4, 1e-5, inner=calls),
     ]
     return measure(NAME, "layernorm tiles f32", f"{rows}x{cols}", cases, quick, nbytes=8 * x.size)
