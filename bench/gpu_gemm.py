@@ -177,6 +177,7 @@ def _f32(s: int, calls: int, quick: bool) -> list[Record]:
     b = rng.standard_normal((s, s)).astype(np.float32)
     want = a.astype(np.float64) @ b
     da, db, dc = cuda.to_device(a), cuda.to_device(b), cuda.device_array((s, s), np.float32)
+    dbt = cuda.to_device(np.ascontiguousarray(b.T))  # B stored N x K: dbt.T is B, a view
     ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
     torch.backends.cuda.matmul.allow_tf32 = False  # cuBLAS's SGEMM, as the kernels compute
 
@@ -190,6 +191,13 @@ def _f32(s: int, calls: int, quick: bool) -> list[Record]:
     cases = [
         case("tessera tile kernel", tile_kernel, tessera.synchronize, _on_device, atol),
         case("tessera op.matmul", lambda: op.matmul(da, db), tessera.synchronize, _on_device, atol),
+        case(
+            "tessera op.matmul (B a .T view)",
+            lambda: op.matmul(da, dbt.T),
+            tessera.synchronize,
+            _on_device,
+            atol,
+        ),
         case(
             "torch.mm (SGEMM)", lambda: torch.mm(ta, tb), torch.cuda.synchronize, _from_torch, atol
         ),
