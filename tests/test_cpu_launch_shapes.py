@@ -25,7 +25,7 @@ needs_two_threads = pytest.mark.skipif(
 def test_both_launch_shapes_compute_the_same_sum(target, rng):
     x = rng.random(5000, dtype=np.float32)
     want = float(np.dot(x.astype(np.float64), x))
-    for groups in (1, 3, 10):
+    for groups in (1, 4):  # one group of 512 lanes, and several
         assert EXAMPLE["sum_of_squares"](x, groups) == pytest.approx(want, rel=1e-5)
 
 
