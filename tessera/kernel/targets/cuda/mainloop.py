@@ -186,6 +186,7 @@ def emit(out, plan: Mainloop, ops: Operands) -> None:
         f"# register GEMM main loop: {bm}x{bn} {plan.acc_dtype_name} accumulator in registers "
         f"({plan.warps_m}x{plan.warps_n} warps of {wm}x{wn}), {inst.ptx}, A and B "
         f"through {S} swizzled shared stages of {stage} bytes"
+        + ("" if blocks(plan, ops.A, ops.B)[1].swizzled else " (B's rows unswizzled)")
     )
     e(f"_mw = _lane // {WARP}")
     e(f"_mg = (_lane % {WARP}) // 4  # groupID")
