@@ -5,11 +5,11 @@ wrapping, and 16-bit floats (computed in f32, rounded once when stored)."""
 from __future__ import annotations
 
 import math
-import os
 
 import ml_dtypes
 import numpy as np
 import pytest
+from sampling import for_target
 
 import tessera as ts
 from tessera import bf16, f16, f32, f64, i8, i32, i64, kernel, mut, tile, u32
@@ -211,16 +211,6 @@ def all_values(np_type, with_signalling_nans=False):
         quiet_bit = 0x0200 if np_type is np.float16 else 0x0040
         v = v[~np.isnan(v.astype(np.float32)) | ((pats & quiet_bit) != 0)]
     return v
-
-
-def for_target(x: np.ndarray) -> np.ndarray:
-    """``x`` whole, or under numba-cuda's simulator (a Python thread an element: minutes
-    for 65,536) every 7th pattern and every NaN and infinity: the simulator runs the plain
-    path's code, which the exhaustive runs on the other targets check pattern by pattern."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
-        return x
-    keep = (np.arange(x.size) % 7 == 0) | ~np.isfinite(x.astype(np.float32))
-    return np.ascontiguousarray(x[keep])
 
 
 @pytest.mark.parametrize("name", ["f16", "bf16"])

@@ -27,6 +27,7 @@ import numpy as np
 from ....tile.primitives import ATOMIC_OPS, BITWISE_ATOMICS
 from ..semantics import ATOMIC_UPDATE, jitted
 from .async_copy import element_pointer
+from .device_helpers import device_helper
 
 NARROW_INTS = {"i8": np.int8, "i16": np.int16, "u8": np.uint8, "u16": np.uint16}
 
@@ -190,7 +191,7 @@ def _device(op: str, load, store):
     cas, bits = _cas_element_intrinsic()
     fence = op in FENCED
     if load is _identity:
-        load = cuda.jit(device=True, inline="always")(_identity)
+        load = device_helper(_identity)
     if op == "cas":
 
         def swap(array, index, expected, new):
@@ -199,7 +200,7 @@ def _device(op: str, load, store):
             cuda.threadfence()
             return load(old)
 
-        return cuda.jit(device=True, inline="always")(swap)
+        return device_helper(swap)
     combine = getattr(jitted(), f"atomic_{op}")
 
     def update(array, index, value):
@@ -216,4 +217,4 @@ def _device(op: str, load, store):
             cuda.threadfence()
         return load(old)
 
-    return cuda.jit(device=True, inline="always")(update)
+    return device_helper(update)

@@ -627,27 +627,30 @@ def _fragments_32(out, plan: Mainloop, inst, acc: str) -> None:
         chunk = stage_copy.swizzle(4, row_b, "2 * _mq + _mnc % 2", "_mkk")
         e(f"    {four} = _lds128f({b0} + ({n}) * {row_b} + {chunk} * 16)")
     jobs = mt_count * nt_count
-    for kq in range(inst.k):  # (the step's k written out)
-        if not plan.b_nk:
-            two = "_mbv[2 * _mnt], _mbv[2 * _mnt + 1]"
-            e(f"for _mnt in range({nt_count}):  # B: columns 2 threadID, + 1 of n8 tile _mnt")
-            chunk = block_b.chunk(f"4 * _mkk + {kq}", f"_mwn * {wn // 4} + 2 * _mnt + _mq // 2")
-            at = f"{b0} + (4 * _mkk + {kq}) * {row_b} + {chunk} * 16 + (_mq % 2) * 8"
-            e(f"    {two} = _lds64f({at})")
-            b_value = "_mbv[2 * (_mj % {nt}) + {c}]"
-        else:
-            b_value = "_mbv[4 * (2 * (_mj % {nt}) + {c}) + {kq}]"
-        # m16n8 tiles _mj, at most UNROLLED_PIECES a loop (NVVM unrolls those: registers),
-        # the four elements of each written out
-        for first in range(0, jobs, UNROLLED_PIECES):
-            count = min(UNROLLED_PIECES, jobs - first)
-            e(f"for _mjj in range({count}):  # k {kq} of m16n8 tiles {first}..")
-            e(f"    _mj = _mjj + {first}" if first else "    _mj = _mjj")
-            for i in range(4):
-                a = f"_mav[4 * (2 * (_mj // {nt_count}) + {i // 2}) + {kq}]"
-                b = b_value.format(nt=nt_count, c=i % 2, kq=kq)
-                c = f"{acc}[4 * _mj + {i}]"
-                e(f"    {c} = _ffma({a}, {b}, {c})")
+    kq = "_mkq"
+    e(f"for _mkq in range({inst.k}):  # the step's k (NVVM unrolls it: registers)")
+    out.indent += 1
+    if not plan.b_nk:
+        two = "_mbv[2 * _mnt], _mbv[2 * _mnt + 1]"
+        e(f"for _mnt in range({nt_count}):  # B: columns 2 threadID, + 1 of n8 tile _mnt")
+        chunk = block_b.chunk(f"4 * _mkk + {kq}", f"_mwn * {wn // 4} + 2 * _mnt + _mq // 2")
+        at = f"{b0} + (4 * _mkk + {kq}) * {row_b} + {chunk} * 16 + (_mq % 2) * 8"
+        e(f"    {two} = _lds64f({at})")
+        b_value = "_mbv[2 * (_mj % {nt}) + {c}]"
+    else:
+        b_value = "_mbv[4 * (2 * (_mj % {nt}) + {c}) + {kq}]"
+    # m16n8 tiles _mj, at most UNROLLED_PIECES a loop (NVVM unrolls those: registers),
+    # the four elements of each written out
+    for first in range(0, jobs, UNROLLED_PIECES):
+        count = min(UNROLLED_PIECES, jobs - first)
+        e(f"for _mjj in range({count}):  # k _mkq of m16n8 tiles {first}..")
+        e(f"    _mj = _mjj + {first}" if first else "    _mj = _mjj")
+        for i in range(4):
+            a = f"_mav[4 * (2 * (_mj // {nt_count}) + {i // 2}) + {kq}]"
+            b = b_value.format(nt=nt_count, c=i % 2, kq=kq)
+            c = f"{acc}[4 * _mj + {i}]"
+            e(f"    {c} = _ffma({a}, {b}, {c})")
+    out.indent -= 1
 
 
 def _accumulator(out, plan: Mainloop, acc: str, tile: str, load: bool) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 from ....errors import TesseraError
 from .. import integers, own_math, semantics
 from . import async_copy, atomics, mma, numpy_compat, printf, rounding, shared_memory, staging
+from .device_helpers import device_helper
 
 NOT_INSTALLED = (
     "numba-cuda is not installed: pip install 'tessera-kernels[cuda]' (from a checkout: "
@@ -98,15 +99,15 @@ def _bf16_conversions(cuda, simulated: bool) -> dict:
 
     bits_of = semantics.jitted().bf16_bits
 
-    @cuda.jit(device=True, inline="always")
+    @device_helper
     def b2f_device(bits):
         return libdevice.int_as_float(np.int32(np.uint32(bits) << np.uint32(16)))
 
-    @cuda.jit(device=True, inline="always")
+    @device_helper
     def f2b_device(value):
         return bits_of(np.uint32(libdevice.float_as_int(np.float32(value))))
 
-    @cuda.jit(device=True, inline="always")
+    @device_helper
     def round_bf16_device(value):
         return b2f_device(f2b_device(value))
 
@@ -145,22 +146,23 @@ def _fp8_device(cuda, jitted, ebits: int, mbits: int, finite: bool):
 
     value_bits, code_of = jitted.f8_value_bits, jitted.f8_bits
 
-    @cuda.jit(device=True, inline="always")
+    @device_helper
     def to_f32(code):
         return libdevice.int_as_float(np.int32(value_bits(code, ebits, mbits, finite)))
 
-    @cuda.jit(device=True, inline="always")
+    @device_helper
     def from_f32(value):
         bits = np.uint32(libdevice.float_as_int(np.float32(value)))
         return code_of(bits, ebits, mbits, finite)
 
-    @cuda.jit(device=True, inline="always")
+    @device_helper
     def rounded(value):
         return to_f32(from_f32(value))
 
     return to_f32, from_f32, rounded
 
 
+@functools.cache  # one set of helpers a process: each is lowered once per signature
 def _own_math(cuda, simulated: bool) -> dict:
     """The language's own math functions (own_math.py), with the target's bit casts and
     fused multiply-add (libdevice's ``fmaf``: ``fma.rn.f32``)."""
@@ -170,19 +172,26 @@ def _own_math(cuda, simulated: bool) -> dict:
         )
     from numba.cuda import libdevice
 
-    @cuda.jit(device=True, inline="always")
+    @device_helper
     def bits_f32(bits):
         return libdevice.int_as_float(np.int32(bits))
 
-    @cuda.jit(device=True, inline="always")
+    @device_helper
     def f32_bits(value):
         return np.uint32(libdevice.float_as_int(value))
 
     def compile_device(fn):  # products rounded on their own, as on every target
         fn = rounding.separate_products(fn, libdevice.fmul_rn)
-        return cuda.jit(device=True, inline="always")(fn)
+        return device_helper(fn)
 
     return own_math.functions(bits_f32, f32_bits, libdevice.fmaf, compile_device)
+
+
+@functools.cache
+def _integers(simulated: bool) -> dict:
+    """The wrapping integer operations (integers.py): device helpers, or Python as they
+    are under the simulator."""
+    return integers.functions(lambda fn: fn if simulated else device_helper(fn))
 
 
 def namespace(async_copies: bool) -> dict:
@@ -199,11 +208,7 @@ def namespace(async_copies: bool) -> dict:
         "_fmin": semantics.jitted().fmin,
         "_tree_reduce": semantics.jitted().tree_reduce,
     }
-    names.update(
-        integers.functions(
-            lambda fn: fn if simulated else cuda.jit(device=True, inline="always")(fn)
-        )
-    )
+    names.update(_integers(simulated))
     names.update(_bf16_conversions(cuda, simulated))
     names.update(_fp8_conversions(cuda, simulated))
     names.update(_own_math(cuda, simulated))
