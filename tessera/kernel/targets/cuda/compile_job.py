@@ -43,17 +43,27 @@ def kernel_function(source: str, filename: str, name: str, namespace: dict):
     return function
 
 
-def build_cubin(function, signature: tuple, arch: str, bound, spill_bound) -> tuple:
+def build_cubin(
+    function, signature: tuple, arch: str, bound, spill_bound, key: object = None
+) -> tuple:
     """(PTX codes, cubin, ptxas's report) of ``function`` for ``arch`` (NVVM, nvJitLink;
     needs no GPU), compiled for launch bound ``bound``; where ptxas spills and
-    ``spill_bound`` is not None, compiled again for that bound (one block an SM)."""
+    ``spill_bound`` is not None, compiled again for that bound (one block an SM). ``key``:
+    :func:`lowering_key` (a kernel lowered for another arch is not lowered again)."""
     cc = parse_arch(arch)
-    codes = toolchain.ptx_codes(function, signature, cc, bound)
+    codes = toolchain.ptx_codes(function, signature, cc, bound, key)
     cubin, report = toolchain.link(codes, arch)
     if spill_bound is not None and spill_bytes(report):
-        codes = toolchain.ptx_codes(function, signature, cc, spill_bound)
+        codes = toolchain.ptx_codes(function, signature, cc, spill_bound, key)
         cubin, report = toolchain.link(codes, arch)
     return codes, cubin, report
+
+
+def lowering_key(source: str, name: str, async_copies: bool) -> tuple:
+    """What decides a kernel's LLVM IR besides its argument types and launch bound: the
+    generated source, the function's name (the entry symbol) and its names
+    (runtime.namespace)."""
+    return (source, name, async_copies)
 
 
 def spill_bytes(report: str) -> int:
@@ -147,8 +157,9 @@ class CubinJob:
                     return "written by another process meanwhile"
                 namespace = runtime.namespace(self.async_copies)
                 function = kernel_function(self.source, self.filename, self.name, namespace)
+                key = lowering_key(self.source, self.name, self.async_copies)
                 codes, cubin, _ = build_cubin(
-                    function, self.argtypes, self.arch, self.bound, self.spill_bound
+                    function, self.argtypes, self.arch, self.bound, self.spill_bound, key
                 )
                 entry.write(cubin_cache.pack(entry_symbol(codes), cubin), repr(self.argtypes))
             if not entry.path.exists():

@@ -35,7 +35,14 @@ from . import (
 )
 from . import driver as driver_module
 from .codegen import FLAT_BLOCK, STATIC_SHARED_LIMIT, CudaCodegen, padded
-from .compile_job import build_cubin, entry_symbol, kernel_function, parse_arch, spill_bytes
+from .compile_job import (
+    build_cubin,
+    entry_symbol,
+    kernel_function,
+    lowering_key,
+    parse_arch,
+    spill_bytes,
+)
 from .compile_job import symbol_name as symbol_name
 from .launcher import DirectLauncher, storage_dtype
 from .occupancy import occupancy
@@ -321,8 +328,11 @@ class CudaProgram:
         cc = parse_arch(arch)
         shared_memory.check(self.kir, self.shared_arrays, shared_memory.limit_for(cc), arch)
         spill_bound = self.launch_bound(1) if self.min_blocks > 1 else None
+        key = None  # (warp twins replace names: the simulator's, never lowered)
+        if self.warp_twins is None:
+            key = lowering_key(self.source, symbol_name(self.kir.name), self.async_copies)
         found = self._builds[signature, arch] = build_cubin(
-            self.python_function(), signature, arch, self.launch_bound(), spill_bound
+            self.python_function(), signature, arch, self.launch_bound(), spill_bound, key
         )
         return found
 

@@ -9,6 +9,8 @@ the cubin cache's key (read from the installed packages' metadata: no library is
 from __future__ import annotations
 
 import functools
+import threading
+from collections import OrderedDict
 from importlib import metadata
 
 from ....errors import TesseraError
@@ -29,12 +31,48 @@ TOOLCHAIN_PACKAGES = (
 )
 
 
-def ptx_codes(function, argtypes: tuple, cc: tuple[int, int], launch_bounds: int) -> list:
+LOWERED_KEPT = 16  # kernels whose lowered LLVM IR a process keeps for other architectures
+_lowered: OrderedDict = OrderedDict()  # (key, argtypes, launch bound) -> numba-cuda library
+_LOWERED_LOCK = threading.RLock()
+
+
+def ptx_codes(
+    function, argtypes: tuple, cc: tuple[int, int], launch_bounds, key: object = None
+) -> list:
     """PTX of the kernel ``function`` for ``argtypes`` and compute capability ``cc``, plus
-    anything it links (numba-cuda's own helper libraries): the first item is the kernel's."""
+    anything it links (numba-cuda's own helper libraries): the first item is the kernel's.
+
+    numba-cuda's front end (typing, lowering: most of a compile) gives the same LLVM IR for
+    every architecture Tessera compiles for (its only architecture-dependent lowering is
+    f64 atomics before sm_60 and fastmath's ``tanh``), so with a ``key`` — what besides
+    ``argtypes`` and the launch bound decides that IR: the generated source and its
+    names — a kernel already lowered in this process is only compiled again by NVVM for
+    another ``cc`` (``k.inspect("ptx", arch=...)`` for a second architecture, an
+    ahead-of-time image of several)."""
+    cuda_module()  # numba-cuda's registrations (and the NumPy shim) before compiling
+    lower = _lowering()
+    if key is None or lower is None:
+        return _compiled(function, argtypes, cc, launch_bounds)
+    entry = (key, argtypes, launch_bounds, cc >= (6, 0))  # (f64 atomics lower by arch)
+    with _LOWERED_LOCK:  # (threads may compile at once)
+        library = _lowered.get(entry)
+        if library is None:
+            library, _ = lower(
+                function, argtypes, device=False, abi="numba", cc=cc, launch_bounds=launch_bounds
+            )
+            if library._linking_files:  # code numba-cuda links in: its own path does it
+                return _compiled(function, argtypes, cc, launch_bounds)
+            _lowered[entry] = library
+            while len(_lowered) > LOWERED_KEPT:
+                _lowered.popitem(last=False)
+        else:
+            _lowered.move_to_end(entry)
+        return list(library.get_asm_strs(cc=cc))
+
+
+def _compiled(function, argtypes: tuple, cc: tuple[int, int], launch_bounds) -> list:
     from numba.cuda.compiler import compile_all
 
-    cuda_module()  # numba-cuda's registrations (and the NumPy shim) before compiling
     codes, _ = compile_all(
         function,
         argtypes,
@@ -45,6 +83,16 @@ def ptx_codes(function, argtypes: tuple, cc: tuple[int, int], launch_bounds: int
         launch_bounds=launch_bounds,
     )
     return codes
+
+
+@functools.cache
+def _lowering():
+    """numba-cuda's step before NVVM (lower a kernel to a code library, launch bounds
+    set), which ``compile_all`` runs; None where this numba-cuda has no such step (then
+    every architecture is lowered again)."""
+    from numba.cuda import compiler
+
+    return getattr(compiler, "_compile_pyfunc_with_fixup", None)
 
 
 def link(codes: list, arch: str) -> tuple[bytes, str]:
