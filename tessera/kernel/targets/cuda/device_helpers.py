@@ -21,13 +21,20 @@ the kernel, for the kernel's architecture.
 from __future__ import annotations
 
 import functools
+import inspect
 
 HELPER_CC = (7, 0)  # the compute capability a helper is lowered for (see above)
 
 
 def device_helper(fn):
-    """``fn`` as a device function that kernels call and NVVM inlines (see above)."""
-    return _helper_class()(fn, targetoptions=_OPTIONS)
+    """``fn`` as a device function that kernels call and NVVM inlines (see above); with a
+    numba-cuda that lacks what this needs, inlined by Numba at every call as before."""
+    helper = _helper_class()
+    if helper is None:
+        from numba import cuda
+
+        return cuda.jit(device=True, inline="always")(fn)
+    return helper(fn, targetoptions=_OPTIONS)
 
 
 _OPTIONS = {
@@ -43,8 +50,15 @@ _OPTIONS = {
 
 @functools.cache
 def _helper_class():
-    from numba.cuda.compiler import compile_cuda
-    from numba.cuda.dispatcher import CUDADispatcher
+    """The helper dispatcher class, or None where numba-cuda has no ``compile_cuda`` taking
+    ``forceinline`` (its pieces are internal: a release may move them)."""
+    try:
+        from numba.cuda.compiler import compile_cuda
+        from numba.cuda.dispatcher import CUDADispatcher
+    except ImportError:
+        return None
+    if "forceinline" not in inspect.signature(compile_cuda).parameters:
+        return None
 
     class Helper(CUDADispatcher):
         """A device function lowered for :data:`HELPER_CC`, not the current GPU's."""
