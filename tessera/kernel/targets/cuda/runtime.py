@@ -188,6 +188,27 @@ def _own_math(cuda, simulated: bool) -> dict:
 
 
 @functools.cache
+def _combiners(simulated: bool) -> dict:
+    """The language's add and NaN-propagating max and min (semantics.py): device helpers
+    on the GPU (a row's 32 held values take 32 ``max`` calls), Numba's under the
+    simulator."""
+    jitted = semantics.jitted()
+    if simulated:
+        return {
+            "_add": jitted.add,
+            "_add_i64": jitted.add_i64,
+            "_fmax": jitted.fmax,
+            "_fmin": jitted.fmin,
+        }
+    return {
+        "_add": device_helper(semantics.add),
+        "_add_i64": device_helper(semantics.add_i64),
+        "_fmax": device_helper(semantics.fmax),
+        "_fmin": device_helper(semantics.fmin),
+    }
+
+
+@functools.cache
 def _integers(simulated: bool) -> dict:
     """The wrapping integer operations (integers.py): device helpers, or Python as they
     are under the simulator."""
@@ -202,11 +223,8 @@ def namespace(async_copies: bool) -> dict:
         "cuda": cuda,
         "np": np,
         "math": _simulator_math() if simulated else math,
-        "_add": semantics.jitted().add,
-        "_add_i64": semantics.jitted().add_i64,
-        "_fmax": semantics.jitted().fmax,
-        "_fmin": semantics.jitted().fmin,
         "_tree_reduce": semantics.jitted().tree_reduce,
+        **_combiners(simulated),
     }
     names.update(_integers(simulated))
     names.update(_bf16_conversions(cuda, simulated))
