@@ -12,10 +12,9 @@ kept by the helper and linked into every kernel that calls it) and carries LLVM'
 
 numba-cuda compiles a device function for the current GPU's compute capability, which
 needs a GPU (``k.inspect("ptx")`` must not). A helper is compiled for
-:data:`HELPER_CC` instead: its LLVM IR is the same for every architecture from sm_60 on
-(the only architecture-dependent lowering numba-cuda has is f64 atomics before sm_60 and
-``tanh``'s fastmath approximation, which helpers do not use), and NVVM compiles it with
-the kernel, for the kernel's architecture.
+:data:`HELPER_CC` instead: its LLVM IR is the same for every architecture from
+:data:`SAME_LOWERING_FROM` on, and NVVM compiles it with the kernel, for the kernel's
+architecture.
 """
 
 from __future__ import annotations
@@ -23,6 +22,11 @@ from __future__ import annotations
 import functools
 import inspect
 
+# numba-cuda lowers Python to the same LLVM IR for every compute capability from this one on
+# (before it, f64 atomics are a compare-and-swap loop; fastmath's tanh, which Tessera
+# never asks for, waits for 7.5): what lets a helper, or a kernel (toolchain.ptx_codes),
+# lowered once serve every architecture
+SAME_LOWERING_FROM = (6, 0)
 HELPER_CC = (7, 0)  # the compute capability a helper is lowered for (see above)
 
 

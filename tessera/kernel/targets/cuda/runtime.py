@@ -192,20 +192,12 @@ def _combiners(simulated: bool) -> dict:
     """The language's add and NaN-propagating max and min (semantics.py): device helpers
     on the GPU (a row's 32 held values take 32 ``max`` calls), Numba's under the
     simulator."""
-    jitted = semantics.jitted()
+    fns = {"_add": semantics.add, "_add_i64": semantics.add_i64}
+    fns.update(_fmax=semantics.fmax, _fmin=semantics.fmin)
     if simulated:
-        return {
-            "_add": jitted.add,
-            "_add_i64": jitted.add_i64,
-            "_fmax": jitted.fmax,
-            "_fmin": jitted.fmin,
-        }
-    return {
-        "_add": device_helper(semantics.add),
-        "_add_i64": device_helper(semantics.add_i64),
-        "_fmax": device_helper(semantics.fmax),
-        "_fmin": device_helper(semantics.fmin),
-    }
+        jitted = semantics.jitted()
+        return {name: getattr(jitted, fn.__name__) for name, fn in fns.items()}
+    return {name: device_helper(fn) for name, fn in fns.items()}
 
 
 @functools.cache

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from importlib import metadata
 
 from ....errors import TesseraError
+from .device_helpers import SAME_LOWERING_FROM
 from .runtime import cuda_module
 
 # the installed distributions whose versions decide the code made from a kernel's source
@@ -43,8 +44,8 @@ def ptx_codes(
     anything it links (numba-cuda's own helper libraries): the first item is the kernel's.
 
     numba-cuda's front end (typing, lowering: most of a compile) gives the same LLVM IR for
-    every architecture Tessera compiles for (its only architecture-dependent lowering is
-    f64 atomics before sm_60 and fastmath's ``tanh``), so with a ``key`` — what besides
+    every architecture from ``device_helpers.SAME_LOWERING_FROM`` on, so with a ``key`` —
+    what besides
     ``argtypes`` and the launch bound decides that IR: the generated source and its
     names — a kernel already lowered in this process is only compiled again by NVVM for
     another ``cc`` (``k.inspect("ptx", arch=...)`` for a second architecture, an
@@ -53,7 +54,7 @@ def ptx_codes(
     lower = _lowering()
     if key is None or lower is None:
         return _compiled(function, argtypes, cc, launch_bounds)
-    entry = (key, argtypes, launch_bounds, cc >= (6, 0))  # (f64 atomics lower by arch)
+    entry = (key, argtypes, launch_bounds, cc >= SAME_LOWERING_FROM)
     with _LOWERED_LOCK:  # (threads may compile at once)
         library = _lowered.get(entry)
         if library is None:
