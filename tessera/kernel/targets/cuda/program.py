@@ -31,6 +31,7 @@ from . import (
     mainloop,
     runtime,
     shared_memory,
+    sim_blocks,
     stage_copy,
 )
 from . import driver as driver_module
@@ -548,7 +549,8 @@ class CudaProgram:
         if fencing_on[0]:
             fence(stream, [_address(a) for a in args[: self._array_count]])
         try:
-            self._kernel[blocks, threads, stream, shared](*args, *grid, *aligned)
+            with sim_blocks.blocks():
+                self._kernel[blocks, threads, stream, shared](*args, *grid, *aligned)
         except IndexError as exc:  # the simulator checks every index, as NumPy does
             raise self._out_of_bounds(exc) from None
         for original, copy in write_back:
