@@ -23,7 +23,12 @@ import numpy as np
 from ... import dtypes as D
 from ...tile.mathfns import MATH
 
+# Numba's options: inlined into the caller's Numba IR (numba-cuda compiles these for
+# device code the same way), or (``CALLED``, the CPU target) typed and lowered once per
+# signature in a process and inlined by LLVM: a kernel's compile does not type each call
+# site's copy of the body again
 _JIT = dict(nogil=True, cache=False, error_model="numpy", inline="always")
+CALLED = dict(nogil=True, cache=False, error_model="numpy", forceinline=True)
 
 
 def fmax(a, b):
@@ -200,11 +205,12 @@ NUMPY_MATH = {
 
 
 @functools.cache
-def jitted() -> types.SimpleNamespace:
-    """These functions compiled by Numba (lazily, inlined where called), by the same names."""
+def jitted(called: bool = False) -> types.SimpleNamespace:
+    """These functions compiled by Numba (lazily, inlined where called: in Numba's IR, or
+    with ``called`` by LLVM, see ``CALLED``), by the same names."""
     import numba
 
-    jit = numba.njit(**_JIT)
+    jit = numba.njit(**(CALLED if called else _JIT))
     return types.SimpleNamespace(
         fmax=jit(fmax),
         fmin=jit(fmin),

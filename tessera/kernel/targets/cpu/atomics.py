@@ -22,9 +22,9 @@ import functools
 import numpy as np
 
 from ....tile.primitives import ATOMIC_OPS
-from ..semantics import jitted
+from ..semantics import CALLED, jitted
 
-_JIT = dict(nogil=True, cache=False, error_model="numpy", inline="always")
+_JIT = CALLED  # compiled once per signature, inlined by LLVM (semantics.py)
 _NATIVE = {"add": "add", "and": "and", "or": "or", "xor": "xor", "xchg": "xchg"}
 
 
@@ -100,7 +100,7 @@ def definitions() -> dict:
     from numba import types
     from numba.extending import intrinsic
 
-    update = jitted()
+    update = jitted(called=True)
 
     def atomic_intrinsic(op: str):
         @intrinsic

@@ -17,9 +17,9 @@ import math
 import numpy as np
 
 from .. import integers, own_math
+from ..semantics import CALLED, jitted
 from ..semantics import F8_FORMATS as _SEMANTICS_FORMATS
 from ..semantics import f8_value_bits as _f8_value_bits  # (plain Python: a table's)
-from ..semantics import jitted
 from . import atomics, microkernel
 
 _FP8_SHORT = {"f8e4m3": "e4m3", "f8e5m2": "e5m2"}  # the runtime's names: _e4m3_f32, ...
@@ -35,8 +35,8 @@ def _definitions() -> dict:
     from numba.extending import intrinsic
     from numba.np.arrayobj import populate_array
 
-    _JIT = dict(nogil=True, cache=False, error_model="numpy", inline="always")
-    _SEMANTICS = jitted()
+    _JIT = CALLED  # compiled once per signature, inlined by LLVM (semantics.py)
+    _SEMANTICS = jitted(called=True)
     bf16_bits = _SEMANTICS.bf16_bits
 
     @intrinsic
