@@ -72,7 +72,7 @@ def test_tile_math_gives_the_same_bits_at_either_width(bits):
 
 def test_auto_widens_arithmetic_bound_kernels_on_an_avx512_cpu_only():
     with ts.config(cpu_vector_bits="auto"):
-        expected = 512 if vector_width._host_has_avx512() else None
+        expected = 512 if vector_width.host_has_avx512() else None
         assert vector_width.preferred_bits(arithmetic_bound=True) == expected
         assert vector_width.preferred_bits(arithmetic_bound=False) is None
 
@@ -84,7 +84,7 @@ def test_a_number_sets_the_width_of_every_kernel():
         assert vector_width.preferred_bits(arithmetic_bound=False) == 512
 
 
-@pytest.mark.skipif(not vector_width._host_has_avx512(), reason="needs an AVX-512 CPU")
+@pytest.mark.skipif(not vector_width.host_has_avx512(), reason="needs an AVX-512 CPU")
 def test_a_kernel_calling_exp_is_widened_and_a_plain_one_is_not():
     @kernel
     def scaled(x: f32[n], y: mut[f32[n]]):
@@ -103,7 +103,7 @@ def test_a_kernel_calling_exp_is_widened_and_a_plain_one_is_not():
         assert "vmulps\t%zmm" not in scaled.inspect("asm", x, plain)
 
 
-@pytest.mark.skipif(not vector_width._host_has_avx512(), reason="needs an AVX-512 CPU")
+@pytest.mark.skipif(not vector_width.host_has_avx512(), reason="needs an AVX-512 CPU")
 def test_512_bits_computes_16_floats_per_instruction_and_256_bits_8():
     x = _inputs()
     y = np.zeros((4, x.size), np.float32)

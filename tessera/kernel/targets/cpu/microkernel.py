@@ -9,10 +9,14 @@ LLVM's SLP vectoriser starts from stores, and the ``k`` loop has none, so it sta
 ``<W x float>`` vectors and ``llvm.fma``; LLVM maps them to AVX-512 (or pairs of AVX2)
 registers.
 
-Blocks: ``ROWS`` rows × ``VECTORS`` vectors of one 64-byte register each (``WIDTH`` = 16
-lanes of f32 or i32, 8 of f64: 8 × 32 f32 or 8 × 16 f64 results), so every dtype keeps 16
-accumulators, two loads of ``b`` and one broadcast, which fits AVX-512's 32 registers;
-on AVX2 LLVM splits each vector in two and spills a little. Edges use narrower blocks:
+Blocks (:func:`block`, chosen by the host's vector registers): rows × vectors of one
+register each. With AVX-512, 8 rows × 2 vectors of 64 bytes (16 lanes of f32 or i32, 8 of
+f64: 8 × 32 f32 or 8 × 16 f64 results), so every dtype keeps 16 accumulators, two loads of
+``b`` and one broadcast, which fits its 32 registers. With AVX2's 16 registers of 32
+bytes, 4 rows × 2 vectors (8 accumulators, 11 registers in all): the AVX-512 block there
+is 32 register halves of accumulators alone, and LLVM spilled them to the stack at every
+``k`` (measured on a 2-core AVX2 machine: the f32 tile GEMM at 34-57 GFLOP/s with it,
+105-110 with this block, NumPy's BLAS 118). Edges use narrower blocks:
 one vector, then single columns, then single rows. Every result element adds its
 products in ``k`` order, fused (TILES.md §3 leaves ``tile.dot``'s rounding to the
 backend; it is the same bits on every run and thread count): f32 accumulators for
@@ -27,31 +31,44 @@ from __future__ import annotations
 
 import functools
 
-ROWS, VECTORS, VECTOR_BYTES = 8, 2, 64
-WIDTH = VECTOR_BYTES // 4  # lanes of an f32 (i32) accumulator vector
+from .vector_width import host_has_avx512
+
+AVX512_BLOCK = (8, 2, 64)  # rows, vectors of a row, bytes of a vector register
+AVX2_BLOCK = (4, 2, 32)
 
 
-def width_of(itemsize: int) -> int:
-    """Lanes of one accumulator vector of ``itemsize``-byte elements (16 f32, 8 f64)."""
-    return VECTOR_BYTES // itemsize
+@functools.cache
+def block() -> tuple[int, int, int]:
+    """(rows, vectors a row, bytes a vector) of this host's register block (above)."""
+    return AVX512_BLOCK if host_has_avx512() else AVX2_BLOCK
 
 
-def regions(m: int, n: int, width: int = WIDTH) -> list[tuple[int, int, int, int, int, int, int]]:
+def width_of(itemsize: int, vector_bytes: int | None = None) -> int:
+    """Lanes of one accumulator vector of ``itemsize``-byte elements (with AVX-512: 16
+    f32, 8 f64)."""
+    return (vector_bytes or block()[2]) // itemsize
+
+
+def regions(
+    m: int, n: int, width: int, shape: tuple[int, int] | None = None
+) -> list[tuple[int, int, int, int, int, int, int]]:
     """Loop nests covering an ``m`` × ``n`` result, each ``(row0, row_blocks, rows, col0,
     col_blocks, vectors, width)``: ``row_blocks`` blocks of ``rows`` rows from ``row0``
     times ``col_blocks`` blocks of ``vectors`` × ``width`` columns from ``col0``
-    (``width``: the lanes of a full vector, :func:`width_of` the accumulator)."""
+    (``width``: the lanes of a full vector, :func:`width_of` the accumulator; ``shape``:
+    the block's rows and vectors, this host's by default)."""
+    rows_full, vectors_full = shape or block()[:2]
     row_parts = []
-    full_rows = m - m % ROWS
+    full_rows = m - m % rows_full
     if full_rows:
-        row_parts.append((0, full_rows // ROWS, ROWS))
+        row_parts.append((0, full_rows // rows_full, rows_full))
     if m - full_rows:
         row_parts.append((full_rows, m - full_rows, 1))
     col_parts = []
-    wide = VECTORS * width
+    wide = vectors_full * width
     full_wide = n - n % wide
     if full_wide:
-        col_parts.append((0, full_wide // wide, VECTORS, width))
+        col_parts.append((0, full_wide // wide, vectors_full, width))
     single = n - full_wide - (n - full_wide) % width
     if single:
         col_parts.append((full_wide, single // width, 1, width))

@@ -30,7 +30,7 @@ from .... import config
 
 
 @functools.cache
-def _host_has_avx512() -> bool:
+def host_has_avx512() -> bool:
     from llvmlite import binding
 
     try:
@@ -44,7 +44,7 @@ def preferred_bits(arithmetic_bound: bool) -> int | None:
     only kernels whose loops are bound by arithmetic (see the module's docstring)."""
     value = config.get("cpu_vector_bits")
     if value == "auto":
-        return 512 if arithmetic_bound and _host_has_avx512() else None
+        return 512 if arithmetic_bound and host_has_avx512() else None
     return int(value)
 
 
