@@ -30,6 +30,7 @@ IR is made; the arrays are C-contiguous tiles (``cpu/codegen.py`` makes them).
 from __future__ import annotations
 
 import functools
+import hashlib
 
 from .vector_width import host_has_avx512
 
@@ -123,10 +124,32 @@ def dot_tiles():
             # how an integer operand widens: by its sign (u8 operands zero-extend)
             signed = tuple(getattr(t.dtype, "signed", True) for t in signature.args[2:4])
             itemsize = acc.bitwidth // 8
-            _emit(builder, arrays, context.get_data_type(acc), shape, zero, itemsize, signed)
+            acc_t = context.get_data_type(acc)
+            body = _outlined(builder.module, arrays, acc_t, shape, zero, itemsize, signed)
+            builder.call(body, arrays)
             return context.get_dummy_value()
 
         return sig, codegen
+
+    def _outlined(module, arrays, acc_t, shape, zero, itemsize, signed):
+        """The micro-kernel of one shape, accumulator and operand types as a function of
+        the module, made at its first call site and called at every other: a kernel's
+        products of one shape are one body for LLVM to optimise and make machine code
+        of, not one each (a call costs nothing beside a tile product)."""
+        pointers = [str(p.type) for p in arrays]
+        key = f"{shape}{zero}{signed}{acc_t}{pointers}{block()}"
+        name = f"tessera_dot_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        if name in module.globals:
+            return module.globals[name]
+        fnty = llir.FunctionType(llir.VoidType(), [p.type for p in arrays])
+        fn = llir.Function(module, fnty, name)
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        fn.attributes.add("nounwind")
+        body = llir.IRBuilder(fn.append_basic_block("entry"))
+        _emit(body, list(fn.args), acc_t, shape, zero, itemsize, signed)
+        body.ret_void()
+        return fn
 
     def _emit(builder, arrays, acc_t, shape, zero, itemsize, signed):
         dest, init, a, b = arrays
