@@ -67,6 +67,21 @@ def frozen_heap():
     gc.unfreeze()
 
 
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After each test (its fixtures torn down): collect its garbage, then
+    ``gc.freeze()`` what is left. A worker holds every compiled kernel of its files (1-2
+    GB of objects), and each of Python's full collections scanned all of it: measured in
+    one process over the ops, gradient and example tests, 63 s of 383 went to 35 full
+    collections. Frozen, what earlier tests left is not scanned again (that run: 382 →
+    337 s); a test's own objects are collected as before (nothing is frozen while it
+    runs). What a later test drops of the frozen objects is freed by reference counting,
+    or kept if it is in a cycle: memory, not results."""
+    yield
+    gc.collect()
+    gc.freeze()
+
+
 @pytest.fixture
 def cache_dir(tmp_path):
     """A disk cache of the test's own (``tmp_path / "cache"``), switched on."""
