@@ -22,9 +22,9 @@ loops (common_lowerings.py), which spell the conversion out.
 from __future__ import annotations
 
 import functools
-import hashlib
 
 from ....dtypes import COMPUTED_IN_F32
+from .microkernel import module_function
 
 
 def plain(array_dtype, tile_dtype) -> bool:
@@ -89,31 +89,23 @@ def function(kind: str, lead: int, shape: tuple[int, ...], masked: bool = False)
 
 
 def _outlined(context, module, signature, kind, lead, shape, masked):
-    """The copy as a function of ``module`` taking the intrinsic's arguments, made at its
-    first call site and called at every other: a kernel's copies of one kind, shape and
-    argument types are one body for LLVM to optimise and make machine code of, not one
-    each (LLVM unrolls a copy's loops into hundreds of instructions; a call costs nothing
-    beside a block's copy)."""
-    from llvmlite import ir as llir
+    """The copy as a function of ``module`` taking the intrinsic's arguments
+    (``microkernel.module_function``): a kernel's copies of one kind, shape and argument
+    types are one body for LLVM to optimise and make machine code of, not one each (LLVM
+    unrolls a copy's loops into hundreds of instructions; a call costs nothing beside a
+    block's copy)."""
     from numba.core import cgutils
 
-    key = f"{kind}{lead}{shape}{masked}{signature.args}"
-    name = f"tessera_{kind}_block_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-    if name in module.globals:
-        return module.globals[name]
+    def body(builder, args):
+        emit = _Emitter(context, builder, cgutils, signature, args)
+        if kind == "load":
+            emit.load(lead, shape)
+        else:
+            emit.store(lead, shape, masked)
+
+    key = f"{kind}_block{lead}{shape}{masked}{signature.args}"
     argtypes = [context.get_value_type(t) for t in signature.args]
-    fn = llir.Function(module, llir.FunctionType(llir.VoidType(), argtypes), name)
-    fn.linkage = "internal"
-    fn.attributes.add("noinline")
-    fn.attributes.add("nounwind")
-    builder = llir.IRBuilder(fn.append_basic_block("entry"))
-    emit = _Emitter(context, builder, cgutils, signature, list(fn.args))
-    if kind == "load":
-        emit.load(lead, shape)
-    else:
-        emit.store(lead, shape, masked)
-    builder.ret_void()
-    return fn
+    return module_function(module, key, argtypes, body)
 
 
 class _Emitter:

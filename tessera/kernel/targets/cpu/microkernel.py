@@ -79,6 +79,25 @@ def regions(
     return [(*r, *c) for r in row_parts for c in col_parts]
 
 
+def module_function(module, key: str, argtypes: list, body):
+    """The internal, never-inlined ``void`` function of ``module`` named for ``key`` (made
+    at the first call: ``body(builder, args)`` writes its IR before the return), so that
+    every site of one kernel that needs the same code calls one copy of it."""
+    from llvmlite import ir as llir
+
+    name = f"tessera_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    if name in module.globals:
+        return module.globals[name]
+    fn = llir.Function(module, llir.FunctionType(llir.VoidType(), argtypes), name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("nounwind")
+    builder = llir.IRBuilder(fn.append_basic_block("entry"))
+    body(builder, list(fn.args))
+    builder.ret_void()
+    return fn
+
+
 @functools.cache
 def fused_multiply_add(builder, x, y, c):
     """``x * y + c`` rounded once: a call of LLVM's ``llvm.fma`` on f32 or f64 scalars or
@@ -133,23 +152,16 @@ def dot_tiles():
 
     def _outlined(module, arrays, acc_t, shape, zero, itemsize, signed):
         """The micro-kernel of one shape, accumulator and operand types as a function of
-        the module, made at its first call site and called at every other: a kernel's
-        products of one shape are one body for LLVM to optimise and make machine code
-        of, not one each (a call costs nothing beside a tile product)."""
+        the module (:func:`module_function`): a kernel's products of one shape are one
+        body for LLVM to optimise and make machine code of, not one each (a call costs
+        nothing beside a tile product)."""
         pointers = [str(p.type) for p in arrays]
-        key = f"{shape}{zero}{signed}{acc_t}{pointers}{block()}"
-        name = f"tessera_dot_{hashlib.sha256(key.encode()).hexdigest()[:16]}"
-        if name in module.globals:
-            return module.globals[name]
-        fnty = llir.FunctionType(llir.VoidType(), [p.type for p in arrays])
-        fn = llir.Function(module, fnty, name)
-        fn.linkage = "internal"
-        fn.attributes.add("noinline")
-        fn.attributes.add("nounwind")
-        body = llir.IRBuilder(fn.append_basic_block("entry"))
-        _emit(body, list(fn.args), acc_t, shape, zero, itemsize, signed)
-        body.ret_void()
-        return fn
+        key = f"dot{shape}{zero}{signed}{acc_t}{pointers}{block()}"
+
+        def body(builder, args):
+            _emit(builder, args, acc_t, shape, zero, itemsize, signed)
+
+        return module_function(module, key, [p.type for p in arrays], body)
 
     def _emit(builder, arrays, acc_t, shape, zero, itemsize, signed):
         dest, init, a, b = arrays
