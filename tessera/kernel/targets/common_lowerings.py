@@ -87,7 +87,7 @@ def block_offsets(cg, offset, array: str, shape: tuple[int, ...]) -> list[str]:
         if d >= lead:
             n = shape[d - lead]
             cg.emit(f"_o{d} = {code}")
-            code = f"_o{d} if -{n} < _o{d} < {array}.shape[{d}] else np.int64(-{n})"
+            code = cg.block_origin(f"_o{d}", n, f"{array}.shape[{d}]")
         cg.emit(f"_o{d} = {code}")
         names.append(f"_o{d}")
     return names

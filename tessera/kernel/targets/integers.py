@@ -126,6 +126,24 @@ def _division(t: type) -> tuple[Callable, Callable, Callable]:
     return floordiv, mod, absolute
 
 
+def trip_count(start, stop, step):
+    """The number of values of ``range(start, stop, step)`` (i64 values) as a uint64,
+    computed without overflow; 0 for a zero step."""
+    if step > 0 and start < stop:
+        return (np.uint64(stop) - np.uint64(start) - np.uint64(1)) // np.uint64(step) + np.uint64(1)
+    if step < 0 and start > stop:
+        down = np.uint64(start) - np.uint64(stop) - np.uint64(1)
+        return down // (np.uint64(0) - np.uint64(step)) + np.uint64(1)
+    return np.uint64(0)
+
+
+def block_origin(origin, size, extent):
+    """The origin (i64) of a block of ``size`` along an array axis of ``extent``: moved to
+    ``-size``, still wholly outside, where the block lies wholly outside the axis (past
+    either end, however far), so that ``origin + element`` never wraps around."""
+    return origin if -size < origin < extent else np.int64(-size)
+
+
 def functions(compile_: Callable = lambda fn: fn) -> dict[str, Callable]:
     """Every rule for every integer type, by the name generated code calls it by
     (``_shl_int32``, ``_pow_int32``, ``_f2i_int32``, ``_fdiv_int32``, ...), each passed
@@ -142,4 +160,6 @@ def functions(compile_: Callable = lambda fn: fn) -> dict[str, Callable]:
         out[f"_fdiv_{name}"] = compile_(floordiv)
         out[f"_mod_{name}"] = compile_(mod)
         out[f"_abs_{name}"] = compile_(absolute)
+    out["_trip_count"] = compile_(trip_count)
+    out["_block_origin"] = compile_(block_origin)
     return out

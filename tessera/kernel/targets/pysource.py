@@ -284,6 +284,15 @@ class SourceEmitter(TileSource):
         for s in body:
             self.lane_stmt(s)
 
+    def trip_count(self, start: str, stop: str, step: str) -> str:
+        """The code of a range loop's trip count (:func:`trip_count`; a target may call
+        the same rule as a function, integers.trip_count)."""
+        return trip_count(start, stop, step)
+
+    def block_origin(self, origin: str, size: int, extent: str) -> str:
+        """The code of a block's origin along one axis (integers.block_origin)."""
+        return f"{origin} if -{size} < {origin} < {extent} else np.int64(-{size})"
+
     def loop_header(self, s: ir.For | ir.While) -> None:
         """A loop's first line(s); its body follows one level deeper. A ``range`` loop
         whose bounds are not small constants counts its trips without overflow
@@ -299,7 +308,7 @@ class SourceEmitter(TileSource):
             return
         a, b, c, k = (f"{v}{len(self.lines)}" for v in ("_ra", "_rb", "_rc", "_rk"))
         self.emit(f"{a}, {b}, {c} = {start}, {stop}, {step}", s.loc)
-        self.emit(f"for {k} in range({trip_count(a, b, c)}):")
+        self.emit(f"for {k} in range({self.trip_count(a, b, c)}):")
         self.emit(f"    {var} = np.int64(np.uint64({a}) + np.uint64({k}) * np.uint64({c}))")
 
     def lane_stmt(self, s: ir.Stmt) -> None:

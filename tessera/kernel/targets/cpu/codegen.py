@@ -310,6 +310,15 @@ class CpuCodegen(SourceEmitter):
         elif lane is None:
             self.emit(f"{self.name(site.target)} = {value}", site.loc)
 
+    # ------------------------------------------------------------------ rules as calls
+    # (functions compiled once per process and inlined by LLVM: a branchy expression
+    # written out would add blocks to the kernel's function, which Numba's passes pay for)
+    def trip_count(self, start: str, stop: str, step: str) -> str:
+        return f"_trip_count({start}, {stop}, {step})"
+
+    def block_origin(self, origin: str, size: int, extent: str) -> str:
+        return f"_block_origin({origin}, np.int64({size}), {extent})"
+
     # ------------------------------------------------------------------ tiles
     def element_loops(self, shape: tuple[int, ...], body) -> None:
         """Nested loops over a tile's elements (the last axis innermost, contiguous)."""
