@@ -52,11 +52,10 @@ class CpuCodegen(SourceEmitter):
 
     def generate(self) -> str:
         """The kernel's source. A flat kernel is one function, ``_kernel``. A grouped
-        kernel is two: ``_chunk(_c, ...)`` runs chunk ``_c`` of the groups (the one-core
-        variant is ``_chunk`` for chunk 0 of 1), and ``_kernel`` runs every chunk in
-        parallel (``_prange``), calling the compiled ``_chunk`` through ``_call_chunk``
-        (program.py): the two variants share one compile of the body, which the parallel
-        one's compile (Numba's parfor passes, LLVM) never sees."""
+        kernel is ``_chunk(_c, ...)``, which runs chunk ``_c`` of the groups: the one-core
+        variant is ``_chunk`` for chunk 0 of 1, and the parallel one runs every chunk on
+        the process's driver for its argument types (parallel_driver.py): the two variants
+        share one compile of the body."""
         args = self.kernel_args()
         if not self.kir.grouped and self.chunked:
             self.emit(f"def _chunk(_c, {', '.join(args)}, _nchunks):")
@@ -77,12 +76,6 @@ class CpuCodegen(SourceEmitter):
         self.indent += 1
         self.emit(f'"""Tessera kernel {self.kir.name} ({self.kir.loc}) for the CPU: a chunk."""')
         self.grouped_body()
-        self.indent = 0
-        self.emit(f"def _kernel({', '.join(args)}):")
-        self.indent += 1
-        self.emit(f'"""Tessera kernel {self.kir.name} ({self.kir.loc}) for the CPU."""')
-        self.emit("for _c in _prange(_nchunks):")
-        self.emit(f"    _call_chunk((_c, {', '.join(args)}))")
         return "\n".join(self.lines) + "\n"
 
     def flat_body(self) -> None:

@@ -118,6 +118,9 @@ class Image:
     # chunk), linked beside it, and their environment globals
     callees: tuple[bytes, ...] = ()
     callee_envs: tuple[str, ...] = ()
+    # a function whose address the wrapper takes as its first argument (the chunk a
+    # shared parallel driver runs: parallel_driver.py), bound when loaded
+    bound: str | None = None
 
     def to_bytes(self) -> bytes:
         header = {
@@ -127,6 +130,7 @@ class Image:
             "threading_layer": self.threading_layer,
             "callees": [len(c) for c in self.callees],
             "callee_envs": list(self.callee_envs),
+            "bound": self.bound,
         }
         body = b"".join((*self.callees, self.object_code))
         return json.dumps(header).encode() + b"\n" + body
@@ -147,13 +151,15 @@ class Image:
             threading_layer=header["threading_layer"],
             callees=tuple(callees),
             callee_envs=tuple(header["callee_envs"]),
+            bound=header.get("bound"),
         )
 
 
-def image_of(cres, callees: tuple = ()) -> Image | None:
+def image_of(cres, callees: tuple = (), bound: str | None = None) -> Image | None:
     """The image of a freshly compiled Numba ``CompileResult`` and of the ones it calls
     without linking them (``callees``; None: one of them refers to objects of this
-    process, so it cannot be reused elsewhere; Numba's own cache rule)."""
+    process, so it cannot be reused elsewhere; Numba's own cache rule). ``bound``: the
+    symbol (of a callee) whose address the function takes as its first argument."""
     everything = (cres, *callees)
     if any(
         c.library.has_dynamic_globals or any(not f.can_cache for f in c.lifted) for c in everything
@@ -178,6 +184,7 @@ def image_of(cres, callees: tuple = ()) -> Image | None:
         threading_layer=layer,
         callees=tuple(bytes(c.library._get_compiled_object()) for c in callees),
         callee_envs=tuple(c.fndesc.env_name for c in callees),
+        bound=bound,
     )
 
 
@@ -326,19 +333,23 @@ class _Runtime:
             builder.export_symbol(image.wrapper)
             for symbol in envs:
                 builder.export_symbol(symbol)
+            if image.bound is not None:
+                builder.export_symbol(image.bound)
             self._count += 1
             try:
                 tracker = builder.link(self._jit, f"tessera_{self._count}")
                 wrapper, env_slots = tracker[image.wrapper], [tracker[e] for e in envs]
+                bound = None if image.bound is None else tracker[image.bound]
             except Exception as exc:  # LLVM's own complaint (duplicate or odd object)
                 raise NativeLoadError(f"cannot link: {exc}") from exc
         module = types.ModuleType(f"tessera_cpu_{name}")
         env = self._dynfunc.Environment(module.__dict__)
         for slot in env_slots:  # the kernel and its chunk share the generated module
             ctypes.c_void_p.from_address(slot).value = id(env)
-        return self._dynfunc.make_function(
+        function = self._dynfunc.make_function(
             module, name, f"compiled Tessera kernel {name}", wrapper, env, (tracker, env)
         )
+        return function if bound is None else functools.partial(function, bound)
 
 
 def _default_threads() -> int:

@@ -39,7 +39,7 @@ from ...pipeline import Specialised
 from ...source import generated
 from .. import printing
 from ..target import Target
-from . import block_copies, native, runtime, vector_width
+from . import block_copies, native, parallel_driver, runtime, vector_width
 from .codegen import CpuCodegen
 
 JIT_OPTIONS = dict(nogil=True, error_model="numpy", fastmath=False, boundscheck=False)
@@ -91,7 +91,7 @@ class CpuProgram:
         self.prints = ir.prints(spec.kir.body)
         self._entries: dict[bool, object] = {}  # variant → the compiled function
         self._dispatchers: dict[bool, tuple] = {}  # variant → (dispatcher, signature)
-        self._chunks: dict[tuple, tuple] = {}  # signature → (_call_chunk, the chunk's cres)
+        self._chunks: dict[tuple, tuple] = {}  # signature → the chunk's (dispatcher, types, cres)
         # until this kernel's starved launch is reported; never for the operator layer's
         # kernels (their shapes are tessera's to choose: the user could do nothing about it)
         self._watch_shape = self.grouped and not generated(spec.kir.loc.file)
@@ -156,8 +156,11 @@ class CpuProgram:
             function, cres = self._compile(parallel, args)
         stats.bump("compiles")
         if entry is not None:
-            chunk = self._chunks.get(self._dispatchers[parallel][1]) if parallel else None
-            image = native.image_of(cres, () if chunk is None else (chunk[3],))
+            chunk = self._parallel_chunk() if parallel else None
+            if chunk is None:
+                image = native.image_of(cres)
+            else:  # the shared driver, and the chunk whose address it takes
+                image = native.image_of(cres, (chunk[2],), chunk[2].fndesc.llvm_func_name)
             if image is not None:
                 entry.write(image.to_bytes(), str(cres.signature))
         return function
@@ -165,25 +168,40 @@ class CpuProgram:
     def _compile(self, parallel: bool, args: tuple) -> tuple:
         """Compile the variant with Numba: (its entry point, Numba's CompileResult). A
         grouped kernel's body, ``_chunk``, is compiled once for both variants: the
-        parallel one calls it (not linked: runtime.call_compiled); the one-core variant
-        *is* it, called for chunk 0 of 1 (``_call_args``)."""
+        one-core variant *is* it, called for chunk 0 of 1 (``_call_args``); the parallel
+        one is the process's driver for these argument types (parallel_driver.py),
+        called with the chunk's address."""
         import numba
 
         signature = tuple(numba.typeof(a) for a in args)
-        if self.grouped and not parallel:
+        if self.grouped:
             with self._compile_settings():
                 self._compiled_chunk(signature)
-            dispatcher, argtypes, cres = self._chunks[signature][1:]
-            self._dispatchers[parallel] = (dispatcher, signature)
-            return cres.entry_point, cres
+            dispatcher, argtypes, cres = self._chunks[signature]
+            if not parallel:
+                self._dispatchers[parallel] = (dispatcher, signature)
+                return cres.entry_point, cres
+            address = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
+            driver = parallel_driver.driver(len(signature), JIT_OPTIONS)
+            driven = (numba.types.intp, *signature)
+            with self._compile_settings():
+                driver.compile(driven)
+            self._dispatchers[parallel] = (driver, driven)
+            run = driver.overloads[driven]
+            return functools.partial(run.entry_point, address), run
         module = self._module(parallel)
         with self._compile_settings():
-            if self.grouped:
-                module._call_chunk = self._compiled_chunk(signature)
             dispatcher = numba.njit(parallel=parallel, **JIT_OPTIONS)(module._kernel)
             function = dispatcher.compile(signature)
         self._dispatchers[parallel] = (dispatcher, signature)
         return function, dispatcher.overloads[signature]
+
+    def _parallel_chunk(self) -> tuple | None:
+        """A grouped kernel's chunk as its parallel variant runs it (``_chunks``' entry)."""
+        found = self._dispatchers.get(True)
+        if not self.grouped or found is None:
+            return None
+        return self._chunks.get(found[1][1:])
 
     @contextlib.contextmanager
     def _compile_settings(self) -> Iterator[None]:
@@ -217,23 +235,16 @@ class CpuProgram:
         exec(compile(self.source, self.filename, "exec"), module.__dict__)  # noqa: S102 - our codegen
         return module
 
-    def _compiled_chunk(self, signature: tuple):
-        """The intrinsic that calls this kernel's ``_chunk`` compiled for the variants'
-        ``signature`` (compiled on first use; its result kept for the disk-cache image)."""
-        import llvmlite.binding as llb
+    def _compiled_chunk(self, signature: tuple) -> None:
+        """Compile this kernel's ``_chunk`` for the variants' ``signature`` (once; kept
+        in ``_chunks`` with its result, for the disk-cache image)."""
         import numba
 
-        found = self._chunks.get(signature)
-        if found is None:
+        if signature not in self._chunks:
             argtypes = (numba.types.intp, *signature)
             dispatcher = numba.njit(**JIT_OPTIONS)(self._module(False)._chunk)
             dispatcher.compile(argtypes)
-            cres = dispatcher.overloads[argtypes]
-            symbol = cres.fndesc.llvm_func_name
-            llb.add_symbol(symbol, cres.library.get_pointer_to_function(symbol))
-            call = runtime.call_compiled(symbol, argtypes)
-            found = self._chunks[signature] = (call, dispatcher, argtypes, cres)
-        return found[0]
+            self._chunks[signature] = (dispatcher, argtypes, dispatcher.overloads[argtypes])
 
     def vector_bits(self) -> int | None:
         """The vector width to ask LLVM for (vector_width.py), None for its own choice."""
@@ -246,12 +257,12 @@ class CpuProgram:
         if True not in self._dispatchers:
             self._compile(True, self._call_args(args, grid, True))
         dispatcher, signature = self._dispatchers[True]
-        chunk = self._chunks.get(signature)  # a grouped kernel's body, called by it
+        chunk = self._parallel_chunk()  # a grouped kernel's body, called by it
         if stage == "llvm":
             text = dispatcher.inspect_llvm(signature)
-            return text if chunk is None else chunk[3].library.get_llvm_str() + "\n" + text
+            return text if chunk is None else chunk[2].library.get_llvm_str() + "\n" + text
         text = dispatcher.inspect_asm(signature)
-        return text if chunk is None else chunk[3].library.get_asm_str() + "\n" + text
+        return text if chunk is None else chunk[2].library.get_asm_str() + "\n" + text
 
     def _disk_entry(self, parallel: bool, args: tuple) -> disk_cache.Entry | None:
         """The disk-cache file of one variant, keyed on all that shapes its machine code."""
@@ -417,7 +428,7 @@ def argument_types(args: tuple) -> tuple[str, ...]:
 # runtime namespace and the Tessera modules whose functions it lends to the generated code
 # (tests/test_disk_cache.py checks that this list covers cpu_runtime.namespace()).
 RUNTIME_SOURCES = ("program.py", "runtime.py", "atomics.py", "native.py", "microkernel.py")
-RUNTIME_SOURCES += ("vector_width.py", "block_copies.py")
+RUNTIME_SOURCES += ("vector_width.py", "block_copies.py", "parallel_driver.py")
 RUNTIME_SOURCES += ("../semantics.py", "../integers.py", "../own_math.py")
 
 

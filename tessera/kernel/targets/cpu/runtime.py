@@ -185,45 +185,41 @@ def _definitions() -> dict:
 
         return make
 
-    def call_compiled(symbol: str, argtypes: tuple):
-        """An intrinsic ``call(args)`` that calls the compiled function ``symbol`` (Numba's
-        internal calling convention; ``argtypes`` its Numba types) with the values of the
-        tuple ``args`` (cast to ``argtypes``), passing on any exception it raises. The
-        callee is only declared in the caller's module, never linked into it: the caller
-        compiles without LLVM optimising and emitting the callee's code a second time."""
+    @intrinsic
+    def call_pointer(typingctx, address, args):
+        """``call_pointer(address, args)``: call the compiled function at ``address`` (an
+        integer; Numba's internal calling convention), its argument types those of ``args``
+        (literals widened), passing on any exception it raises: a caller compiled once runs
+        any such function, never linked into the caller's module."""
+        if not isinstance(address, types.Integer) or not isinstance(args, types.BaseTuple):
+            return None
+        given = tuple(args.types)
+        argtypes = tuple(types.unliteral(t) for t in given)
 
-        @intrinsic
-        def call(typingctx, args):
-            if not isinstance(args, types.BaseTuple) or len(args) != len(argtypes):
-                return None
-
-            def codegen(context, builder, signature, llargs):
-                given = cgutils.unpack_tuple(builder, llargs[0], len(argtypes))
-                values = [
-                    context.cast(builder, v, t, want)
-                    for v, t, want in zip(given, args.types, argtypes)
-                ]
-                fnty = context.call_conv.get_function_type(types.none, argtypes)
-                fn = cgutils.get_or_insert_function(builder.module, fnty, symbol)
-                status, _ = context.call_conv.call_function(
-                    builder, fn, types.none, argtypes, values
+        def codegen(context, builder, signature, llargs):
+            values = [
+                context.cast(builder, v, t, want)
+                for v, t, want in zip(
+                    cgutils.unpack_tuple(builder, llargs[1], len(given)), given, argtypes
                 )
-                with cgutils.if_unlikely(builder, status.is_error):
-                    context.call_conv.return_status_propagate(builder, status)
-                return context.get_dummy_value()
+            ]
+            fnty = context.call_conv.get_function_type(types.none, argtypes)
+            fn = builder.inttoptr(llargs[0], fnty.as_pointer())
+            status, _ = context.call_conv.call_function(builder, fn, types.none, argtypes, values)
+            with cgutils.if_unlikely(builder, status.is_error):
+                context.call_conv.return_status_propagate(builder, status)
+            return context.get_dummy_value()
 
-            return types.none(args), codegen
-
-        return call
+        return types.none(address, args), codegen
 
     own = own_math.functions(bits_f32, f32_bits, fma_f32, numba.njit(**_JIT))  # exp, log, ...
 
     return dict(locals())
 
 
-def call_compiled(symbol: str, argtypes: tuple):
-    """An intrinsic that calls compiled function ``symbol`` without linking it (above)."""
-    return _definitions()["call_compiled"](symbol, argtypes)
+def call_pointer():
+    """The intrinsic that calls a compiled function by its address (above)."""
+    return _definitions()["call_pointer"]
 
 
 STACK_ALIGN = 64  # bytes: a cache line, and one AVX-512 vector
