@@ -30,7 +30,7 @@ def test_inspect_regions_cuts_the_body_at_barriers():
 
 def test_inspect_cpu_code_maps_back_to_kernel_lines():
     text = block_reduce_tree.inspect("cpu", *_args(), grid=4)
-    assert "_prange(_nchunks)" in text
+    assert "def _chunk(_c," in text and "for _g in range(" in text  # a chunk's groups
     lines = [int(part.split()[0]) for part in text.split("# line ")[1:]]
     first = block_reduce_tree.fn.__code__.co_firstlineno
     assert lines and all(first < n < first + 20 for n in lines)
