@@ -37,18 +37,19 @@ def _driver_source(n: int) -> str:
     )
 
 
-_drivers: dict[int, object] = {}
+_drivers: dict[tuple, object] = {}  # (n, Numba's options) → the driver
 
 
 def driver(n: int, options: dict):
-    """The process's driver of ``n`` arguments (a Numba dispatcher, ``parallel=True``):
-    ``driver(chunk_address, args..., grid..., nchunks)``."""
+    """The process's driver of ``n`` arguments compiled with Numba's ``options`` (a
+    dispatcher, ``parallel=True``): ``driver(chunk_address, args..., grid..., nchunks)``."""
+    key = (n, tuple(sorted(options.items())))
     with _lock:
-        found = _drivers.get(n)
+        found = _drivers.get(key)
         if found is None:
             import numba
 
             namespace = {"numba": numba, "_call_pointer": runtime.call_pointer()}
             exec(compile(_driver_source(n), f"<tessera parallel driver {n}>", "exec"), namespace)  # noqa: S102 - our codegen
-            found = _drivers[n] = numba.njit(parallel=True, **options)(namespace["_drive"])
+            found = _drivers[key] = numba.njit(parallel=True, **options)(namespace["_drive"])
     return found

@@ -91,7 +91,7 @@ class CpuProgram:
         self.prints = ir.prints(spec.kir.body)
         self._entries: dict[bool, object] = {}  # variant → the compiled function
         self._dispatchers: dict[bool, tuple] = {}  # variant → (dispatcher, signature)
-        self._chunks: dict[tuple, tuple] = {}  # signature → the chunk's (dispatcher, types, cres)
+        self._chunks: dict[tuple, tuple] = {}  # signature → the chunk's (dispatcher, cres)
         # until this kernel's starved launch is reported; never for the operator layer's
         # kernels (their shapes are tessera's to choose: the user could do nothing about it)
         self._watch_shape = self.grouped and not generated(spec.kir.loc.file)
@@ -160,7 +160,7 @@ class CpuProgram:
             if chunk is None:
                 image = native.image_of(cres)
             else:  # the shared driver, and the chunk whose address it takes
-                image = native.image_of(cres, (chunk[2],), chunk[2].fndesc.llvm_func_name)
+                image = native.image_of(cres, (chunk[1],), chunk[1].fndesc.llvm_func_name)
             if image is not None:
                 entry.write(image.to_bytes(), str(cres.signature))
         return function
@@ -175,17 +175,17 @@ class CpuProgram:
 
         signature = tuple(numba.typeof(a) for a in args)
         if self.grouped:
+            driven = (numba.types.intp, *signature)  # (the driver's: the chunk's address first)
+            driver = parallel_driver.driver(len(signature), JIT_OPTIONS) if parallel else None
             with self._compile_settings():
                 self._compiled_chunk(signature)
-            dispatcher, argtypes, cres = self._chunks[signature]
-            if not parallel:
+                if driver is not None:
+                    driver.compile(driven)
+            dispatcher, cres = self._chunks[signature]
+            if driver is None:
                 self._dispatchers[parallel] = (dispatcher, signature)
                 return cres.entry_point, cres
             address = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
-            driver = parallel_driver.driver(len(signature), JIT_OPTIONS)
-            driven = (numba.types.intp, *signature)
-            with self._compile_settings():
-                driver.compile(driven)
             self._dispatchers[parallel] = (driver, driven)
             run = driver.overloads[driven]
             return functools.partial(run.entry_point, address), run
@@ -244,7 +244,7 @@ class CpuProgram:
             argtypes = (numba.types.intp, *signature)
             dispatcher = numba.njit(**JIT_OPTIONS)(self._module(False)._chunk)
             dispatcher.compile(argtypes)
-            self._chunks[signature] = (dispatcher, argtypes, dispatcher.overloads[argtypes])
+            self._chunks[signature] = (dispatcher, dispatcher.overloads[argtypes])
 
     def vector_bits(self) -> int | None:
         """The vector width to ask LLVM for (vector_width.py), None for its own choice."""
@@ -260,9 +260,9 @@ class CpuProgram:
         chunk = self._parallel_chunk()  # a grouped kernel's body, called by it
         if stage == "llvm":
             text = dispatcher.inspect_llvm(signature)
-            return text if chunk is None else chunk[2].library.get_llvm_str() + "\n" + text
+            return text if chunk is None else chunk[1].library.get_llvm_str() + "\n" + text
         text = dispatcher.inspect_asm(signature)
-        return text if chunk is None else chunk[2].library.get_asm_str() + "\n" + text
+        return text if chunk is None else chunk[1].library.get_asm_str() + "\n" + text
 
     def _disk_entry(self, parallel: bool, args: tuple) -> disk_cache.Entry | None:
         """The disk-cache file of one variant, keyed on all that shapes its machine code."""
